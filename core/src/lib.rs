@@ -1,0 +1,23 @@
+//! nvbare-core: the `#![no_std]` heart of nvbare.
+//!
+//! Nothing in this crate knows about Linux. The embedder supplies hardware access through the
+//! traits in [`hal`]; everything above is plain Rust over those traits:
+//!
+//! * [`regs`]: typed registers with NVIDIA's names, built on `bitfield-struct`.
+//! * [`chip`]: chip identification from `NV_PMC_BOOT_0`/`NV_PMC_BOOT_42` and the per-chip table.
+//! * [`rm`]: the Resource Manager API as data and the [`rm::Rm`] trait.
+//!
+//! The crate needs no heap. The optional `alloc` feature only adds conveniences.
+#![no_std]
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+pub mod chip;
+pub mod hal;
+pub mod regs;
+pub mod rm;
+
+pub use hal::{Clock, DmaAllocator, DmaBuffer, HalError, Mmio, PciConfig, PollError, poll_until};

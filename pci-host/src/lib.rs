@@ -1,0 +1,38 @@
+//! nvbare-pci-host: the Linux side of nvbare.
+//!
+//! * [`sysfs`]: PCI enumeration and device attributes under `/sys` (or `NVBARE_SYSFS_ROOT`).
+//!
+//! This crate knows nothing about GPU internals; it finds devices and gives the core access to
+//! them.
+#![warn(missing_docs)]
+
+mod pci_ids;
+pub mod sysfs;
+
+pub use sysfs::{Bar, Bdf, PciFunction, Sysfs, SysfsError};
+
+/// NVIDIA's PCI vendor id.
+pub const NVIDIA_VENDOR_ID: u16 = 0x10de;
+
+/// The product name of an NVIDIA PCI device id, when known.
+pub fn nvidia_device_name(device_id: u16) -> Option<&'static str> {
+    let t = pci_ids::NVIDIA_DEVICE_NAMES;
+    t.binary_search_by_key(&device_id, |e| e.0)
+        .ok()
+        .map(|i| t[i].1)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names() {
+        assert_eq!(super::nvidia_device_name(0x2335), Some("NVIDIA H200"));
+        assert_eq!(
+            super::nvidia_device_name(0x2684),
+            Some("NVIDIA GeForce RTX 4090")
+        );
+        assert_eq!(super::nvidia_device_name(0x0001), None);
+        let t = super::pci_ids::NVIDIA_DEVICE_NAMES;
+        assert!(t.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+}

@@ -1,0 +1,75 @@
+//! The chips the simulator can play, with the identity and sizes of a real board of each.
+
+use nvbare_core::chip::Chipset;
+
+/// A simulated board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChipModel {
+    /// The chip.
+    pub chipset: Chipset,
+    /// Board the model imitates.
+    pub board: &'static str,
+    /// PCI device id.
+    pub device_id: u16,
+    /// PCI subsystem (vendor, device).
+    pub subsystem: (u16, u16),
+    /// PCI class code (0x030000 VGA, 0x030200 3D controller).
+    pub class: u32,
+    /// Revision (major, minor) as in BOOT_42, e.g. (0xa, 1) for A1.
+    pub revision: (u8, u8),
+    /// Usable VRAM in MiB (what the VBIOS writes to `NV_USABLE_FB_SIZE_IN_MB`).
+    pub vram_mib: u32,
+    /// BAR1 (VRAM aperture) size in bytes.
+    pub bar1_size: u64,
+}
+
+/// GeForce RTX 4090 (AD102).
+pub const AD102: ChipModel = ChipModel {
+    chipset: Chipset::AD102,
+    board: "GeForce RTX 4090",
+    device_id: 0x2684,
+    subsystem: (0x10de, 0x167c),
+    class: 0x03_0000,
+    revision: (0xa, 1),
+    vram_mib: 24_564,
+    bar1_size: 32 << 30,
+};
+
+/// H200 SXM (GH100).
+pub const GH100: ChipModel = ChipModel {
+    chipset: Chipset::GH100,
+    board: "H200",
+    device_id: 0x2335,
+    subsystem: (0x10de, 0x18be),
+    class: 0x03_0200,
+    revision: (0xa, 1),
+    vram_mib: 143_771,
+    bar1_size: 256 << 30,
+};
+
+/// GeForce RTX 5090 (GB202).
+pub const GB202: ChipModel = ChipModel {
+    chipset: Chipset::GB202,
+    board: "GeForce RTX 5090",
+    device_id: 0x2b85,
+    subsystem: (0x10de, 0x2104),
+    class: 0x03_0000,
+    revision: (0xa, 1),
+    vram_mib: 32_607,
+    bar1_size: 32 << 30,
+};
+
+/// Every model.
+pub const MODELS: [ChipModel; 3] = [AD102, GH100, GB202];
+
+impl ChipModel {
+    /// The model for a chip, if the simulator has one.
+    pub fn for_chipset(chipset: Chipset) -> Option<ChipModel> {
+        MODELS.iter().copied().find(|m| m.chipset == chipset)
+    }
+
+    /// Names of the modelled chips, for error messages.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        MODELS.iter().map(|m| m.chipset.name())
+    }
+}

@@ -1,0 +1,97 @@
+//! `nvbare info`: identify a device and print its per-chip facts.
+
+use std::io::Write;
+
+use nvbare_core::chip::{self, BootMethod, Chip, MmuVersion};
+use nvbare_core::hal::PciConfig;
+use nvbare_core::regs::Register;
+use nvbare_core::regs::pgc6::NV_PGC6_AON_SECURE_SCRATCH_GROUP_42;
+use nvbare_core::rm::class::class_name;
+use nvbare_sim::{ChipModel, SimConfig, SimGpu};
+
+use crate::{CliError, DeviceSpec};
+
+fn class(id: u32) -> String {
+    match class_name(id) {
+        Some(n) => format!("{n} ({id:#06x})"),
+        None => format!("{id:#06x}"),
+    }
+}
+
+/// Prints what the core knows about an identified chip.
+pub fn print_chip(out: &mut dyn Write, chip: &Chip) -> std::io::Result<()> {
+    let i = chip.info;
+    writeln!(out, "chip      {chip}")?;
+    writeln!(
+        out,
+        "boot      NV_PMC_BOOT_0 = {:#010x}, NV_PMC_BOOT_42 = {:#010x}",
+        chip.boot0, chip.boot42
+    )?;
+    writeln!(out, "sm        sm_{}", i.sm)?;
+    writeln!(out, "compute   {}", class(i.classes.compute))?;
+    writeln!(out, "gpfifo    {}", class(i.classes.gpfifo))?;
+    writeln!(out, "copy      {}", class(i.classes.copy))?;
+    writeln!(out, "usermode  {}", class(i.classes.usermode))?;
+    let mmu = match i.mmu {
+        MmuVersion::V2 => "GMMU v2 (49-bit VA, PDE3..PDE0)",
+        MmuVersion::V3 => "GMMU v3 (57-bit VA, PDE4..PDE0)",
+    };
+    writeln!(out, "mmu       {mmu}")?;
+    writeln!(out, "qmd       {:?} ({} bytes)", i.qmd, i.qmd.size())?;
+    let boot = match i.boot {
+        BootMethod::Booter => "FWSEC-FRTS + booter on SEC2",
+        BootMethod::FspChainOfTrust => "FSP chain of trust + GSP-FMC",
+    };
+    writeln!(out, "gsp boot  {boot}")?;
+    writeln!(
+        out,
+        "firmware  nvidia/{}/gsp/ (signature .fwsignature_{})",
+        i.firmware_dir, i.gsp_signature_family
+    )?;
+    Ok(())
+}
+
+fn io(e: std::io::Error) -> CliError {
+    CliError::Runtime(format!("writing output: {e}"))
+}
+
+/// Runs `nvbare info --device DEV`.
+pub fn run(out: &mut dyn Write, device: DeviceSpec) -> Result<(), CliError> {
+    match device {
+        DeviceSpec::Sim(cs) => {
+            let model = ChipModel::for_chipset(cs)
+                .ok_or_else(|| CliError::Usage(format!("the simulator has no {cs} model")))?;
+            let gpu = SimGpu::new(SimConfig::new(model));
+            let bar0 = gpu.bar0();
+            let chip = chip::identify_mmio(&bar0)?;
+            let pci = gpu.pci();
+            let id = pci
+                .read_config32(0)
+                .map_err(|e| CliError::Runtime(e.to_string()))?;
+            let sub = pci
+                .read_config32(0x2c)
+                .map_err(|e| CliError::Runtime(e.to_string()))?;
+            let vram = NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(&bar0);
+            writeln!(out, "device    {device} (simulated {})", model.board).map_err(io)?;
+            writeln!(
+                out,
+                "pci       {:04x}:{:04x} subsystem {:04x}:{:04x}",
+                id & 0xffff,
+                id >> 16,
+                sub & 0xffff,
+                sub >> 16
+            )
+            .map_err(io)?;
+            writeln!(out, "vram      {} MiB", vram.value()).map_err(io)?;
+            print_chip(out, &chip).map_err(io)
+        }
+        DeviceSpec::Nvidia(_) => Err(CliError::Runtime(format!(
+            "{device}: the nvidia kernel-driver adapter is not part of this build yet; \
+             use --device sim:CHIP"
+        ))),
+        DeviceSpec::Vfio(_) => Err(CliError::Runtime(format!(
+            "{device}: the bare-metal VFIO backend is not part of this build yet; \
+             use --device sim:CHIP"
+        ))),
+    }
+}

@@ -1,0 +1,135 @@
+//! The device-string grammar shared by every subcommand (`--device`).
+//!
+//! * `sim` or `sim:CHIP`: the built-in simulated GPU (CHIP: ad102, gh100, gb202; default gh100);
+//! * `nvidia:N`: GPU N through the nvidia kernel driver (the kernel-driver adapter);
+//! * `vfio:DOMAIN:BUS:DEV.FN`: a GPU bound to vfio-pci, driven bare-metal.
+
+use std::fmt;
+use std::str::FromStr;
+
+use nvbare_core::chip::Chipset;
+use nvbare_pci_host::Bdf;
+use nvbare_sim::ChipModel;
+
+/// A parsed `--device` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// The simulated GPU playing this chip.
+    Sim(Chipset),
+    /// GPU index N of the nvidia kernel driver (`/dev/nvidiaN`).
+    Nvidia(u32),
+    /// A GPU bound to vfio-pci.
+    Vfio(Bdf),
+}
+
+impl Default for DeviceSpec {
+    fn default() -> Self {
+        DeviceSpec::Sim(Chipset::GH100)
+    }
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceSpec::Sim(c) => write!(f, "sim:{}", c.name().to_ascii_lowercase()),
+            DeviceSpec::Nvidia(n) => write!(f, "nvidia:{n}"),
+            DeviceSpec::Vfio(b) => write!(f, "vfio:{b}"),
+        }
+    }
+}
+
+/// Why a device string was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{problem}\nvalid forms: sim[:CHIP] (CHIP: {chips}; default gh100), nvidia:N (e.g. nvidia:0), vfio:DOMAIN:BUS:DEV.FN (e.g. vfio:0000:01:00.0)"
+)]
+pub struct DeviceSpecError {
+    problem: String,
+    chips: String,
+}
+
+fn spec_error(problem: String) -> DeviceSpecError {
+    let chips: Vec<String> = ChipModel::names().map(|n| n.to_ascii_lowercase()).collect();
+    DeviceSpecError {
+        problem,
+        chips: chips.join(", "),
+    }
+}
+
+impl FromStr for DeviceSpec {
+    type Err = DeviceSpecError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (kind, arg) = match s.split_once(':') {
+            Some((k, a)) => (k, Some(a)),
+            None => (s, None),
+        };
+        match (kind, arg) {
+            ("sim", None) => Ok(DeviceSpec::default()),
+            ("sim", Some(chip)) => {
+                let cs = Chipset::from_name(chip)
+                    .filter(|cs| ChipModel::for_chipset(*cs).is_some())
+                    .ok_or_else(|| spec_error(format!("the simulator has no chip {chip:?}")))?;
+                Ok(DeviceSpec::Sim(cs))
+            }
+            ("nvidia", Some(n)) => n
+                .parse::<u32>()
+                .map(DeviceSpec::Nvidia)
+                .map_err(|_| spec_error(format!("{n:?} is not a GPU index"))),
+            ("vfio", Some(bdf)) => bdf
+                .parse::<Bdf>()
+                .map(DeviceSpec::Vfio)
+                .map_err(|e| spec_error(e.to_string())),
+            _ => Err(spec_error(format!("unknown device {s:?}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_form() {
+        assert_eq!(
+            "sim".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::Sim(Chipset::GH100)
+        );
+        assert_eq!(
+            "sim:AD102".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::Sim(Chipset::AD102)
+        );
+        assert_eq!(
+            "sim:gb202".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::Sim(Chipset::GB202)
+        );
+        assert_eq!(
+            "nvidia:3".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::Nvidia(3)
+        );
+        assert_eq!(
+            "vfio:0000:01:00.0"
+                .parse::<DeviceSpec>()
+                .unwrap()
+                .to_string(),
+            "vfio:0000:01:00.0"
+        );
+    }
+
+    #[test]
+    fn rejects_with_the_valid_forms() {
+        for bad in [
+            "",
+            "gpu0",
+            "sim:",
+            "sim:tu102",
+            "sim:xyz",
+            "nvidia",
+            "nvidia:x",
+            "vfio:1",
+        ] {
+            let e = bad.parse::<DeviceSpec>().unwrap_err().to_string();
+            assert!(e.contains("valid forms"), "{bad}: {e}");
+        }
+    }
+}

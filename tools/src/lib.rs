@@ -1,0 +1,35 @@
+//! The `nvbare` command-line tool, as a library so its pieces can be tested.
+#![warn(missing_docs)]
+
+pub mod cmd;
+pub mod device;
+pub mod logger;
+
+pub use device::DeviceSpec;
+
+/// Errors a subcommand reports; the message says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The command line asked for something impossible (exit code 2).
+    #[error("{0}")]
+    Usage(String),
+    /// Reading sysfs failed.
+    #[error(transparent)]
+    Sysfs(#[from] nvbare_pci_host::SysfsError),
+    /// The chip could not be identified.
+    #[error("{0}")]
+    Chip(#[from] nvbare_core::chip::ChipError),
+    /// Anything else that went wrong at run time (exit code 1).
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl CliError {
+    /// The process exit code for this error: 2 for usage errors, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+}
