@@ -44,7 +44,7 @@ mod tests {
     #[test]
     fn wpr2_address() {
         let hi = NV_PFB_PRI_MMU_WPR2_ADDR_HI::from(0x0123_4560);
-        assert_eq!(hi.address(), 0x12_3456_000);
+        assert_eq!(hi.address(), 0x0001_2345_6000);
         assert!(hi.is_active());
         assert!(!NV_PFB_PRI_MMU_WPR2_ADDR_HI::from(0xf).is_active());
     }
