@@ -23,9 +23,11 @@ use nvbare_core::regs::{Register, RegisterArray};
 
 pub mod bar0;
 pub mod clock;
+pub mod gpu_mem;
 pub mod host;
 pub mod models;
 pub mod pci;
+pub mod rm_service;
 pub mod vram;
 
 pub use bar0::{BAR0_SIZE, MmioEngine, SimCore};
