@@ -364,6 +364,10 @@ impl<B: Backend> Inner<B> {
             tokens: [0; 2],
         };
         inner.create_channels(&info, opts)?;
+        // Local memory for kernels that need only the stack reserve, so the first launch does
+        // not have to stop the pipeline to set it up.
+        let base_local = launch::local_memory_per_thread(0)?;
+        inner.ensure_local_memory(&info, opts, base_local)?;
         let mut info = info;
         info.tokens = [inner.chans[0].fifo.token(), inner.chans[1].fifo.token()];
         Ok((inner, info))
