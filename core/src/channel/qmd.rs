@@ -29,7 +29,7 @@
 
 use core::fmt;
 
-use crate::chip::QmdVersion;
+pub use crate::chip::QmdVersion;
 
 mod fields;
 

@@ -1020,7 +1020,7 @@ impl Cubin {
                         .r_offset
                         .checked_add(at + width)
                         .is_some_and(|e| e <= target.size);
-                    if !fits || (target_data.is_empty() && target.size != 0) {
+                    if !fits {
                         return Err(CubinError::RelocationOutOfBounds {
                             section: target.name.clone(),
                             offset: r.r_offset,
@@ -1034,7 +1034,9 @@ impl Cubin {
                 }
                 let addend = match (r.r_addend, field) {
                     (Some(a), _) if is_rela => a,
-                    // REL: the addend is what the field holds now.
+                    // REL: the addend is what the field holds now (zero in a zero-filled
+                    // section).
+                    (_, Some(_)) if target_data.is_empty() => 0,
                     (_, Some((at, width))) => {
                         let pos = to_usize(r.r_offset + at, "relocation offset", &s.name)?;
                         let v = if width == 8 {
