@@ -4,6 +4,7 @@
 pub mod cmd;
 pub mod device;
 pub mod logger;
+pub mod open;
 
 pub use device::DeviceSpec;
 
