@@ -263,6 +263,22 @@ impl<B: Backend> Device<B> {
             .submit_raw_acquire(&self.info, &self.options, addr, value)
     }
 
+    /// Submits raw method words on one channel, followed by that channel's timeline release,
+    /// and returns the timeline value that marks their completion (for tools that replay
+    /// pushbuffers, and tests of the GPU side). The words are not checked: a malformed
+    /// pushbuffer is the GPU's (or the simulator's) to reject, which surfaces at the next wait.
+    /// At most 1024 words.
+    pub fn submit_raw(&self, channel: ChannelKind, words: &[u32]) -> Result<u64, DeviceError> {
+        self.inner()?
+            .submit_raw(&self.info, &self.options, channel, words)
+    }
+
+    /// Waits until `channel`'s timeline reaches `value` (from [`Device::submit_raw`]).
+    pub fn wait_for(&self, channel: ChannelKind, value: u64) -> Result<(), DeviceError> {
+        self.inner()?
+            .wait_value(&self.info, &self.options, channel, value)
+    }
+
     pub(crate) fn release_slot(&self, slot: usize, generation: u32) {
         if let Ok(mut i) = self.inner.try_borrow_mut() {
             i.release_slot(&self.info, &self.options, slot, generation);

@@ -31,6 +31,8 @@ use crate::rm::{Handle, Rm, RmAbi};
 
 /// Most words a submission's own methods take (acquire + launch + release + local memory).
 const MAX_PB_WORDS: usize = 64;
+/// Most words [`Inner::submit_raw`] takes.
+const MAX_RAW_WORDS: usize = 1024;
 /// Largest copy-engine line (`LINE_LENGTH_IN` is 32 bits; stay well below).
 const MAX_COPY_CHUNK: u64 = 1 << 30;
 /// Bytes of the semaphore page: a 16-byte timeline slot per channel.
@@ -525,27 +527,46 @@ impl<B: Backend> Inner<B> {
     where
         F: FnOnce(&mut PushBuffer<'_>, u64, (&B::Memory, u64, u64)) -> Result<bool, DeviceError>,
     {
+        self.submit_with(info, opts, ci, extra, &[], build)
+    }
+
+    /// [`Inner::submit`] with `raw` method words between the cross-channel wait and `build`'s
+    /// methods.
+    fn submit_with<F>(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        ci: usize,
+        extra: u64,
+        raw: &[u32],
+        build: F,
+    ) -> Result<u64, DeviceError>
+    where
+        F: FnOnce(&mut PushBuffer<'_>, u64, (&B::Memory, u64, u64)) -> Result<bool, DeviceError>,
+    {
         let value = self.chans[ci].submitted + 1;
         let extra = extra.next_multiple_of(ARENA_ALIGN);
-        let total = extra + (MAX_PB_WORDS * 4) as u64;
+        let total = extra + ((2 * MAX_PB_WORDS + raw.len()) * 4) as u64;
         let off = self.arena_alloc(info, opts, ci, total, value)?;
         let o = other(ci);
         let other_sub = self.chans[o].submitted;
         let other_sem = self.sem.gpu_va() + self.chans[o].sem_offset;
         let own_sem = self.sem.gpu_va() + self.chans[ci].sem_offset;
         let need_acquire = other_sub > self.chans[ci].synced_other;
-        let mut words = [0u32; MAX_PB_WORDS];
-        let mut pb = PushBuffer::new(&mut words);
+        let mut head_words = [0u32; MAX_PB_WORDS];
+        let mut head = PushBuffer::new(&mut head_words);
+        let mut tail_words = [0u32; MAX_PB_WORDS];
+        let mut tail = PushBuffer::new(&mut tail_words);
         let cmds_va = self.chans[ci].cmds.gpu_va();
         let built = (|| -> Result<(), DeviceError> {
             if need_acquire {
-                pb.host_acquire64_geq(other_sem, other_sub)?;
+                head.host_acquire64_geq(other_sem, other_sub)?;
             }
-            let released = build(&mut pb, cmds_va + off, (&self.chans[ci].cmds, off, value))?;
+            let released = build(&mut tail, cmds_va + off, (&self.chans[ci].cmds, off, value))?;
             if !released {
                 match self.chans[ci].kind {
-                    ChannelKind::Compute => pb.host_release64(own_sem, value, true, true)?,
-                    ChannelKind::Copy => pb.ce_release64(own_sem, value, true)?,
+                    ChannelKind::Compute => tail.host_release64(own_sem, value, true, true)?,
+                    ChannelKind::Copy => tail.ce_release64(own_sem, value, true)?,
                 }
             }
             Ok(())
@@ -555,12 +576,15 @@ impl<B: Backend> Inner<B> {
             c.arena.cancel_last();
             return Err(e);
         }
-        let len = pb.len();
-        let words = pb.words();
         let pb_off = off + extra;
         let r = (|| -> Result<(), DeviceError> {
-            c.cmds.write(pb_off, words.as_bytes())?;
-            let entry = GpEntry::new(cmds_va + pb_off, len as u32)?;
+            let mut at = pb_off;
+            for part in [head.words(), raw, tail.words()] {
+                c.cmds.write(at, part.as_bytes())?;
+                at += (part.len() * 4) as u64;
+            }
+            let len = (head.len() + raw.len() + tail.len()) as u32;
+            let entry = GpEntry::new(cmds_va + pb_off, len)?;
             let view = RingView {
                 mem: &c.ring,
                 userd: c.userd_offset,
@@ -1229,6 +1253,41 @@ impl<B: Backend> Inner<B> {
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));
         Ok(())
+    }
+
+    pub(super) fn submit_raw(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        channel: ChannelKind,
+        words: &[u32],
+    ) -> Result<u64, DeviceError> {
+        self.check_alive()?;
+        if words.len() > MAX_RAW_WORDS {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "{} raw words; at most {MAX_RAW_WORDS} per submission",
+                words.len()
+            )));
+        }
+        let ci = match channel {
+            ChannelKind::Compute => COMPUTE,
+            ChannelKind::Copy => COPY,
+        };
+        self.submit_with(info, opts, ci, 0, words, |_, _, _| Ok(false))
+    }
+
+    pub(super) fn wait_value(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        channel: ChannelKind,
+        value: u64,
+    ) -> Result<(), DeviceError> {
+        let ci = match channel {
+            ChannelKind::Compute => COMPUTE,
+            ChannelKind::Copy => COPY,
+        };
+        self.wait(info, opts, ci, value, "submitted work")
     }
 
     /// A raw acquire on the compute channel (tests, tools).

@@ -41,6 +41,8 @@ pub(crate) struct ComputeRegs {
     local_non_throttled: [u32; 3],
     /// A grid that has not finished (a spinning kernel), with what to do when it does.
     pending: Option<Pending>,
+    /// The last QMD launched, decoded.
+    pub(crate) last: Option<LaunchDesc>,
 }
 
 #[derive(Debug, Clone)]
@@ -273,6 +275,7 @@ fn launch(
         Err(e) => return bad_qmd(engine, qmd_va, e.to_string()),
     };
     let rel = releases(&qmd, &d);
+    r.last = Some(d);
     match run::grid(core, space, ctx, &d) {
         run::GridEnd::Done => release_all(core, space, engine, &rel),
         run::GridEnd::Fault { fault, pc, kernel } => {

@@ -215,6 +215,11 @@ impl Channel {
         &self.errors
     }
 
+    /// The last QMD this channel launched, as the compute engine decoded it.
+    pub fn last_launch(&self) -> Option<&nvbare_core::channel::qmd::LaunchDesc> {
+        self.regs.compute.last.as_ref()
+    }
+
     /// Clears the SM error states and the MMU-fault flag (`CLEAR_ALL_SM_ERROR_STATES`).
     pub fn clear_errors(&mut self) {
         self.errors.sm_errors.clear();

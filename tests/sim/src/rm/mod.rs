@@ -1177,3 +1177,6 @@ impl RmService for RmModel {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
