@@ -40,6 +40,7 @@ mod error;
 mod memory;
 mod module;
 mod ops;
+mod template;
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;

@@ -14,6 +14,7 @@ use super::error::{
     ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord,
 };
 use super::module::{Arg, KernelInfo};
+use super::template::{QmdPatch, TemplateKey, Templates};
 use super::{Classes, DeviceInfo, DeviceOptions, GrInfo, newest_class, qmd_version_for};
 use crate::channel::gpfifo::{GP_ADDRESS_LIMIT, GpEntry, GpFifo, USERD_SIZE};
 use crate::channel::launch::{
@@ -21,7 +22,7 @@ use crate::channel::launch::{
 };
 use crate::channel::methods::{SUBC_COMPUTE, SUBC_COPY};
 use crate::channel::pushbuf::PushBuffer;
-use crate::channel::qmd::{LaunchDesc, Qmd};
+use crate::channel::qmd::LaunchDesc;
 use crate::chip::Chipset;
 use crate::hal::{PollError, poll_until};
 use crate::rm::alloc::*;
@@ -66,6 +67,8 @@ pub(crate) struct Inner<B: Backend> {
     local: Option<(B::Memory, u64, u32)>,
     caches_dirty: bool,
     scratch: Vec<u8>,
+    qmd_patch: QmdPatch,
+    templates: Templates,
     last_kernel: Option<(usize, usize)>,
     dead: Option<String>,
 }
@@ -351,6 +354,8 @@ impl<B: Backend> Inner<B> {
             local: None,
             caches_dirty: true,
             scratch: Vec::new(),
+            qmd_patch: QmdPatch::new(qmd)?,
+            templates: Templates::default(),
             last_kernel: None,
             dead: None,
         };
@@ -895,6 +900,7 @@ impl<B: Backend> Inner<B> {
         if self.last_kernel.is_some_and(|(s, _)| s == slot) {
             self.last_kernel = None;
         }
+        self.templates.forget_slot(slot);
         if let Some(m) = self.slots.get_mut(slot).and_then(|s| s.mem.take())
             && let Err(e) = self.backend.free_memory(m)
         {
@@ -1236,10 +1242,18 @@ impl<B: Backend> Inner<B> {
         let qmd_version = info.qmd;
         let dirty = self.caches_dirty;
         let scratch = core::mem::take(&mut self.scratch);
+        let mut templates = core::mem::take(&mut self.templates);
+        let patch = self.qmd_patch;
+        let key = TemplateKey {
+            slot,
+            generation,
+            kernel: kernel_index,
+            dynamic_shared,
+        };
         let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
             desc.cbufs[0] = Some((va, cb_size));
             let qmd_va = va + cb_size as u64;
-            let qmd = Qmd::build(qmd_version, &desc)?;
+            let qmd = templates.qmd(qmd_version, &patch, key, &desc)?;
             cmds.write(off, &scratch)?;
             cmds.write(off + cb_size as u64, qmd.as_bytes())?;
             if dirty {
@@ -1249,6 +1263,7 @@ impl<B: Backend> Inner<B> {
             Ok(true)
         });
         self.scratch = scratch;
+        self.templates = templates;
         r?;
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));

@@ -83,6 +83,54 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec, o: DemoOptions) -> Result<()
     demo_on(out, &dev, o)
 }
 
+/// Times launches of `empty`: launch + sync round trips, and the driver-side cost of
+/// back-to-back launches (measured with the simulated host paused, so no GPU work is counted).
+fn launch_timings(
+    out: &mut dyn Write,
+    dev: &Device<CliBackend>,
+    m: &nvbare_core::device::Module<'_, CliBackend>,
+) -> Result<(), CliError> {
+    let empty = m.function("empty").map_err(dev_err("empty"))?;
+    let one = LaunchConfig::for_num_elems(1);
+    // Warm up (the first launch of a kernel builds its QMD template).
+    dev.launch(&empty, one, &[])
+        .map_err(dev_err("launching empty"))?;
+    dev.synchronize().map_err(dev_err("running empty"))?;
+    let n = 200u32;
+    let t = Instant::now();
+    for _ in 0..n {
+        dev.launch(&empty, one, &[])
+            .map_err(dev_err("launching empty"))?;
+        dev.synchronize().map_err(dev_err("running empty"))?;
+    }
+    let rt = t.elapsed() / n;
+    let [compute, _] = dev.channel_handles().map_err(dev_err("channels"))?;
+    let frozen = dev
+        .with_backend(|b| b.freeze_channel(compute))
+        .map_err(dev_err("pausing the host"))?;
+    let k = 256u32;
+    let t = Instant::now();
+    for _ in 0..k {
+        dev.launch(&empty, one, &[])
+            .map_err(dev_err("launching empty"))?;
+    }
+    let per = t.elapsed() / k;
+    if frozen {
+        dev.with_backend(|b| b.thaw_channel(compute))
+            .map_err(dev_err("resuming the host"))?;
+    }
+    dev.synchronize().map_err(dev_err("running empty"))?;
+    writeln!(
+        out,
+        "      empty: launch + sync round trip {} (incl. the simulator); back-to-back launch \
+         {} of driver time",
+        us(rt),
+        us(per)
+    )
+    .map_err(io)?;
+    Ok(())
+}
+
 fn demo_on(out: &mut dyn Write, dev: &Device<CliBackend>, o: DemoOptions) -> Result<(), CliError> {
     let n = o.elements;
     let sm = dev.info().sm;
@@ -187,6 +235,8 @@ fn demo_on(out: &mut dyn Write, dev: &Device<CliBackend>, o: DemoOptions) -> Res
         us(down)
     )
     .map_err(io)?;
+
+    launch_timings(out, dev, &m)?;
 
     if o.faults {
         writeln!(out, "[6/6] kernels that go wrong").map_err(io)?;
