@@ -238,7 +238,8 @@ impl From<HalError> for BackendError {
     }
 }
 
-/// What the device layer needs from the platform. See the [module docs](self).
+/// What the device layer needs from the platform. See the [device module](crate::device) and
+/// `docs/device.md`.
 pub trait Backend {
     /// The RM.
     type Rm: Rm;
