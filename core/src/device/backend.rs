@@ -311,7 +311,11 @@ pub trait Backend {
         Ok(())
     }
 
-    /// Called before the device layer frees the device object.
+    /// Called when the device closes (or a failed open gives up), before the device object is
+    /// freed. The device layer passes user buffers, modules and local memory to
+    /// [`Backend::free_memory`] first; the memory it uses internally (rings, notifiers, command
+    /// memory, staging, semaphores) is not: release it here if freeing the RM device object
+    /// does not (bare metal: return it to the allocator and unmap it).
     fn detach(&mut self) {}
 
     /// Asynchronous RM events since the last call (RC, MMU faults). Backends without an event

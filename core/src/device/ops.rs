@@ -163,178 +163,215 @@ impl<B: Backend> Inner<B> {
         let device = backend
             .rm()
             .alloc(client, NV01_DEVICE_0, p0080.as_mut_bytes())?;
-        let mut p2080 = NV2080_ALLOC_PARAMETERS { subDeviceId: 0 };
-        let subdevice = backend
-            .rm()
-            .alloc(device, NV20_SUBDEVICE_0, p2080.as_mut_bytes())?;
+        // Everything until the device's state exists; on failure the device object (and with
+        // it every RM object under it) is freed and the backend detached.
+        let prepared = (|| -> Result<_, DeviceError> {
+            let mut p2080 = NV2080_ALLOC_PARAMETERS { subDeviceId: 0 };
+            let subdevice = backend
+                .rm()
+                .alloc(device, NV20_SUBDEVICE_0, p2080.as_mut_bytes())?;
 
-        let chipset = match backend.chipset() {
-            Some(c) => c,
-            None => {
-                let mut a = NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS::default();
-                backend.rm().control(
-                    subdevice,
-                    NV2080_CTRL_CMD_MC_GET_ARCH_INFO,
-                    a.as_mut_bytes(),
+            let chipset = match backend.chipset() {
+                Some(c) => c,
+                None => {
+                    let mut a = NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS::default();
+                    backend.rm().control(
+                        subdevice,
+                        NV2080_CTRL_CMD_MC_GET_ARCH_INFO,
+                        a.as_mut_bytes(),
+                    )?;
+                    Chipset::from_chip_id(a.chip_id()).ok_or_else(|| {
+                        DeviceError::UnsupportedChip(alloc::format!(
+                            "RM reports architecture {:#x} implementation {:#x}, a chip nvbare does \
+                             not know",
+                            a.architecture,
+                            a.implementation
+                        ))
+                    })?
+                }
+            };
+            let chip = chipset.info();
+
+            let mut cl = ClassListV2::new(abi);
+            backend.rm().control(
+                device,
+                NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2,
+                cl.as_mut_bytes(),
+            )?;
+            let class_list = cl.classes().to_vec();
+            let pick = |kind| newest_class(&class_list, kind).ok_or(DeviceError::NoClass { kind });
+            let classes = Classes {
+                compute: pick(ClassKind::Compute)?,
+                gpfifo: pick(ClassKind::Gpfifo)?,
+                copy: pick(ClassKind::Copy)?,
+                usermode: pick(ClassKind::Usermode)?,
+            };
+            let qmd = qmd_version_for(classes.compute);
+            if !chip.can_launch() || qmd != chip.qmd {
+                return Err(DeviceError::UnsupportedChip(alloc::format!(
+                    "{} with compute class {:#x} uses QMD {:?}; nvbare launches with {:?} on this \
+                     chip and needs Ampere or newer",
+                    chip.name,
+                    classes.compute,
+                    qmd,
+                    chip.qmd
+                )));
+            }
+
+            let mut q = NV2080_CTRL_GR_GET_INFO_V2_PARAMS::query(&[
+                gr_info::SM_VERSION,
+                gr_info::MAX_WARPS_PER_SM,
+                gr_info::LITTER_NUM_GPCS,
+                gr_info::LITTER_NUM_TPC_PER_GPC,
+                gr_info::LITTER_NUM_SM_PER_TPC,
+                gr_info::SHADER_PIPE_SUB_COUNT,
+            ]);
+            backend
+                .rm()
+                .control(subdevice, NV2080_CTRL_CMD_GR_GET_INFO_V2, q.as_mut_bytes())?;
+            let g = |i| q.value(i).unwrap_or(0);
+            let gr = GrInfo {
+                sm_version: g(gr_info::SM_VERSION),
+                max_warps_per_sm: g(gr_info::MAX_WARPS_PER_SM),
+                gpcs: g(gr_info::LITTER_NUM_GPCS),
+                tpc_per_gpc: g(gr_info::LITTER_NUM_TPC_PER_GPC),
+                sm_per_tpc: g(gr_info::LITTER_NUM_SM_PER_TPC),
+                tpcs: g(gr_info::SHADER_PIPE_SUB_COUNT),
+            };
+            let sm = gr_info::sm_from_version(gr.sm_version);
+            if sm / 10 != chip.sm as u32 / 10 {
+                return Err(DeviceError::UnsupportedChip(alloc::format!(
+                    "RM reports SM_VERSION {:#x} (sm_{sm}) for a {} (sm_{})",
+                    gr.sm_version,
+                    chip.name,
+                    chip.sm
+                )));
+            }
+
+            let usermode = backend.map_usermode(classes.usermode)?;
+            if opts.perf_boost {
+                let mut b = NV2080_CTRL_PERF_BOOST_PARAMS {
+                    flags: NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX
+                        | NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_YES
+                        | NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_HIGH,
+                    duration: NV2080_CTRL_PERF_BOOST_DURATION_INFINITE,
+                };
+                if let Err(e) =
+                    backend
+                        .rm()
+                        .control(subdevice, NV2080_CTRL_CMD_PERF_BOOST, b.as_mut_bytes())
+                {
+                    log::warn!("perf boost refused ({e}); clocks stay as they are");
+                }
+            }
+
+            let mut vp = backend.vaspace_params().encode(abi);
+            let vaspace = backend
+                .rm()
+                .alloc(device, FERMI_VASPACE_A, vp.as_mut_bytes())?;
+            let objs = RmObjects {
+                client,
+                device,
+                subdevice,
+                vaspace,
+            };
+            backend.attach(&objs)?;
+
+            let sem = alloc_mem(
+                &mut backend,
+                SEM_PAGE,
+                Location::Host,
+                true,
+                Purpose::Notifier,
+            )?;
+            sem.zero(0, SEM_PAGE)?;
+            let staging = alloc_mem(
+                &mut backend,
+                opts.staging_bytes.max(8192),
+                Location::Host,
+                true,
+                Purpose::Staging,
+            )?;
+            let entries = opts.gpfifo_entries;
+            let userd_offset = (entries as u64 * 8).next_multiple_of(4096);
+            let mut mems = Vec::with_capacity(2);
+            for _ in 0..2 {
+                let ring = alloc_mem(
+                    &mut backend,
+                    userd_offset + USERD_SIZE,
+                    Location::Host,
+                    true,
+                    Purpose::Ring,
                 )?;
-                Chipset::from_chip_id(a.chip_id()).ok_or_else(|| {
-                    DeviceError::UnsupportedChip(alloc::format!(
-                        "RM reports architecture {:#x} implementation {:#x}, a chip nvbare does \
-                         not know",
-                        a.architecture,
-                        a.implementation
-                    ))
-                })?
+                let notifier =
+                    alloc_mem(&mut backend, 4096, Location::Host, true, Purpose::Notifier)?;
+                let cmds = alloc_mem(
+                    &mut backend,
+                    opts.command_bytes.max(16 << 10),
+                    Location::Host,
+                    true,
+                    Purpose::Commands,
+                )?;
+                mems.push(ChanMem {
+                    ring,
+                    notifier,
+                    cmds,
+                });
             }
-        };
-        let chip = chipset.info();
-
-        let mut cl = ClassListV2::new(abi);
-        backend.rm().control(
-            device,
-            NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2,
-            cl.as_mut_bytes(),
-        )?;
-        let class_list = cl.classes().to_vec();
-        let pick = |kind| newest_class(&class_list, kind).ok_or(DeviceError::NoClass { kind });
-        let classes = Classes {
-            compute: pick(ClassKind::Compute)?,
-            gpfifo: pick(ClassKind::Gpfifo)?,
-            copy: pick(ClassKind::Copy)?,
-            usermode: pick(ClassKind::Usermode)?,
-        };
-        let qmd = qmd_version_for(classes.compute);
-        if !chip.can_launch() || qmd != chip.qmd {
-            return Err(DeviceError::UnsupportedChip(alloc::format!(
-                "{} with compute class {:#x} uses QMD {:?}; nvbare launches with {:?} on this \
-                 chip and needs Ampere or newer",
-                chip.name,
-                classes.compute,
-                qmd,
-                chip.qmd
-            )));
-        }
-
-        let mut q = NV2080_CTRL_GR_GET_INFO_V2_PARAMS::query(&[
-            gr_info::SM_VERSION,
-            gr_info::MAX_WARPS_PER_SM,
-            gr_info::LITTER_NUM_GPCS,
-            gr_info::LITTER_NUM_TPC_PER_GPC,
-            gr_info::LITTER_NUM_SM_PER_TPC,
-            gr_info::SHADER_PIPE_SUB_COUNT,
-        ]);
-        backend
-            .rm()
-            .control(subdevice, NV2080_CTRL_CMD_GR_GET_INFO_V2, q.as_mut_bytes())?;
-        let g = |i| q.value(i).unwrap_or(0);
-        let gr = GrInfo {
-            sm_version: g(gr_info::SM_VERSION),
-            max_warps_per_sm: g(gr_info::MAX_WARPS_PER_SM),
-            gpcs: g(gr_info::LITTER_NUM_GPCS),
-            tpc_per_gpc: g(gr_info::LITTER_NUM_TPC_PER_GPC),
-            sm_per_tpc: g(gr_info::LITTER_NUM_SM_PER_TPC),
-            tpcs: g(gr_info::SHADER_PIPE_SUB_COUNT),
-        };
-        let sm = gr_info::sm_from_version(gr.sm_version);
-        if sm / 10 != chip.sm as u32 / 10 {
-            return Err(DeviceError::UnsupportedChip(alloc::format!(
-                "RM reports SM_VERSION {:#x} (sm_{sm}) for a {} (sm_{})",
-                gr.sm_version,
-                chip.name,
-                chip.sm
-            )));
-        }
-
-        let usermode = backend.map_usermode(classes.usermode)?;
-        if opts.perf_boost {
-            let mut b = NV2080_CTRL_PERF_BOOST_PARAMS {
-                flags: NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX
-                    | NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_YES
-                    | NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_HIGH,
-                duration: NV2080_CTRL_PERF_BOOST_DURATION_INFINITE,
+            let (Some(m_copy), Some(m_compute)) = (mems.pop(), mems.pop()) else {
+                return Err(DeviceError::Dead("channel memory".into()));
             };
-            if let Err(e) =
-                backend
-                    .rm()
-                    .control(subdevice, NV2080_CTRL_CMD_PERF_BOOST, b.as_mut_bytes())
-            {
-                log::warn!("perf boost refused ({e}); clocks stay as they are");
-            }
-        }
-
-        let mut vp = backend.vaspace_params().encode(abi);
-        let vaspace = backend
-            .rm()
-            .alloc(device, FERMI_VASPACE_A, vp.as_mut_bytes())?;
-        let objs = RmObjects {
-            client,
-            device,
+            let mk =
+                |kind, m: ChanMem<B::Memory>, sem_offset| -> Result<Chan<B::Memory>, DeviceError> {
+                    Ok(Chan {
+                        kind,
+                        handle: Handle(0),
+                        object: Handle(0),
+                        class: 0,
+                        arena: Arena::new(m.cmds.size()),
+                        ring: m.ring,
+                        userd_offset,
+                        notifier: m.notifier,
+                        cmds: m.cmds,
+                        fifo: GpFifo::new(entries, 0)?,
+                        submitted: 0,
+                        sem_offset,
+                        synced_other: 0,
+                    })
+                };
+            let chans = [
+                mk(ChannelKind::Compute, m_compute, 0)?,
+                mk(ChannelKind::Copy, m_copy, 16)?,
+            ];
+            let qmd_patch = QmdPatch::new(qmd)?;
+            Ok((
+                subdevice, chip, classes, qmd, class_list, gr, sm, usermode, objs, sem, staging,
+                chans, qmd_patch,
+            ))
+        })();
+        let (
             subdevice,
-            vaspace,
+            chip,
+            classes,
+            qmd,
+            class_list,
+            gr,
+            sm,
+            usermode,
+            objs,
+            sem,
+            staging,
+            chans,
+            qmd_patch,
+        ) = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                backend.detach();
+                let _ = backend.rm().free(device);
+                return Err(e);
+            }
         };
-        backend.attach(&objs)?;
-
-        let sem = alloc_mem(
-            &mut backend,
-            SEM_PAGE,
-            Location::Host,
-            true,
-            Purpose::Notifier,
-        )?;
-        sem.zero(0, SEM_PAGE)?;
-        let staging = alloc_mem(
-            &mut backend,
-            opts.staging_bytes.max(8192),
-            Location::Host,
-            true,
-            Purpose::Staging,
-        )?;
-        let entries = opts.gpfifo_entries;
-        let userd_offset = (entries as u64 * 8).next_multiple_of(4096);
-        let mut mems = Vec::with_capacity(2);
-        for _ in 0..2 {
-            let ring = alloc_mem(
-                &mut backend,
-                userd_offset + USERD_SIZE,
-                Location::Host,
-                true,
-                Purpose::Ring,
-            )?;
-            let notifier = alloc_mem(&mut backend, 4096, Location::Host, true, Purpose::Notifier)?;
-            let cmds = alloc_mem(
-                &mut backend,
-                opts.command_bytes.max(16 << 10),
-                Location::Host,
-                true,
-                Purpose::Commands,
-            )?;
-            mems.push(ChanMem {
-                ring,
-                notifier,
-                cmds,
-            });
-        }
-        let (Some(m_copy), Some(m_compute)) = (mems.pop(), mems.pop()) else {
-            return Err(DeviceError::Dead("channel memory".into()));
-        };
-        let mk =
-            |kind, m: ChanMem<B::Memory>, sem_offset| -> Result<Chan<B::Memory>, DeviceError> {
-                Ok(Chan {
-                    kind,
-                    handle: Handle(0),
-                    object: Handle(0),
-                    class: 0,
-                    arena: Arena::new(m.cmds.size()),
-                    ring: m.ring,
-                    userd_offset,
-                    notifier: m.notifier,
-                    cmds: m.cmds,
-                    fifo: GpFifo::new(entries, 0)?,
-                    submitted: 0,
-                    sem_offset,
-                    synced_other: 0,
-                })
-            };
+        let _ = subdevice;
         let mut inner = Inner {
             backend,
             objs,
@@ -343,10 +380,7 @@ impl<B: Backend> Inner<B> {
             usermode,
             tsg: Handle(0),
             debugger: None,
-            chans: [
-                mk(ChannelKind::Compute, m_compute, 0)?,
-                mk(ChannelKind::Copy, m_copy, 16)?,
-            ],
+            chans,
             sem,
             staging,
             staging_last: [0; 2],
@@ -354,7 +388,7 @@ impl<B: Backend> Inner<B> {
             local: None,
             caches_dirty: true,
             scratch: Vec::new(),
-            qmd_patch: QmdPatch::new(qmd)?,
+            qmd_patch,
             templates: Templates::default(),
             last_kernel: None,
             dead: None,
@@ -370,11 +404,17 @@ impl<B: Backend> Inner<B> {
             driver_version,
             tokens: [0; 2],
         };
-        inner.create_channels(&info, opts)?;
-        // Local memory for kernels that need only the stack reserve, so the first launch does
-        // not have to stop the pipeline to set it up.
-        let base_local = launch::local_memory_per_thread(0)?;
-        inner.ensure_local_memory(&info, opts, base_local)?;
+        let started = inner.create_channels(&info, opts).and_then(|()| {
+            // Local memory for kernels that need only the stack reserve, so the first launch
+            // does not have to stop the pipeline to set it up.
+            let base_local = launch::local_memory_per_thread(0)?;
+            inner.ensure_local_memory(&info, opts, base_local)
+        });
+        if let Err(e) = started {
+            inner.dead = Some(e.to_string());
+            inner.close(&info, opts);
+            return Err(e);
+        }
         let mut info = info;
         info.tokens = [inner.chans[0].fifo.token(), inner.chans[1].fifo.token()];
         Ok((inner, info))

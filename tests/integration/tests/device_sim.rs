@@ -472,3 +472,145 @@ fn other_generations_classes_are_refused_like_on_the_h200() {
     })
     .unwrap();
 }
+
+#[test]
+fn a_grid_too_large_to_simulate_times_out_instead_of_hanging() {
+    let opts = DeviceOptions {
+        timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let dev = open_with(GH100, opts);
+    let m = dev.load_module(&kernels(90, 12)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let buf = dev.alloc_zeros::<u32>(16).unwrap();
+    let cfg = LaunchConfig {
+        grid: [0x7fff_ffff, 1, 1],
+        block: [1024, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    dev.launch(&add1, cfg, &[buf.arg(), 16u32.into()]).unwrap();
+    let e = dev.synchronize().unwrap_err();
+    assert!(matches!(e, DeviceError::Timeout { .. }), "{e}");
+    let small = LaunchConfig::for_num_elems(16);
+    dev.launch(&add1, small, &[buf.arg(), 16u32.into()])
+        .unwrap();
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![1u32; 16]);
+}
+
+/// A backend that fails at a chosen step, to test that a failed open cleans up.
+struct Failing {
+    inner: SimBackend,
+    fail_usermode: bool,
+    fail_channel: bool,
+}
+
+impl nvbare_core::device::Backend for Failing {
+    type Rm = <SimBackend as nvbare_core::device::Backend>::Rm;
+    type Memory = <SimBackend as nvbare_core::device::Backend>::Memory;
+    type Usermode = <SimBackend as nvbare_core::device::Backend>::Usermode;
+    type Clock = <SimBackend as nvbare_core::device::Backend>::Clock;
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn rm(&mut self) -> &mut Self::Rm {
+        self.inner.rm()
+    }
+    fn clock(&self) -> &Self::Clock {
+        nvbare_core::device::Backend::clock(&self.inner)
+    }
+    fn vaspace_params(&self) -> nvbare_core::rm::alloc::VaSpaceAlloc {
+        self.inner.vaspace_params()
+    }
+    fn attach(
+        &mut self,
+        o: &nvbare_core::device::RmObjects,
+    ) -> Result<(), nvbare_core::device::BackendError> {
+        self.inner.attach(o)
+    }
+    fn alloc_memory(
+        &mut self,
+        r: &nvbare_core::device::MemoryRequest,
+    ) -> Result<Self::Memory, nvbare_core::device::BackendError> {
+        self.inner.alloc_memory(r)
+    }
+    fn free_memory(&mut self, m: Self::Memory) -> Result<(), nvbare_core::device::BackendError> {
+        self.inner.free_memory(m)
+    }
+    fn map_usermode(
+        &mut self,
+        class: u32,
+    ) -> Result<Self::Usermode, nvbare_core::device::BackendError> {
+        if self.fail_usermode {
+            return Err(nvbare_core::device::BackendError::Unsupported(
+                "usermode (test)",
+            ));
+        }
+        self.inner.map_usermode(class)
+    }
+    fn channel_created(
+        &mut self,
+        _: nvbare_core::rm::Handle,
+    ) -> Result<(), nvbare_core::device::BackendError> {
+        if self.fail_channel {
+            return Err(nvbare_core::device::BackendError::Other(
+                "channel (test)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failed_open_frees_what_it_allocated() {
+    for (fail_usermode, fail_channel) in [(true, false), (false, true)] {
+        let sim = SimBackend::new(GH100, true).unwrap();
+        let model = sim.model_arc();
+        let b = Failing {
+            inner: sim,
+            fail_usermode,
+            fail_channel,
+        };
+        let e = Device::open(b, DeviceOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("(test)"), "{e}");
+        // Nothing of the device is left in the RM, and no VRAM is held.
+        let m = model.lock().unwrap();
+        let client = nvbare_sim::backend::CLIENT;
+        assert_eq!(m.first_of_class(client, NV01_DEVICE_0), None);
+        assert_eq!(m.first_of_class(client, KEPLER_CHANNEL_GROUP_A), None);
+        assert_eq!(m.vram_used(), 0);
+        let fifo = m.fifo().clone();
+        drop(m);
+        let f = nvbare_sim::fifo::lock(&fifo);
+        assert!((0..16).all(|chid| f.channel(chid).is_none()));
+    }
+}
+
+#[test]
+fn closing_the_device_frees_everything() {
+    let sim = SimBackend::new(AD102, true).unwrap();
+    let model = sim.model_arc();
+    let host = sim.gpu().host().clone();
+    {
+        let dev = Device::open(sim, DeviceOptions::default()).unwrap();
+        let m = dev.load_module(&kernels(89, 12)).unwrap();
+        let b = dev.htod_copy(&[1u32; 4096]).unwrap();
+        let f = m.function("add1").unwrap();
+        dev.launch(
+            &f,
+            LaunchConfig::for_num_elems(4096),
+            &[b.arg(), 4096u32.into()],
+        )
+        .unwrap();
+        assert!(model.lock().unwrap().vram_used() > 0);
+        // Buffers and modules go first (they borrow the device), then the device.
+    }
+    let m = model.lock().unwrap();
+    assert_eq!(
+        m.first_of_class(nvbare_sim::backend::CLIENT, NV01_DEVICE_0),
+        None
+    );
+    assert_eq!(m.vram_used(), 0);
+    drop(m);
+    // Host memory of the device (rings, staging, semaphores) went with the RM objects.
+    assert_eq!(host.buffers(), 0);
+}

@@ -252,6 +252,11 @@ impl SimBackend {
         lock(&self.model)
     }
 
+    /// The RM model, shared (it outlives the backend).
+    pub fn model_arc(&self) -> Arc<Mutex<RmModel>> {
+        self.model.clone()
+    }
+
     /// The host (channels) of the GPU.
     pub fn fifo(&self) -> Arc<Mutex<Fifo>> {
         self.model().fifo().clone()

@@ -34,6 +34,9 @@ pub(crate) struct CeRegs {
 
 /// Bytes moved per step (bounds the temporary buffer).
 const CHUNK: usize = 1 << 20;
+/// Most bytes one `LAUNCH_DMA` may move in the simulator (a larger copy is refused with a CE
+/// error rather than keeping the process busy).
+const MAX_COPY: u64 = 16 << 30;
 
 fn ce_error(engine: u32, reason: String) -> Step {
     Step::Rc(RcInfo {
@@ -106,6 +109,12 @@ fn launch(r: &CeRegs, core: &mut SimCore, space: &dyn AddressSpace, engine: u32,
             1
         };
         let len = r.line_length as usize;
+        if lines.saturating_mul(len.max(1) as u64) > MAX_COPY {
+            return ce_error(
+                engine,
+                format!("a copy of {lines} lines x {len} bytes is larger than the simulator moves"),
+            );
+        }
         let mut buf = vec![0u8; len.min(CHUNK)];
         for line in 0..lines {
             let (s, t) = if lines > 1 {

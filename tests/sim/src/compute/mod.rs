@@ -47,8 +47,8 @@ pub(crate) struct ComputeRegs {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Pending {
-    /// The flag the kernel polls.
-    poll_va: u64,
+    /// The flag the kernel polls (`None`: it never finishes).
+    poll_va: Option<u64>,
     /// Release semaphores of its QMD.
     releases: Vec<Release>,
     /// For traces.
@@ -166,8 +166,9 @@ pub(crate) fn poll_pending(
     engine: u32,
 ) -> Option<Step> {
     let p = r.pending.as_ref()?;
+    let poll_va = p.poll_va?;
     let mut b = [0u8; 4];
-    if let Err(f) = gpu_read(core, space, p.poll_va, &mut b, Access::Read) {
+    if let Err(f) = gpu_read(core, space, poll_va, &mut b, Access::Read) {
         r.pending = None;
         return Some(Step::Rc(RcInfo::mmu(engine, f, "kernel load")));
     }
@@ -298,7 +299,10 @@ fn launch(
             reason,
         } => sm_exception(engine, warp_error, pc, addr, reason),
         run::GridEnd::Spinning { poll_va, kernel } => {
-            let what = format!("kernel {kernel} (QMD at {qmd_va:#x}) polls {poll_va:#x}");
+            let what = match poll_va {
+                Some(va) => format!("kernel {kernel} (QMD at {qmd_va:#x}) polls {va:#x}"),
+                None => format!("kernel {kernel} (QMD at {qmd_va:#x}) never completes"),
+            };
             r.pending = Some(Pending {
                 poll_va,
                 releases: rel,

@@ -27,9 +27,18 @@ pub(crate) enum GridEnd {
         addr: u64,
         reason: String,
     },
-    /// A thread spins on `poll_va` (which is zero).
-    Spinning { poll_va: u64, kernel: String },
+    /// A thread spins on `poll_va` (which is zero); `None`: the grid runs longer than the
+    /// simulator executes (it never completes here).
+    Spinning {
+        poll_va: Option<u64>,
+        kernel: String,
+    },
 }
+
+/// Most threads the simulator executes in one grid; a larger grid of a kernel that does work
+/// per thread keeps its channel busy forever (the driver's wait times out) instead of keeping
+/// the process busy for hours.
+pub(crate) const MAX_SIM_THREADS: u128 = 1 << 28;
 
 /// `INVALID_CONST_ADDR`: a constant-bank read outside the bound size.
 const INVALID_CONST_ADDR: u32 = 0x0c;
@@ -306,7 +315,7 @@ impl Grid<'_> {
                 gpu_read(core, space, va, &mut w, Access::Read).map_err(|f| self.fault(f))?;
                 if u32::from_le_bytes(w) == 0 {
                     return Ok(GridEnd::Spinning {
-                        poll_va: va,
+                        poll_va: Some(va),
                         kernel: self.m.name.clone(),
                     });
                 }
@@ -369,6 +378,16 @@ pub(crate) fn grid(
                 m.name, d.shared_memory_size, m.shared_size
             ),
         );
+    }
+    let total = d.grid.iter().map(|&x| x as u128).product::<u128>() * threads as u128;
+    if total > MAX_SIM_THREADS && m.behavior != Behavior::Empty {
+        return GridEnd::Spinning {
+            poll_va: None,
+            kernel: format!(
+                "{} ({total} threads, more than the simulator executes)",
+                m.name
+            ),
+        };
     }
     let area = super::driver_area(m.sm);
     let off = area.block_dim_offset() as u64;
