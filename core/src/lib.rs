@@ -6,6 +6,7 @@
 //! * [`regs`]: typed registers with NVIDIA's names, built on `bitfield-struct`.
 //! * [`chip`]: chip identification from `NV_PMC_BOOT_0`/`NV_PMC_BOOT_42` and the per-chip table.
 //! * [`rm`]: the Resource Manager API as data and the [`rm::Rm`] trait.
+//! * [`channel`]: work submission: QMDs and launch helpers.
 //!
 //! The crate needs no heap. The optional `alloc` feature only adds conveniences.
 #![no_std]
@@ -15,6 +16,7 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+pub mod channel;
 pub mod chip;
 pub mod hal;
 pub mod regs;

@@ -5,3 +5,5 @@
 #![warn(missing_docs)]
 
 extern crate alloc;
+
+pub mod cubin;
