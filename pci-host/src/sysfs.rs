@@ -623,7 +623,12 @@ pub fn write_attr(path: &Path, value: &str) -> Result<(), SysfsError> {
             hint,
         }
     };
-    let mut f = fs::OpenOptions::new().write(true).open(path).map_err(err)?;
+    // O_TRUNC like the shell's `>`: sysfs ignores it, a fixture file ends up holding the value.
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(err)?;
     f.write_all(value.as_bytes()).map_err(err)
 }
 

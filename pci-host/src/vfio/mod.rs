@@ -34,6 +34,9 @@ use crate::{Bdf, NVIDIA_VENDOR_ID, PciFunction, Sysfs, SysfsError};
 
 pub use bar::BarMmio;
 
+/// Where vfio-ioctls opens the container and groups.
+const VFIO_DEV: &str = "/dev/vfio";
+
 /// The environment variable that allows VFIO's unsafe no-IOMMU mode.
 pub const NOIOMMU_ENV: &str = "NVBARE_VFIO_NOIOMMU";
 
@@ -220,7 +223,7 @@ impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
             noiommu: false,
-            vfio_dev: PathBuf::from("/dev/vfio"),
+            vfio_dev: PathBuf::from(VFIO_DEV),
             dma: PoolOptions::default(),
             min_bar1: 0,
         }
@@ -383,6 +386,7 @@ pub struct VfioGpu {
     noiommu: bool,
 }
 
+/// Maps vfio-ioctls' errors to advice. `dev` is where vfio-ioctls looked: always `/dev/vfio`.
 fn classify(e: vfio_ioctls::VfioError, dev: &Path, bdf: Bdf, group: u32) -> VfioError {
     use vfio_ioctls::VfioError as V;
     let kind = |io: &io::Error| (io.kind(), io.raw_os_error());
@@ -504,10 +508,11 @@ impl VfioGpu {
             (DeviceHandle::NoIommu(d), Addressing::Physical)
         } else {
             let container = Arc::new(
-                VfioContainer::new(None).map_err(|e| classify(e, &opts.vfio_dev, bdf, group))?,
+                VfioContainer::new(None)
+                    .map_err(|e| classify(e, Path::new(VFIO_DEV), bdf, group))?,
             );
             let device = VfioDevice::new(&sysfs.device_dir(bdf), container.clone(), false)
-                .map_err(|e| classify(e, &opts.vfio_dev, bdf, group))?;
+                .map_err(|e| classify(e, Path::new(VFIO_DEV), bdf, group))?;
             let windows = match sys::iommu_iova_ranges(container.as_fd_borrowed()) {
                 Ok(Some(r)) if !r.is_empty() => clip_windows(&r),
                 Ok(_) => vec![IovaSpace::DEFAULT],
@@ -783,5 +788,98 @@ mod tests {
             resizable: None,
         };
         assert!(e.to_string().contains("Above 4G decoding"), "{e}");
+    }
+
+    /// A regular file stands in for the device fd: mmap and pread/pwrite work on it the way
+    /// they do on a VFIO device fd, so the BAR and config code runs for real.
+    fn fake_device(len: u64) -> (Arc<DeviceHandle>, std::fs::File) {
+        let dir = std::env::temp_dir().join(format!("nvbare-fakedev-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("dev-{len}"));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        f.set_len(len).unwrap();
+        let peek = f.try_clone().unwrap();
+        let null = || std::fs::File::open("/dev/null").unwrap();
+        let h = DeviceHandle::NoIommu(sys::NoIommuDevice {
+            device: f.into(),
+            group: null(),
+            container: null(),
+        });
+        let _ = std::fs::remove_file(&path);
+        (Arc::new(h), peek)
+    }
+
+    #[test]
+    fn bar_mmio_over_mapped_and_unmapped_pieces() {
+        use nvbare_core::hal::Mmio;
+        use std::os::unix::fs::FileExt;
+        let (dev, file) = fake_device(3 * 4096);
+        // Region at offset 4096, 8 KiB; only the first 4 KiB may be mmapped (sparse).
+        let bar = BarMmio::map(dev.clone(), 0, 4096, 8192, &[(0, 4096)], true).unwrap();
+        assert_eq!(bar.size(), 8192);
+        assert!(!bar.fully_mapped());
+        bar.write32(0x10, 0x1234_5678);
+        bar.write32(0x1000, 0xcafe_f00d); // through pwrite
+        let mut b = [0u8; 4];
+        file.read_exact_at(&mut b, 4096 + 0x10).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 0x1234_5678);
+        file.read_exact_at(&mut b, 4096 + 0x1000).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 0xcafe_f00d);
+        file.write_all_at(&0xdead_beefu32.to_le_bytes(), 4096 + 0x1ffc)
+            .unwrap();
+        assert_eq!(bar.read32(0x1ffc), 0xdead_beef);
+        assert_eq!(bar.read32(0x10), 0x1234_5678);
+        assert_eq!(bar.read64(0x10) & 0xffff_ffff, 0x1234_5678);
+        // Outside the BAR, or misaligned: all ones, writes dropped.
+        assert_eq!(bar.read32(0x2000), u32::MAX);
+        assert_eq!(bar.read32(0x11), u32::MAX);
+        assert_eq!(bar.read32(usize::MAX - 3), u32::MAX);
+        bar.write32(0x2000, 1);
+        assert!(bar.try_read32(0x2000).is_err());
+        // Without read/write access, unmapped pieces read as all ones.
+        let sparse = BarMmio::map(dev.clone(), 1, 4096, 8192, &[(0, 4096)], false).unwrap();
+        assert_eq!(sparse.read32(0x1ffc), u32::MAX);
+        assert_eq!(sparse.read32(0x10), 0x1234_5678);
+        // A whole mapping; pieces outside the region are ignored.
+        let full = BarMmio::map(dev, 2, 0, 8192, &[(0, 8192), (4096, 1 << 20)], true).unwrap();
+        assert!(full.fully_mapped());
+        assert_eq!(full.read32(4096 + 0x10), 0x1234_5678);
+    }
+
+    #[test]
+    fn config_over_the_device_fd() {
+        use std::os::unix::fs::FileExt;
+        let (dev, file) = fake_device(8192);
+        file.write_all_at(&0x2335_10deu32.to_le_bytes(), 4096)
+            .unwrap();
+        file.write_all_at(&0x0010_0002u32.to_le_bytes(), 4096 + 4)
+            .unwrap();
+        let cfg = VfioConfig {
+            device: dev,
+            offset: 4096,
+            size: 4096,
+        };
+        assert_eq!(cfg.read_config32(0).unwrap(), 0x2335_10de);
+        update_command(&cfg, PCI_COMMAND_MASTER, 0).unwrap();
+        assert_eq!(cfg.read_config16(4).unwrap(), 0x6);
+        let mut b = [0u8; 4];
+        file.read_exact_at(&mut b, 4096 + 4).unwrap();
+        assert_eq!(
+            u32::from_le_bytes(b),
+            0x6,
+            "status half written as zero (W1C-safe)"
+        );
+        assert!(matches!(
+            cfg.read_config32(4096),
+            Err(HalError::OutOfRange { .. })
+        ));
+        // Not a VFIO device: the reset ioctl fails with the OS error, not a panic.
+        assert!(matches!(cfg.reset_function(), Err(HalError::Os { .. })));
     }
 }
