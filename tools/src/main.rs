@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use nvbare_pci_host::Sysfs;
+use nvbare_pci_host::{Bdf, Sysfs};
 use nvbare_tools::{CliError, DeviceSpec, cmd, logger};
 
 #[derive(Parser, Debug)]
@@ -31,6 +31,25 @@ enum Command {
         #[arg(long, short, default_value = "sim:gh100")]
         device: DeviceSpec,
     },
+    /// Move a GPU and its audio/USB functions to vfio-pci (driver_override, unbind, probe).
+    Bind {
+        /// The GPU, DOMAIN:BUS:DEV.FN (see `nvbare list`)
+        bdf: Bdf,
+        /// Print the sysfs writes, in order, without making them.
+        #[arg(long)]
+        dry_run: bool,
+        /// Leave BAR1 at its current size (by default it grows to the largest size offered).
+        #[arg(long)]
+        no_resize: bool,
+    },
+    /// Give a GPU on vfio-pci back to its usual drivers (clear driver_override, unbind, reprobe).
+    Unbind {
+        /// The GPU, DOMAIN:BUS:DEV.FN
+        bdf: Bdf,
+        /// Print the sysfs writes, in order, without making them.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -40,6 +59,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::List => cmd::list::run(&mut out, &Sysfs::from_env()),
         Command::Info { device } => cmd::info::run(&mut out, device),
+        Command::Bind {
+            bdf,
+            dry_run,
+            no_resize,
+        } => cmd::bind::run_bind(&mut out, &Sysfs::from_env(), bdf, dry_run, !no_resize),
+        Command::Unbind { bdf, dry_run } => {
+            cmd::bind::run_unbind(&mut out, &Sysfs::from_env(), bdf, dry_run)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
