@@ -564,8 +564,15 @@ impl Sysfs {
             Err(e) => return Err(read_error(&path, e)),
         };
         let mut out = Vec::new();
-        // Lines 13..17 are PCI_BRIDGE_RESOURCES on kernels with SR-IOV (the usual config).
-        for line in text.lines().skip(13) {
+        // A bridge shows DEVICE_COUNT_RESOURCE lines: 6 BARs, the ROM, 6 SR-IOV BARs when the
+        // kernel has CONFIG_PCI_IOV, then PCI_BRIDGE_RESOURCE_NUM (4) windows.
+        let lines: Vec<&str> = text.lines().collect();
+        let first = match lines.len() {
+            17 => 13,
+            11 => 7,
+            _ => return Ok(out),
+        };
+        for line in lines.iter().skip(first) {
             let f: Vec<u64> = line.split_whitespace().filter_map(parse_hex).collect();
             if let [start, end, flags] = f[..]
                 && end > start

@@ -212,3 +212,30 @@ fn real_sysfs_parses_if_present() {
         }
     }
 }
+
+#[test]
+fn bridge_windows_from_the_resource_file() {
+    let fx = SysfsFixture::bind_tree();
+    let s = Sysfs::new(fx.root());
+    let port = bdf("0000:00:1c.0");
+    let zero = "0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
+    let mut text = zero.repeat(13);
+    text.push_str("0x000000000000e000 0x000000000000efff 0x0000000000000101\n");
+    text.push_str("0x00000000fb000000 0x00000000fc0fffff 0x0000000000000200\n");
+    text.push_str("0x0000006000000000 0x00000067ffffffff 0x0000000000102201\n");
+    text.push_str(zero);
+    fs::write(fx.device_dir("0000:00:1c.0").join("resource"), &text).unwrap();
+    let w = s.bridge_windows(port).unwrap();
+    assert_eq!(w.len(), 3);
+    let pref: Vec<_> = w.iter().filter(|w| w.is_prefetchable_64()).collect();
+    assert_eq!(pref.len(), 1);
+    assert_eq!(pref[0].start, 0x60_0000_0000);
+    assert_eq!(pref[0].size, 32 << 30);
+    // A kernel without SR-IOV support shows 11 lines; the windows are the last four.
+    let short: String = text.lines().skip(6).map(|l| format!("{l}\n")).collect();
+    fs::write(fx.device_dir("0000:00:1c.0").join("resource"), short).unwrap();
+    assert_eq!(s.bridge_windows(port).unwrap(), w);
+    // Anything else is not a bridge's resource file.
+    fs::write(fx.device_dir("0000:00:1c.0").join("resource"), zero).unwrap();
+    assert_eq!(s.bridge_windows(port).unwrap(), []);
+}

@@ -725,6 +725,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_open_gpu_can_be_shared_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<VfioGpu>();
+        send_sync::<BarMmio>();
+        send_sync::<DmaPool>();
+        send_sync::<crate::dma::PoolBuffer>();
+    }
+
+    #[test]
     fn windows_are_clipped_to_what_the_gpu_reaches() {
         assert_eq!(
             clip_windows(&[(0, 0xfedf_ffff), (0xfef0_0000, u64::MAX)]),
