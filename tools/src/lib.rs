@@ -19,6 +19,12 @@ pub enum CliError {
     /// The chip could not be identified.
     #[error("{0}")]
     Chip(#[from] nvbare_core::chip::ChipError),
+    /// Binding a GPU to vfio-pci (or back) failed.
+    #[error(transparent)]
+    Bind(#[from] nvbare_pci_host::bind::BindError),
+    /// Opening a GPU through VFIO failed.
+    #[error(transparent)]
+    Vfio(#[from] nvbare_pci_host::vfio::VfioError),
     /// Anything else that went wrong at run time (exit code 1).
     #[error("{0}")]
     Runtime(String),

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use nvbare_pci_host::Sysfs;
+use nvbare_pci_host::{Bdf, Sysfs};
 use nvbare_tools::{CliError, DeviceSpec, cmd, logger};
 
 #[derive(Parser, Debug)]
@@ -36,6 +36,25 @@ enum Command {
         #[command(subcommand)]
         what: cmd::decode::DecodeCommand,
     },
+    /// Move a GPU and its audio/USB functions to vfio-pci (driver_override, unbind, probe).
+    Bind {
+        /// The GPU, DOMAIN:BUS:DEV.FN (see `nvbare list`)
+        bdf: Bdf,
+        /// Print the sysfs writes, in order, without making them.
+        #[arg(long)]
+        dry_run: bool,
+        /// Leave BAR1 at its current size (by default it grows to the largest size offered).
+        #[arg(long)]
+        no_resize: bool,
+    },
+    /// Give a GPU on vfio-pci back to its usual drivers (clear driver_override, unbind, reprobe).
+    Unbind {
+        /// The GPU, DOMAIN:BUS:DEV.FN
+        bdf: Bdf,
+        /// Print the sysfs writes, in order, without making them.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -46,6 +65,14 @@ fn main() -> ExitCode {
         Command::List => cmd::list::run(&mut out, &Sysfs::from_env()),
         Command::Info { device } => cmd::info::run(&mut out, device),
         Command::Decode { what } => cmd::decode::run(&mut out, what),
+        Command::Bind {
+            bdf,
+            dry_run,
+            no_resize,
+        } => cmd::bind::run_bind(&mut out, &Sysfs::from_env(), bdf, dry_run, !no_resize),
+        Command::Unbind { bdf, dry_run } => {
+            cmd::bind::run_unbind(&mut out, &Sysfs::from_env(), bdf, dry_run)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
