@@ -1,6 +1,6 @@
 //! Subcommands, one module each.
 
-pub mod decode;
 pub mod bind;
+pub mod decode;
 pub mod info;
 pub mod list;
