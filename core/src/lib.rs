@@ -17,6 +17,7 @@ extern crate alloc;
 
 pub mod chip;
 pub mod hal;
+pub mod mm;
 pub mod regs;
 pub mod rm;
 
