@@ -195,10 +195,7 @@ fn bad_input_is_rejected_and_changes_nothing() {
             (m.map(0x1000, PA, 0, &attrs), "zero size"),
             (m.map(limit - 0x1000, PA, 0x2000, &attrs), "va beyond space"),
             (m.map(!0xfffu64, PA, 0x1000, &attrs), "va overflow"),
-            (
-                m.map(0x1000, !0xfffu64, 0x2000, &attrs),
-                "pa overflow",
-            ),
+            (m.map(0x1000, !0xfffu64, 0x2000, &attrs), "pa overflow"),
             (
                 m.map(
                     0x1000,
