@@ -130,7 +130,7 @@ struct Block {
 
 /// A first-fit or best-fit allocator over `[base, base + size)` with at most `N - 1` live
 /// blocks. Addresses and sizes are multiples of `granule`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RangeAllocator<const N: usize> {
     base: u64,
     end: u64,
@@ -144,6 +144,34 @@ pub struct RangeAllocator<const N: usize> {
 impl<const N: usize> RangeAllocator<N> {
     /// An allocator over `size` bytes at `base`; `granule` is a power of two dividing both.
     pub fn new(base: u64, size: u64, granule: u64, policy: FitPolicy) -> Result<Self, AllocError> {
+        let mut a = Self::empty();
+        a.reset(base, size, granule, policy)?;
+        Ok(a)
+    }
+
+    /// An allocator managing nothing, for `static` or in-place initialisation with
+    /// [`RangeAllocator::reset`] (large capacities need not pass through the stack).
+    pub const fn empty() -> Self {
+        RangeAllocator {
+            base: 0,
+            end: 0,
+            granule: 4096,
+            policy: FitPolicy::FirstFit,
+            free: heapless::Vec::new(),
+            used: heapless::Vec::new(),
+            free_bytes: 0,
+        }
+    }
+
+    /// Forgets every block and manages `size` bytes at `base` from now on. On error the
+    /// allocator is unchanged.
+    pub fn reset(
+        &mut self,
+        base: u64,
+        size: u64,
+        granule: u64,
+        policy: FitPolicy,
+    ) -> Result<(), AllocError> {
         if N < 2 {
             return Err(AllocError::BadRange {
                 why: "capacity must be at least 2",
@@ -167,18 +195,16 @@ impl<const N: usize> RangeAllocator<N> {
         let end = base.checked_add(size).ok_or(AllocError::BadRange {
             why: "base + size overflows",
         })?;
-        let mut free = heapless::Vec::new();
+        self.base = base;
+        self.end = end;
+        self.granule = granule;
+        self.policy = policy;
+        self.used.clear();
+        self.free.clear();
         // Capacity is at least 2, so this push cannot fail.
-        let _ = free.push((base, end));
-        Ok(RangeAllocator {
-            base,
-            end,
-            granule,
-            policy,
-            free,
-            used: heapless::Vec::new(),
-            free_bytes: size,
-        })
+        let _ = self.free.push((base, end));
+        self.free_bytes = size;
+        Ok(())
     }
 
     /// First managed byte.
@@ -544,7 +570,7 @@ mod tests {
                         }
                         Err(AllocError::TooManyBlocks { .. }) => {
                             assert_eq!(live.len(), 15);
-                            assert_eq!(a.used_ranges().count(), before.used_ranges().count());
+                            assert_eq!(a, before, "a failed alloc changed the allocator");
                         }
                         Err(AllocError::Exhausted { .. }) => {
                             // Really no aligned room anywhere.
@@ -552,6 +578,7 @@ mod tests {
                                 let st = s.next_multiple_of(align);
                                 assert!(st + size > e);
                             }
+                            assert_eq!(a, before, "a failed alloc changed the allocator");
                         }
                         Err(e) => panic!("unexpected {e:?}"),
                     }
@@ -563,12 +590,15 @@ mod tests {
                     let (&x, &n) = live.iter().nth(pick % live.len()).unwrap();
                     assert_eq!(a.free(x), Ok(n));
                     live.remove(&x);
+                    let after = a.clone();
                     assert_eq!(a.free(x), Err(AllocError::NotAllocated { addr: x }));
+                    assert_eq!(a, after, "a double free changed the allocator");
                 }
                 Op::FreeBogus { addr } => {
                     let addr = a.base() + addr;
                     if !live.contains_key(&addr) {
                         assert_eq!(a.free(addr), Err(AllocError::NotAllocated { addr }));
+                        assert_eq!(a, before, "a failed free changed the allocator");
                     }
                 }
             }

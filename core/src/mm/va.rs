@@ -26,18 +26,31 @@ impl<const N: usize> VaAllocator<N> {
         size: u64,
         policy: FitPolicy,
     ) -> Result<Self, AllocError> {
+        let mut v = Self::empty(fmt);
+        v.reset(base, size, policy)?;
+        Ok(v)
+    }
+
+    /// An allocator managing nothing, for `static` or in-place initialisation with
+    /// [`VaAllocator::reset`].
+    pub const fn empty(fmt: MmuFormat) -> Self {
+        VaAllocator {
+            inner: RangeAllocator::empty(),
+            fmt,
+        }
+    }
+
+    /// Forgets every block and hands out `[base, base + size)` from now on.
+    pub fn reset(&mut self, base: u64, size: u64, policy: FitPolicy) -> Result<(), AllocError> {
         match base.checked_add(size) {
-            Some(end) if end <= fmt.va_limit() => {}
+            Some(end) if end <= self.fmt.va_limit() => {}
             _ => {
                 return Err(AllocError::BadRange {
                     why: "beyond the format's virtual address space",
                 });
             }
         }
-        Ok(VaAllocator {
-            inner: RangeAllocator::new(base, size, VA_GRANULE, policy)?,
-            fmt,
-        })
+        self.inner.reset(base, size, VA_GRANULE, policy)
     }
 
     /// Allocates `size` bytes aligned to the largest page size the format supports within
@@ -75,7 +88,47 @@ impl<const N: usize> VaAllocator<N> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use proptest::prelude::*;
+    use std::vec::Vec;
+
+    proptest! {
+        #[test]
+        fn va_blocks_are_aligned_disjoint_and_all_come_back(
+            sizes in proptest::collection::vec(1u64..(1 << 20), 1..100),
+            frees in proptest::collection::vec(any::<prop::sample::Index>(), 0..50),
+        ) {
+            let fmt = MmuFormat::V3;
+            let mut v = VaAllocator::<64>::new(fmt, 1 << 32, 1 << 36, FitPolicy::FirstFit).unwrap();
+            let mut live: Vec<(u64, u64)> = Vec::new();
+            for (i, pages) in sizes.into_iter().enumerate() {
+                let size = pages * 4096;
+                let before = v.clone();
+                match v.alloc(size) {
+                    Ok(a) => {
+                        let align = fmt.largest_page_within(size).bytes();
+                        prop_assert_eq!(a % align, 0);
+                        prop_assert!(a >= 1 << 32 && a + size <= (1 << 32) + (1 << 36));
+                        for &(b, n) in &live {
+                            prop_assert!(a + size <= b || b + n <= a);
+                        }
+                        live.push((a, size));
+                    }
+                    Err(_) => prop_assert_eq!(v.ranges(), before.ranges()),
+                }
+                if let Some(ix) = frees.get(i).filter(|_| !live.is_empty()) {
+                    let (a, n) = live.swap_remove(ix.index(live.len()));
+                    prop_assert_eq!(v.free(a), Ok(n));
+                }
+            }
+            for (a, n) in live {
+                prop_assert_eq!(v.free(a), Ok(n));
+            }
+            prop_assert_eq!(v.free_bytes(), 1 << 36);
+            prop_assert_eq!(v.ranges().free_fragments(), 1);
+        }
+    }
 
     #[test]
     fn aligns_for_large_pages() {

@@ -122,8 +122,23 @@ impl<const N: usize> VramAllocator<N> {
     /// An allocator over the framebuffer of `layout` with its reservations taken out (each
     /// widened to 4 KiB boundaries; overlapping ones merged).
     pub fn new(layout: &FbLayout, policy: FitPolicy) -> Result<Self, AllocError> {
+        let mut v = Self::empty();
+        v.reset(layout, policy)?;
+        Ok(v)
+    }
+
+    /// An allocator managing nothing, for `static` or in-place initialisation with
+    /// [`VramAllocator::reset`].
+    pub const fn empty() -> Self {
+        VramAllocator {
+            inner: RangeAllocator::empty(),
+            reserved_bytes: 0,
+        }
+    }
+
+    /// Forgets every block and manages the framebuffer of `layout` from now on.
+    pub fn reset(&mut self, layout: &FbLayout, policy: FitPolicy) -> Result<(), AllocError> {
         let fb = layout.fb_size & !(VRAM_GRANULE - 1);
-        let mut inner = RangeAllocator::new(0, fb, VRAM_GRANULE, policy)?;
         let mut ranges: heapless::Vec<(u64, u64), FB_LAYOUT_CAPACITY> = heapless::Vec::new();
         for r in layout.reservations() {
             let s = r.base & !(VRAM_GRANULE - 1);
@@ -144,17 +159,21 @@ impl<const N: usize> VramAllocator<N> {
                 }
             }
         }
-        let mut reserved_bytes = 0;
+        if merged.len() >= RangeAllocator::<N>::capacity() {
+            return Err(AllocError::TooManyBlocks {
+                capacity: RangeAllocator::<N>::capacity(),
+            });
+        }
+        self.inner.reset(0, fb, VRAM_GRANULE, policy)?;
+        self.reserved_bytes = 0;
         for (s, e) in merged {
             if e > s {
-                inner.alloc_at(s, e - s, true)?;
-                reserved_bytes += e - s;
+                // Disjoint, inside the FB and within capacity (checked above): cannot fail.
+                self.inner.alloc_at(s, e - s, true)?;
+                self.reserved_bytes += e - s;
             }
         }
-        Ok(VramAllocator {
-            inner,
-            reserved_bytes,
-        })
+        Ok(())
     }
 
     /// Allocates `size` bytes (a multiple of 4 KiB) aligned to `align`.
