@@ -114,6 +114,26 @@ impl MapReq {
 
 type R = core::ops::Range<u64>;
 
+/// Tables a map would allocate, counted during the check pass, which stops as soon as the pool
+/// cannot hold them (so a huge bad request costs O(pool), not O(range)).
+struct Need {
+    n: u64,
+    limit: u64,
+}
+
+impl Need {
+    fn add(&mut self, k: u64) -> Result<(), MmError> {
+        self.n = self.n.saturating_add(k);
+        if self.n > self.limit {
+            return Err(MmError::OutOfTableMemory {
+                needed: self.n.min(u32::MAX as u64) as u32,
+                free: self.limit.min(u32::MAX as u64) as u32,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// The page tables of one address space. See the [module documentation](self).
 pub struct Mapper<P, S, T> {
     fmt: MmuFormat,
@@ -422,7 +442,12 @@ where
             attrs: *attrs,
             max_page,
         };
-        let needed = self.check_map(0, Some(self.root), va, end, &req)?;
+        let mut need = Need {
+            n: 0,
+            limit: (self.free_count + self.retired_count) as u64,
+        };
+        self.check_map(0, Some(self.root), va, end, &req, &mut need)?;
+        let needed = need.n as u32;
         if needed > self.free_count && self.retired_count > 0 {
             // Released tables become reusable once the GPU has forgotten them.
             self.sync()?;
@@ -479,13 +504,13 @@ where
         va: u64,
         end: u64,
         req: &MapReq,
-    ) -> Result<u32, MmError> {
+        need: &mut Need,
+    ) -> Result<(), MmError> {
         let dirs = self.fmt.dirs();
         let pd0 = dirs.len() - 1;
         let Some(l) = dirs.get(lvl).copied() else {
-            return Ok(0);
+            return Ok(());
         };
-        let mut needed = 0u32;
         let mut cur = va;
         while cur < end {
             let base = cur & !(l.span() - 1);
@@ -501,12 +526,12 @@ where
                         return Err(MmError::AlreadyMapped { va: cur });
                     }
                 } else {
-                    needed += match entry {
+                    let n = match entry {
                         DualEntry::Page(_) => return Err(MmError::AlreadyMapped { va: cur }),
                         DualEntry::Invalid => {
                             let (pre, mid, post) = self.split_pd0(cur, e_end, req);
-                            u32::from(!mid.is_empty())
-                                + u32::from(!pre.is_empty() || !post.is_empty())
+                            u64::from(!mid.is_empty())
+                                + u64::from(!pre.is_empty() || !post.is_empty())
                         }
                         DualEntry::Tables { big, small } => {
                             let ea = self.entry_gpu_addr(table.unwrap_or(0), idx, 16);
@@ -515,6 +540,7 @@ where
                             self.check_map_pts(b, s, cur, e_end, req)?
                         }
                     };
+                    need.add(n)?;
                 }
             } else {
                 let entry = match table {
@@ -535,17 +561,18 @@ where
                         DirEntry::Table(t) => {
                             let ea = self.entry_gpu_addr(table.unwrap_or(0), idx, 8);
                             let child = self.slot_of(t, ea, 0)?;
-                            needed += self.check_map(lvl + 1, Some(child), cur, e_end, req)?;
+                            self.check_map(lvl + 1, Some(child), cur, e_end, req, need)?;
                         }
                         DirEntry::Invalid => {
-                            needed += 1 + self.check_map(lvl + 1, None, cur, e_end, req)?;
+                            need.add(1)?;
+                            self.check_map(lvl + 1, None, cur, e_end, req, need)?;
                         }
                     }
                 }
             }
             cur = e_end;
         }
-        Ok(needed)
+        Ok(())
     }
 
     fn check_map_pts(
@@ -555,7 +582,7 @@ where
         s: u64,
         e: u64,
         req: &MapReq,
-    ) -> Result<u32, MmError> {
+    ) -> Result<u64, MmError> {
         let (pre, mid, post) = self.split_pd0(s, e, req);
         let mut needed = 0;
         if !mid.is_empty() {
