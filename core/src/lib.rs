@@ -19,6 +19,7 @@ extern crate alloc;
 pub mod channel;
 pub mod chip;
 pub mod hal;
+pub mod mm;
 pub mod regs;
 pub mod rm;
 

@@ -55,6 +55,11 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Measure a subsystem (results go in docs/benchmarks.md).
+    Bench {
+        #[command(subcommand)]
+        what: cmd::bench::BenchCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -73,6 +78,7 @@ fn main() -> ExitCode {
         Command::Unbind { bdf, dry_run } => {
             cmd::bind::run_unbind(&mut out, &Sysfs::from_env(), bdf, dry_run)
         }
+        Command::Bench { what } => cmd::bench::run(&mut out, what),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

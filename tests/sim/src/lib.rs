@@ -25,6 +25,7 @@ pub mod bar0;
 pub mod clock;
 pub mod gpu_mem;
 pub mod host;
+pub mod mmu;
 pub mod models;
 pub mod pci;
 pub mod rm_service;

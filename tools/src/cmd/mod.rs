@@ -1,5 +1,6 @@
 //! Subcommands, one module each.
 
+pub mod bench;
 pub mod bind;
 pub mod decode;
 pub mod info;
