@@ -1,11 +1,14 @@
 //! nvbare-pci-host: the Linux side of nvbare.
 //!
 //! * [`sysfs`]: PCI enumeration and device attributes under `/sys` (or `NVBARE_SYSFS_ROOT`).
+//! * [`nvidia`] (feature `nvidia-kmod`): the kernel-driver adapter over nvidia.ko's ioctls.
 //!
 //! This crate knows nothing about GPU internals; it finds devices and gives the core access to
 //! them.
 #![warn(missing_docs)]
 
+#[cfg(feature = "nvidia-kmod")]
+pub mod nvidia;
 mod pci_ids;
 pub mod sysfs;
 
