@@ -3,6 +3,7 @@
 
 pub mod cmd;
 pub mod device;
+pub mod kmod;
 pub mod logger;
 
 pub use device::DeviceSpec;
@@ -19,6 +20,13 @@ pub enum CliError {
     /// The chip could not be identified.
     #[error("{0}")]
     Chip(#[from] nvbare_core::chip::ChipError),
+    /// The nvidia kernel-driver adapter failed.
+    #[cfg(feature = "nvidia-kmod")]
+    #[error(transparent)]
+    Kmod(#[from] nvbare_pci_host::nvidia::KmodError),
+    /// An RM call failed.
+    #[error(transparent)]
+    Rm(#[from] nvbare_core::rm::RmError),
     /// Anything else that went wrong at run time (exit code 1).
     #[error("{0}")]
     Runtime(String),

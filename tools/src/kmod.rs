@@ -1,0 +1,104 @@
+//! `--device nvidia:N`: GPUs driven through the nvidia kernel driver (the kernel-driver
+//! adapter in `nvbare_pci_host::nvidia`, cargo feature `nvidia-kmod`).
+
+use std::io::Write;
+
+use crate::CliError;
+
+#[cfg(feature = "nvidia-kmod")]
+pub use enabled::*;
+
+#[cfg(feature = "nvidia-kmod")]
+mod enabled {
+    use super::*;
+    use nvbare_core::rm::class::class_name;
+    use nvbare_pci_host::nvidia::{KernelGpu, select_classes};
+
+    fn class(id: Option<u32>) -> String {
+        match id {
+            Some(id) => match class_name(id) {
+                Some(n) => format!("{n} ({id:#06x})"),
+                None => format!("{id:#06x}"),
+            },
+            None => "none offered".to_string(),
+        }
+    }
+
+    fn io(e: std::io::Error) -> CliError {
+        CliError::Runtime(format!("writing output: {e}"))
+    }
+
+    /// Opens GPU `index` through the nvidia kernel driver.
+    pub fn open_gpu(index: u32) -> Result<KernelGpu, CliError> {
+        Ok(KernelGpu::open(index)?)
+    }
+
+    /// `nvbare info --device nvidia:N`: what RM reports about the GPU.
+    pub fn info(out: &mut dyn Write, index: u32) -> Result<(), CliError> {
+        let mut gpu = open_gpu(index)?;
+        let chip = gpu.chip()?;
+        let classes = gpu.class_list()?;
+        let gr = gpu.gr_info()?;
+        let vram = gpu.vram()?;
+        let uuid = gpu.uuid()?;
+        let sel = select_classes(&classes);
+        let card = gpu.card().clone();
+        let version = gpu.driver().version().clone();
+        let i = chip.info;
+        let mib = |b: u64| b >> 20;
+        let w = &mut *out;
+        writeln!(w, "device    nvidia:{index} ({card})").map_err(io)?;
+        writeln!(w, "driver    nvidia.ko {version} (r580 layouts)").map_err(io)?;
+        writeln!(w, "uuid      {uuid}").map_err(io)?;
+        writeln!(w, "chip      {chip}").map_err(io)?;
+        writeln!(
+            w,
+            "sm        sm_{} ({:#x}), {} SMs ({} TPCs x {} SM/TPC), {} GPCs, {} warps/SM",
+            gr.sm(),
+            gr.sm_version,
+            gr.sm_count(),
+            gr.tpcs,
+            gr.sm_per_tpc,
+            gr.gpcs,
+            gr.max_warps_per_sm
+        )
+        .map_err(io)?;
+        writeln!(
+            w,
+            "vram      {} MiB total, {} MiB heap, {} MiB free",
+            mib(vram.total),
+            mib(vram.heap),
+            mib(vram.free)
+        )
+        .map_err(io)?;
+        writeln!(w, "compute   {}", class(sel.compute)).map_err(io)?;
+        writeln!(w, "gpfifo    {}", class(sel.gpfifo)).map_err(io)?;
+        writeln!(w, "copy      {}", class(sel.copy)).map_err(io)?;
+        writeln!(w, "usermode  {}", class(sel.usermode)).map_err(io)?;
+        writeln!(w, "qmd       {:?} ({} bytes)", i.qmd, i.qmd.size()).map_err(io)?;
+        write!(w, "classes   {}:", classes.len()).map_err(io)?;
+        for (k, c) in classes.iter().enumerate() {
+            if k % 12 == 0 && k > 0 {
+                write!(w, "\n         ").map_err(io)?;
+            }
+            write!(w, " {c:#06x}").map_err(io)?;
+        }
+        writeln!(w).map_err(io)?;
+        Ok(())
+    }
+}
+
+/// Without the adapter compiled in, every `nvidia:N` request fails with this.
+#[cfg(not(feature = "nvidia-kmod"))]
+pub fn info(_out: &mut dyn Write, index: u32) -> Result<(), CliError> {
+    Err(not_built(index))
+}
+
+/// The error for `nvidia:N` in a build without the `nvidia-kmod` feature.
+#[cfg(not(feature = "nvidia-kmod"))]
+pub fn not_built(index: u32) -> CliError {
+    CliError::Runtime(format!(
+        "nvidia:{index}: this nvbare was built without the kernel-driver adapter; rebuild with \
+         `--features nvidia-kmod` (on by default)"
+    ))
+}
