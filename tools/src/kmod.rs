@@ -12,7 +12,7 @@ pub use enabled::*;
 mod enabled {
     use super::*;
     use nvbare_core::rm::class::class_name;
-    use nvbare_pci_host::nvidia::{KernelGpu, select_classes};
+    use nvbare_pci_host::nvidia::{KernelGpu, KmodError, select_classes};
 
     fn class(id: Option<u32>) -> String {
         match id {
@@ -37,9 +37,9 @@ mod enabled {
     pub fn info(out: &mut dyn Write, index: u32) -> Result<(), CliError> {
         let mut gpu = open_gpu(index)?;
         let chip = gpu.chip()?;
-        let classes = gpu.class_list()?;
-        let gr = gpu.gr_info()?;
-        let vram = gpu.vram()?;
+        let classes = gpu.class_list().map_err(KmodError::from)?;
+        let gr = gpu.gr_info().map_err(KmodError::from)?;
+        let vram = gpu.vram().map_err(KmodError::from)?;
         let uuid = gpu.uuid()?;
         let sel = select_classes(&classes);
         let card = gpu.card().clone();

@@ -24,9 +24,6 @@ pub enum CliError {
     #[cfg(feature = "nvidia-kmod")]
     #[error(transparent)]
     Kmod(#[from] nvbare_pci_host::nvidia::KmodError),
-    /// An RM call failed.
-    #[error(transparent)]
-    Rm(#[from] nvbare_core::rm::RmError),
     /// Anything else that went wrong at run time (exit code 1).
     #[error("{0}")]
     Runtime(String),

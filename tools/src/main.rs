@@ -31,6 +31,25 @@ enum Command {
         #[arg(long, short, default_value = "sim:gh100")]
         device: DeviceSpec,
     },
+    /// Leak check: many alloc/free cycles (and launches), RM object count and free VRAM must
+    /// come back to their starting values (nvidia:N; RM object counts need root).
+    Stress {
+        /// nvidia:N
+        #[arg(long, short)]
+        device: DeviceSpec,
+        /// Only print the RM object count and free VRAM.
+        #[arg(long)]
+        counts: bool,
+        /// Allocation/free cycles.
+        #[arg(long, default_value_t = 10_000)]
+        alloc_free: u64,
+        /// Kernel launches.
+        #[arg(long, default_value_t = 0)]
+        launches: u64,
+        /// Bytes per allocation.
+        #[arg(long, default_value_t = 2 << 20)]
+        size: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -40,6 +59,22 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::List => cmd::list::run(&mut out, &Sysfs::from_env()),
         Command::Info { device } => cmd::info::run(&mut out, device),
+        Command::Stress {
+            device,
+            counts,
+            alloc_free,
+            launches,
+            size,
+        } => cmd::stress::run(
+            &mut out,
+            device,
+            cmd::stress::StressArgs {
+                counts,
+                alloc_free,
+                launches,
+                size,
+            },
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

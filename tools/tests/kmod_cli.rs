@@ -64,3 +64,20 @@ fn info_on_this_machine_without_nvidia() {
     assert!(err.contains("nvidia"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn stress_without_a_driver_explains_and_fails() {
+    let root = scratch("stress");
+    let o = nvbare(&["stress", "--device", "nvidia:0", "--counts"], Some(&root));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no nvidia kernel driver is loaded"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn stress_refuses_non_nvidia_devices() {
+    let o = nvbare(&["stress", "--device", "sim:gh100"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("nvidia:N"));
+}
