@@ -10,6 +10,7 @@
 //! * [`memory`]: RM memory objects, CPU mappings (volatile access only), GPU DMA mappings.
 //! * [`uvm`]: `/dev/nvidia-uvm` (GPU VA spaces, channels, external ranges).
 //! * [`usermode`]: the doorbell page as an [`nvbare_core::hal::Mmio`] window.
+//! * [`vaspace`]: [`UvmVaSpace`], a GPU VA space run by UVM, with memory mapped at chosen VAs.
 //! * [`gpu`]: [`KernelGpu`], one GPU with its device and subdevice, and `nvbare info` queries.
 //! * [`abi`], [`uvm_abi`], [`params`]: the ABI structs, each with layout tests.
 //!
@@ -27,6 +28,7 @@ pub mod rm;
 pub mod usermode;
 pub mod uvm;
 pub mod uvm_abi;
+pub mod vaspace;
 
 pub use driver::{CardInfo, DriverVersion, GpuNode, NvidiaDriver, NvidiaPaths};
 pub use error::{KmodError, SUPPORTED_BRANCH};
@@ -37,3 +39,4 @@ pub use memory::{
 pub use rm::{GpuIds, KernelRm, RmDatabaseInfo};
 pub use usermode::UsermodeWindow;
 pub use uvm::{GpuUuid, Uvm};
+pub use vaspace::UvmVaSpace;

@@ -74,6 +74,28 @@ pub struct NV_MEMORY_ALLOCATION_PARAMS {
     pub _pad1: u32,
 }
 
+/// `NV_VASPACE_ALLOCATION_PARAMETERS` (FERMI_VASPACE_A), **r580 layout** (56 bytes: `pasid`
+/// appended at 580.65.06; 48 at 535/570, which RM would over-read).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct NV_VASPACE_ALLOCATION_PARAMETERS {
+    pub index: u32,
+    pub flags: u32,
+    pub vaSize: u64,
+    pub vaStartInternal: u64,
+    pub vaLimitInternal: u64,
+    pub bigPageSize: u32,
+    pub _pad0: u32,
+    pub vaBase: u64,
+    pub pasid: u32,
+    pub _pad1: u32,
+}
+
+/// `NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED` (BIT(3)).
+pub const NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED: u32 = 1 << 3;
+/// `NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING` (BIT(6)).
+pub const NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING: u32 = 1 << 6;
+
 /// `NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS` (NV01_MEMORY_VIRTUAL).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -319,6 +341,29 @@ mod tests {
         assert_eq!(offset_of!(NV_MEMORY_ALLOCATION_PARAMS, internalflags), 112);
         assert_eq!(offset_of!(NV_MEMORY_ALLOCATION_PARAMS, tag), 116);
         assert_eq!(offset_of!(NV_MEMORY_ALLOCATION_PARAMS, numaNode), 120);
+
+        assert_eq!(size_of::<NV_VASPACE_ALLOCATION_PARAMETERS>(), 56);
+        assert_eq!(offset_of!(NV_VASPACE_ALLOCATION_PARAMETERS, vaSize), 8);
+        assert_eq!(
+            offset_of!(NV_VASPACE_ALLOCATION_PARAMETERS, vaStartInternal),
+            16
+        );
+        assert_eq!(
+            offset_of!(NV_VASPACE_ALLOCATION_PARAMETERS, vaLimitInternal),
+            24
+        );
+        assert_eq!(
+            offset_of!(NV_VASPACE_ALLOCATION_PARAMETERS, bigPageSize),
+            32
+        );
+        assert_eq!(offset_of!(NV_VASPACE_ALLOCATION_PARAMETERS, vaBase), 40);
+        assert_eq!(offset_of!(NV_VASPACE_ALLOCATION_PARAMETERS, pasid), 48);
+        assert_eq!(
+            alloc_param_rule(nvbare_core::rm::class::FERMI_VASPACE_A),
+            Some(AllocParamRule::Required(size_of::<
+                NV_VASPACE_ALLOCATION_PARAMETERS,
+            >()))
+        );
 
         assert_eq!(size_of::<NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS>(), 24);
         assert_eq!(offset_of!(NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS, limit), 8);

@@ -45,7 +45,7 @@ mod kmod {
     use super::*;
     use nvbare_core::rm::Rm;
     use nvbare_pci_host::nvidia::{
-        GpuPageSize, KernelGpu, KmodError, MemoryLocation, MemoryRequest,
+        GpuPageSize, KernelGpu, KmodError, MemoryLocation, MemoryRequest, UvmVaSpace,
     };
 
     /// Driver-wide counts at one moment.
@@ -84,8 +84,9 @@ mod kmod {
         CliError::Runtime(format!("writing output: {e}"))
     }
 
-    /// One allocate / map / touch / unmap / free cycle.
-    fn cycle(gpu: &mut KernelGpu, i: u64, size: u64) -> Result<(), CliError> {
+    /// One cycle: allocate, map for the CPU and touch both ends, map into the GPU VA space
+    /// through UVM, unmap both, free.
+    fn cycle(gpu: &mut KernelGpu, vas: &UvmVaSpace, i: u64, size: u64) -> Result<(), CliError> {
         let location = if i % 8 == 7 {
             MemoryLocation::Sysmem
         } else {
@@ -119,8 +120,13 @@ mod kmod {
                     && end == pattern
             })
         };
+        let va = vas.window().base();
+        let gpu_mapped = vas
+            .map(gpu.rm_ref(), mem, va, len, 0)
+            .and_then(|()| vas.unmap(va, len));
         let freed = gpu.rm().free(mem);
         let ok = touched?;
+        gpu_mapped?;
         freed.map_err(KmodError::from)?;
         if !ok {
             return Err(CliError::Runtime(format!(
@@ -146,21 +152,28 @@ mod kmod {
         }
         {
             let mut worker = KernelGpu::open(index)?;
+            let window = args
+                .size
+                .checked_add((2 << 20) - 1)
+                .map(|s| s & !((2 << 20) - 1))
+                .ok_or_else(|| CliError::Usage(format!("--size {} is too large", args.size)))?;
+            let vas = UvmVaSpace::new(&mut worker, window)?;
             let start = std::time::Instant::now();
             for i in 0..args.alloc_free {
-                cycle(&mut worker, i, args.size)?;
+                cycle(&mut worker, &vas, i, args.size)?;
             }
             let live = worker.rm_ref().live_objects();
-            // The worker holds its device and subdevice.
-            if live != 2 {
+            // The worker holds its device, subdevice and VA space.
+            if live != 3 {
                 return Err(CliError::Runtime(format!(
-                    "after {} cycles the worker client still holds {live} objects (expected 2)",
+                    "after {} cycles the worker client still holds {live} objects (expected 3)",
                     args.alloc_free
                 )));
             }
+            drop(vas);
             writeln!(
                 out,
-                "{} alloc/map/free cycles of {} bytes in {:.2?}",
+                "{} alloc / CPU map / GPU map (UVM) / free cycles of {} bytes in {:.2?}",
                 args.alloc_free,
                 args.size,
                 start.elapsed()
