@@ -33,6 +33,47 @@ mod enabled {
         Ok(KernelGpu::open(index)?)
     }
 
+    /// Maps the usermode block and reads its GPU timer twice: proves the doorbell mapping works
+    /// without ringing it.
+    fn doorbell_check(gpu: &mut KernelGpu, class: Option<u32>) -> String {
+        use nvbare_core::hal::Mmio;
+        use nvbare_core::regs::RelativeRegister;
+        use nvbare_core::regs::usermode::{MappedUsermode, NVC361_TIME_0, NVC361_TIME_1};
+        let Some(class) = class else {
+            return "no usermode class offered".into();
+        };
+        let subdevice = gpu.subdevice();
+        let (rm, node) = gpu.rm_and_node();
+        let window = match rm.map_usermode(node, subdevice, class) {
+            Ok(w) => w,
+            Err(e) => return format!("mapping the usermode block failed: {e}"),
+        };
+        let t0 = NVC361_TIME_0::offset_of::<MappedUsermode>();
+        let t1 = NVC361_TIME_1::offset_of::<MappedUsermode>();
+        // TIME_1, TIME_0, TIME_1 again: a consistent 64-bit value when the high word held.
+        let time = |w: &dyn Mmio| {
+            let mut hi = w.read32(t1);
+            for _ in 0..3 {
+                let lo = w.read32(t0);
+                let hi2 = w.read32(t1);
+                if hi2 == hi {
+                    return (u64::from(hi) << 32) | u64::from(lo);
+                }
+                hi = hi2;
+            }
+            u64::from(hi) << 32
+        };
+        let a = time(&window);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = time(&window);
+        format!(
+            "usermode block mapped ({} bytes), NVC361_TIME {} ns after a 2 ms sleep{}",
+            window.size(),
+            b.wrapping_sub(a),
+            if b > a { "" } else { " (NOT TICKING)" }
+        )
+    }
+
     /// `nvbare info --device nvidia:N`: what RM reports about the GPU.
     pub fn info(out: &mut dyn Write, index: u32) -> Result<(), CliError> {
         let mut gpu = open_gpu(index)?;
@@ -76,6 +117,7 @@ mod enabled {
         writeln!(w, "copy      {}", class(sel.copy)).map_err(io)?;
         writeln!(w, "usermode  {}", class(sel.usermode)).map_err(io)?;
         writeln!(w, "qmd       {:?} ({} bytes)", i.qmd, i.qmd.size()).map_err(io)?;
+        writeln!(w, "doorbell  {}", doorbell_check(&mut gpu, sel.usermode)).map_err(io)?;
         write!(w, "classes   {}:", classes.len()).map_err(io)?;
         for (k, c) in classes.iter().enumerate() {
             if k % 12 == 0 && k > 0 {
