@@ -196,7 +196,7 @@ else
 fi
 
 # RM object counts (NV0000_CTRL_CMD_SYSTEM_GET_CLIENT_DATABASE_INFO) need root.
-counts() { "$NVBARE" stress --device "$device" --counts 2>/dev/null | sed -n 's/^rm-resources *//p'; }
+counts() { "$NVBARE" stress --device "$device" --counts 2>/dev/null | sed -n 's/^rm-resources \([0-9][0-9]*\)$/\1/p'; }
 
 step "early exit leaks no RM objects (kill -9 during a hang)"
 before="$(counts)"
