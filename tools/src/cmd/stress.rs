@@ -48,6 +48,30 @@ mod kmod {
         GpuPageSize, KernelGpu, KmodError, MemoryLocation, MemoryRequest, UvmVaSpace,
     };
 
+    /// A [`nvbare_core::hal::Clock`] over `std::time` (TODO: use `nvbare_pci_host::clock` once
+    /// this branch has it).
+    struct StdClock(std::time::Instant);
+
+    impl nvbare_core::hal::Clock for StdClock {
+        fn now(&self) -> std::time::Duration {
+            self.0.elapsed()
+        }
+        fn delay(&self, d: std::time::Duration) {
+            std::thread::sleep(d)
+        }
+    }
+
+    enum SettleError {
+        Timeout,
+        Cli(CliError),
+    }
+
+    impl From<nvbare_core::hal::PollError> for SettleError {
+        fn from(_: nvbare_core::hal::PollError) -> Self {
+            SettleError::Timeout
+        }
+    }
+
     /// Driver-wide counts at one moment.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     struct Counts {
@@ -180,7 +204,25 @@ mod kmod {
             )
             .map_err(io)?;
         }
-        let after = counts(&mut monitor)?;
+        // UVM and RM may release some objects a moment after the worker's files close (deferred
+        // client frees); give them a few seconds before calling it a leak.
+        let mut after = counts(&mut monitor)?;
+        let settled: Result<Counts, SettleError> = nvbare_core::hal::poll_until(
+            &StdClock(std::time::Instant::now()),
+            std::time::Duration::from_secs(5),
+            std::time::Duration::from_millis(50),
+            "RM object count and free VRAM to return to their starting values",
+            || {
+                let c = counts(&mut monitor).map_err(SettleError::Cli)?;
+                after = c;
+                Ok((c == before).then_some(c))
+            },
+        );
+        match settled {
+            Ok(c) => after = c,
+            Err(SettleError::Timeout) => {}
+            Err(SettleError::Cli(e)) => return Err(e),
+        }
         writeln!(out, "before:").map_err(io)?;
         print_counts(out, &before).map_err(io)?;
         writeln!(out, "after:").map_err(io)?;
