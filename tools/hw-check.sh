@@ -9,7 +9,8 @@
 # Environment:
 #   NVBARE     nvbare binary (default target/release/nvbare; build: cargo build --release -p nvbare-tools)
 #   CUBIN      fixture cubin (default tests/fixtures/cubins/kernels_sm<SM>_cuda13.cubin, SM from `nvbare info`)
-#   OUT        if set, everything printed is also appended to this log file
+#   OUT        if set, everything printed is also appended to a log: OUT itself, or OUT/hw-check.log
+#              when OUT is a directory (the benchmark JSON then goes to OUT/bench too)
 #   SEED       seed for the random inputs (default: from the clock; printed, so a failure can be replayed)
 #   NVCC       for the CUDA baseline (see tools/bench/compare.sh)
 #
@@ -18,8 +19,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 if [ -n "${OUT:-}" ]; then
-    mkdir -p "$(dirname "$OUT")"
-    exec > >(tee -a "$OUT") 2>&1
+    log="$OUT"
+    if [ -d "$OUT" ]; then
+        log="$OUT/hw-check.log"
+        export BENCH_DIR="${BENCH_DIR:-$OUT/bench}"
+    fi
+    mkdir -p "$(dirname "$log")"
+    exec > >(tee -a "$log") 2>&1
 fi
 
 device=nvidia:0
