@@ -10,6 +10,7 @@
 //! * [`dma`]: DMA memory: a pool of locked 2 MiB hugepages (4 KiB fallback) mapped once into
 //!   the IOMMU and sub-allocated as [`nvbare_core::hal::DmaBuffer`]s.
 //! * [`clock`]: a [`nvbare_core::hal::Clock`] over `std::time::Instant`.
+//! * [`nvidia`] (feature `nvidia-kmod`): the kernel-driver adapter over nvidia.ko's ioctls.
 //!
 //! This crate knows nothing about GPU internals; it finds devices and gives the core access to
 //! them.
@@ -19,6 +20,8 @@ pub mod bind;
 pub mod clock;
 pub mod config;
 pub mod dma;
+#[cfg(feature = "nvidia-kmod")]
+pub mod nvidia;
 mod pci_ids;
 pub mod sysfs;
 pub mod vfio;

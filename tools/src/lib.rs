@@ -3,6 +3,7 @@
 
 pub mod cmd;
 pub mod device;
+pub mod kmod;
 pub mod logger;
 
 pub use device::DeviceSpec;
@@ -25,6 +26,10 @@ pub enum CliError {
     /// Opening a GPU through VFIO failed.
     #[error(transparent)]
     Vfio(#[from] nvbare_pci_host::vfio::VfioError),
+    /// The nvidia kernel-driver adapter failed.
+    #[cfg(feature = "nvidia-kmod")]
+    #[error(transparent)]
+    Kmod(#[from] nvbare_pci_host::nvidia::KmodError),
     /// Anything else that went wrong at run time (exit code 1).
     #[error("{0}")]
     Runtime(String),

@@ -60,6 +60,25 @@ enum Command {
         #[command(subcommand)]
         what: cmd::bench::BenchCommand,
     },
+    /// Leak check: many alloc/free cycles (and launches), RM object count and free VRAM must
+    /// come back to their starting values (nvidia:N; RM object counts need root).
+    Stress {
+        /// nvidia:N
+        #[arg(long, short)]
+        device: DeviceSpec,
+        /// Only print the RM object count and free VRAM.
+        #[arg(long)]
+        counts: bool,
+        /// Allocation/free cycles.
+        #[arg(long, default_value_t = 10_000)]
+        alloc_free: u64,
+        /// Kernel launches.
+        #[arg(long, default_value_t = 0)]
+        launches: u64,
+        /// Bytes per allocation.
+        #[arg(long, default_value_t = 2 << 20)]
+        size: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -79,6 +98,22 @@ fn main() -> ExitCode {
             cmd::bind::run_unbind(&mut out, &Sysfs::from_env(), bdf, dry_run)
         }
         Command::Bench { what } => cmd::bench::run(&mut out, what),
+        Command::Stress {
+            device,
+            counts,
+            alloc_free,
+            launches,
+            size,
+        } => cmd::stress::run(
+            &mut out,
+            device,
+            cmd::stress::StressArgs {
+                counts,
+                alloc_free,
+                launches,
+                size,
+            },
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -85,10 +85,7 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec) -> Result<(), CliError> {
             writeln!(out, "vram      {} MiB", vram.value()).map_err(io)?;
             print_chip(out, &chip).map_err(io)
         }
-        DeviceSpec::Nvidia(_) => Err(CliError::Runtime(format!(
-            "{device}: the nvidia kernel-driver adapter is not part of this build yet; \
-             use --device sim:CHIP"
-        ))),
+        DeviceSpec::Nvidia(index) => crate::kmod::info(out, index),
         DeviceSpec::Vfio(bdf) => {
             let gpu = crate::device::open_vfio(bdf)?;
             let chip = chip::identify_mmio(gpu.bar0())?;

@@ -5,3 +5,4 @@ pub mod bind;
 pub mod decode;
 pub mod info;
 pub mod list;
+pub mod stress;
