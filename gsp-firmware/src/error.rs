@@ -238,11 +238,13 @@ pub struct FileError {
 
 impl fmt::Display for FileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {} (a cached firmware file can be restored with tools/fetch-firmware.sh --force)",
-            self.file, self.error
-        )
+        write!(f, "{}: {}", self.file, self.error)?;
+        if !matches!(self.error, Error::UnknownFormat { .. }) {
+            f.write_str(
+                " (a cached firmware file can be restored with tools/fetch-firmware.sh --force)",
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -31,6 +31,11 @@ enum Command {
         #[arg(long, short, default_value = "sim:gh100")]
         device: DeviceSpec,
     },
+    /// Fetch GSP firmware r570.144 into the cache, or inspect a firmware file.
+    Fw {
+        #[command(subcommand)]
+        command: cmd::fw::FwCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -40,6 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::List => cmd::list::run(&mut out, &Sysfs::from_env()),
         Command::Info { device } => cmd::info::run(&mut out, device),
+        Command::Fw { command } => cmd::fw::run(&mut out, command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,5 @@
 //! Subcommands, one module each.
 
+pub mod fw;
 pub mod info;
 pub mod list;

@@ -12,6 +12,8 @@
 //! let fw = GspFirmware::parse(&bytes).unwrap();
 //! ```
 
+pub mod vbios;
+
 use std::path::PathBuf;
 use std::string::String;
 use std::vec::Vec;
