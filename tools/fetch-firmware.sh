@@ -88,14 +88,23 @@ readonly NFILES=${#PATHS[@]}
 
 sha256_of() { sha256sum -- "$1" | cut -d' ' -f1; }
 
-# Verifies the cache; prints one line per problem; returns 0 when every file matches.
+# Verifies the cache; prints one line per problem; returns 0 when every file matches. Hard
+# links (the shared images) are hashed once.
 verify_cache() {
-    local i f bad=0 missing=0
+    local i f id sum bad=0 missing=0
+    local -A seen=()
     for i in "${!PATHS[@]}"; do
         f=$DEST/${PATHS[$i]}
         if [[ ! -f $f ]]; then
             missing=$((missing + 1))
-        elif [[ $(sha256_of "$f") != "${HASHES[$i]}" ]]; then
+            continue
+        fi
+        id=$(stat -L -c '%d:%i' -- "$f" 2>/dev/null || echo "$f")
+        if [[ -z ${seen[$id]:-} ]]; then
+            seen[$id]=$(sha256_of "$f")
+        fi
+        sum=${seen[$id]}
+        if [[ $sum != "${HASHES[$i]}" ]]; then
             say "  mismatch: $f (sha256 differs from the pinned value)"
             bad=$((bad + 1))
         fi
@@ -198,7 +207,7 @@ fi
 say "[3/5] checking the package"
 deb_sha=$(sha256_of "$deb")
 if [[ $deb_sha == "$PKG_SHA256" ]]; then
-    say "      sha256 $deb_sha matches $PKG $PKG_VERSION"
+    say "      sha256 $deb_sha is the pinned package's ($PKG $PKG_VERSION)"
 elif ((exact)); then
     die "$deb has sha256 $deb_sha, expected $PKG_SHA256 for $PKG $PKG_VERSION; the download is \
 corrupt or was tampered with - retry, or use another mirror (NVBARE_DEBIAN_MIRROR)"

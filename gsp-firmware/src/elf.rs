@@ -7,7 +7,7 @@
 //! Why not goblin (the design's ELF crate, which the cubin parser uses):
 //! goblin's `Elf::parse` also parses program headers, symbols, relocations and dynamic entries
 //! (none of which a firmware container needs) into vectors sized by header fields, and its
-//! panics, if any, would be ours to live with. This reader needs about 250 lines, allocates one
+//! panics, if any, would be ours to live with. This reader is a few hundred lines, allocates one
 //! entry per section header only after checking that the whole section header table lies inside
 //! the file, checks every section against the file size, never panics, reads ELF32 (the FMC
 //! container, whose `e_type`/`e_machine` are `NONE`) and ELF64 (GSP-RM) alike, and is small
