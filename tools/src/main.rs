@@ -79,6 +79,11 @@ enum Command {
         #[arg(long, default_value_t = 2 << 20)]
         size: u64,
     },
+    /// Fetch GSP firmware r570.144 into the cache, or inspect a firmware file.
+    Fw {
+        #[command(subcommand)]
+        command: cmd::fw::FwCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -114,6 +119,7 @@ fn main() -> ExitCode {
                 size,
             },
         ),
+        Command::Fw { command } => cmd::fw::run(&mut out, command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

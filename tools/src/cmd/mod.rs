@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bind;
 pub mod decode;
+pub mod fw;
 pub mod info;
 pub mod list;
 pub mod stress;
