@@ -16,6 +16,7 @@
 extern crate alloc;
 
 pub mod chip;
+pub mod gsp;
 pub mod hal;
 pub mod regs;
 pub mod rm;

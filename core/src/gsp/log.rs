@@ -1,0 +1,1 @@
+//! LIBOS log buffers (placeholder, filled in below).
