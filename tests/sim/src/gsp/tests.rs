@@ -14,7 +14,7 @@ use nvbare_core::gsp::rpc::{
     ClientConfig, GspConfig, GspRm, GspRpc, NV_VGPU_MSG_FUNCTION_GSP_RM_CONTROL,
 };
 use nvbare_core::gsp::sysinfo::GspSystemInfo;
-use nvbare_core::hal::{Clock, DmaAllocator, Mmio};
+use nvbare_core::hal::{Clock, DmaAllocator, DmaBuffer, Mmio};
 use nvbare_core::rm::{Handle, Rm, RmError, RmStatus, class};
 use zerocopy::FromZeros;
 
@@ -48,7 +48,7 @@ fn test_config() -> GspConfig {
 fn rig_with<H: EventHandler>(
     model: ChipModel,
     handler: H,
-    pre_start: impl FnOnce(&GspEmulator),
+    pre_start: impl FnOnce(&Arc<SimGpu>, &GspEmulator),
 ) -> Rig<H> {
     let gpu = SimGpu::new(SimConfig::new(model).with_virtual_time());
     let layout = SharedMemLayout::default();
@@ -71,7 +71,7 @@ fn rig_with<H: EventHandler>(
     let mut table = [0u8; 256];
     let n = registry::pack(registry::DEFAULT_REGISTRY, &mut table).unwrap();
     rpc.set_registry(&table[..n]).unwrap();
-    pre_start(&emu);
+    pre_start(&gpu, &emu);
     gpu.with_core(|c| emu.start(c));
     rpc.wait_event(NV_VGPU_MSG_EVENT_GSP_INIT_DONE, Duration::from_secs(1))
         .unwrap();
@@ -79,7 +79,11 @@ fn rig_with<H: EventHandler>(
 }
 
 fn rig() -> Rig<nvbare_core::gsp::events::NoHandler> {
-    rig_with(models::GH100, nvbare_core::gsp::events::NoHandler, |_| {})
+    rig_with(
+        models::GH100,
+        nvbare_core::gsp::events::NoHandler,
+        |_, _| {},
+    )
 }
 
 fn client() -> Handle {
@@ -117,7 +121,7 @@ fn assert_clean<H: EventHandler>(r: &Rig<H>) {
 #[test]
 fn boot_hands_over_system_info_registry_and_reads_static_info() {
     for model in models::MODELS {
-        let mut r = rig_with(model, nvbare_core::gsp::events::NoHandler, |_| {});
+        let mut r = rig_with(model, nvbare_core::gsp::events::NoHandler, |_, _| {});
         let st = r.emu.stats();
         assert_eq!(st.system_info.as_ref().map(|b| b.len()), Some(928));
         assert_eq!(st.registry.get("RMForcePcieConfigSave"), Some(&1));
@@ -344,7 +348,7 @@ impl EventHandler for Sequencer {
 #[test]
 fn sequencer_events_are_serviced_synchronously_during_boot_waits() {
     // The sequencer script arrives before INIT_DONE, while boot waits for it.
-    let mut r = rig_with(models::AD102, Sequencer::default(), |emu| {
+    let mut r = rig_with(models::AD102, Sequencer::default(), |_, emu| {
         emu.queue_event(EmuEvent::RunCpuSequencer(vec![
             0,
             0x0011_8f00,
@@ -608,4 +612,64 @@ fn hundred_thousand_round_trips_cover_every_wrap_position() {
     assert_eq!(r.rpc.stats().rpcs, 100_001);
     assert!(r.rpc.msgq().stats().received_wrapped > 100);
     assert_clean(&r);
+}
+
+#[test]
+fn firmware_logs_decode_with_the_logging_image_and_garbage_is_survived() {
+    use nvbare_core::gsp::log::{self, LogItem, LogReader, Segments, format_record};
+    let mut bufs = Vec::new();
+    let mut r = rig_with(
+        models::GH100,
+        nvbare_core::gsp::events::NoHandler,
+        |gpu, emu| {
+            for name in ["LOGINIT", "LOGRM"] {
+                let b = gpu.dma().alloc_dma(0x10000).unwrap();
+                log::init_log_buffer(&b, 0, 0x10000).unwrap();
+                emu.attach_log(name, b.dev_addr(), 0x10000);
+                bufs.push(b);
+            }
+        },
+    );
+    let img = r.emu.log_image();
+    let segs: Vec<(u64, &[u8])> = img.iter().map(|(va, b)| (*va, &b[..])).collect();
+    let image = Segments(&segs);
+    let src = log::DmaLog {
+        buf: &bufs[1],
+        offset: 0,
+        size: 0x10000,
+    };
+    let mut reader = LogReader::new();
+    let mut lines = Vec::new();
+    let s = reader
+        .read_new(&src, Some(&image), &mut |it| {
+            if let LogItem::Record(rec) = it {
+                let mut l = String::new();
+                format_record(rec, &image, &mut l).unwrap();
+                lines.push(l);
+            }
+        })
+        .unwrap();
+    assert_eq!(s.records, 1);
+    assert_eq!(
+        lines,
+        ["emulator.rs:100: emulated GSP-RM r570.144 booted on GH100\n"]
+    );
+    // Without the image the words are still there, oldest first.
+    let mut words = Vec::new();
+    LogReader::new()
+        .read_new(&src, None, &mut |it| {
+            if let LogItem::Word(_, w) = it {
+                words.push(w)
+            }
+        })
+        .unwrap();
+    assert_eq!(words.len(), 4);
+    // Garbage: decoding reports what it could not attribute and never panics.
+    r.gpu.with_core(|c| r.emu.garbage_log(c, "LOGRM", 7));
+    let mut reader = LogReader::new();
+    let s = reader.read_new(&src, Some(&image), &mut |_| {}).unwrap();
+    assert_eq!(s.records, 0);
+    assert!(s.undecoded_words > 0 || s.put == 0);
+    open_client(&mut r);
+    transform(&mut r, 8, 0).unwrap();
 }
