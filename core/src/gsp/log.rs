@@ -648,7 +648,7 @@ mod tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 // Mix in valid metadata pointers now and then.
-                let v = if x % 5 == 0 { 0x1000_0000 } else { x };
+                let v = if x.is_multiple_of(5) { 0x1000_0000 } else { x };
                 w.copy_from_slice(&v.to_le_bytes());
             }
             let src: &[u8] = &buf;
