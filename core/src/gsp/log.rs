@@ -287,14 +287,14 @@ impl LogReader {
                 let mut spans: heapless::Vec<(u64, LogMetadata, u64, u64), MAX_RECORDS_PER_READ> =
                     heapless::Vec::new();
                 let mut i = put;
-                while i >= start + 2 {
+                while i - start >= 2 {
                     let ts = src.word(slot(i - 1))?;
                     let meta_va = src.word(slot(i - 2))?;
                     let Some(meta) = read_metadata(img, meta_va) else {
                         break;
                     };
                     let n = meta.argument_count as u64;
-                    if i - 2 < start + n {
+                    if i - 2 - start < n {
                         break;
                     }
                     let first = i - 2 - n;
