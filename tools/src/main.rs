@@ -31,6 +31,11 @@ enum Command {
         #[arg(long, short, default_value = "sim:gh100")]
         device: DeviceSpec,
     },
+    /// Benchmarks (`nvbare bench rpc`).
+    Bench {
+        #[command(subcommand)]
+        what: cmd::bench::BenchCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -40,6 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::List => cmd::list::run(&mut out, &Sysfs::from_env()),
         Command::Info { device } => cmd::info::run(&mut out, device),
+        Command::Bench { what } => cmd::bench::run(&mut out, what),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
