@@ -841,10 +841,11 @@ impl<B: DmaBuffer> RingWriter<'_, B> {
     }
 
     fn zero_to(&mut self, end: usize) -> Result<(), GspError> {
+        static ZEROS: [u8; GSP_PAGE_SIZE] = [0; GSP_PAGE_SIZE];
         while self.pos < end {
             let (off, room) = self.offset();
             let n = room.min(end - self.pos);
-            self.buf.fill(off, n, 0)?;
+            self.buf.write(off, &ZEROS[..n])?;
             self.pos += n;
         }
         Ok(())

@@ -52,6 +52,8 @@ use crate::models::ChipModel;
 use crate::rm_service::{RmCaller, RmService};
 
 const PAGE: usize = 4096;
+/// A page of zeros (slice copies and compares are memcpy/memcmp even in debug builds).
+static ZERO_PAGE: [u8; PAGE] = [0; PAGE];
 const ELEM_HDR: usize = 48;
 const RPC_HDR: usize = 32;
 const RPC_MAX: usize = 16 * PAGE - ELEM_HDR;
@@ -743,9 +745,9 @@ impl Inner {
             return Ok(false);
         }
         let start = self.cmd_read;
-        let mut first = vec![0u8; PAGE];
-        self.read_elems(core, start, 1, &mut first)?;
-        let eh = GSP_MSG_QUEUE_ELEMENT::read_from_prefix(&first)
+        let mut rec = vec![0u8; PAGE];
+        self.read_elems(core, start, 1, &mut rec)?;
+        let eh = GSP_MSG_QUEUE_ELEMENT::read_from_prefix(&rec)
             .map_err(|_| "element header")?
             .0;
         let ec = eh.elemCount;
@@ -756,8 +758,12 @@ impl Inner {
             self.advance(core, 1)?;
             return Ok(true);
         }
-        let mut rec = vec![0u8; ec as usize * PAGE];
-        self.read_elems(core, start, ec, &mut rec)?;
+        if ec > 1 {
+            for _ in 1..ec {
+                rec.extend_from_slice(&ZERO_PAGE);
+            }
+            self.read_elems(core, (start + 1) % self.cmd_count, ec - 1, &mut rec[PAGE..])?;
+        }
         self.advance(core, ec)?;
         self.stats.records += 1;
         self.stats.cmd_starts.insert(start);
@@ -780,7 +786,10 @@ impl Inner {
                 .push(format!("command seq {}: bad checksum", eh.seqNum));
             return Ok(true);
         }
-        if rec[ELEM_HDR + len..].iter().any(|&b| b != 0) {
+        if rec[ELEM_HDR + len..]
+            .chunks(PAGE)
+            .any(|c| c != &ZERO_PAGE[..c.len()])
+        {
             self.stats.errors.push(format!(
                 "command seq {}: element tail not zero (r535's whole-element checksum would fail)",
                 eh.seqNum
@@ -1180,7 +1189,11 @@ impl Inner {
         bytes.extend_from_slice(rpc_hdr.as_bytes());
         bytes.extend_from_slice(payload);
         let sum_len = (ELEM_HDR + (rpc_hdr.length as usize).min(16 * PAGE)).next_multiple_of(8);
-        bytes.resize(ec as usize * PAGE, 0);
+        let pad = ec as usize * PAGE - bytes.len();
+        bytes.extend_from_slice(&ZERO_PAGE[..pad % PAGE]);
+        for _ in 0..pad / PAGE {
+            bytes.extend_from_slice(&ZERO_PAGE);
+        }
         let sum = checksum(&bytes[..sum_len.min(bytes.len())]);
         eh.checkSum = if corrupt_sum { sum ^ 0x5a5a } else { sum };
         bytes[..ELEM_HDR].copy_from_slice(eh.as_bytes());

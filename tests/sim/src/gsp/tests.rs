@@ -673,3 +673,28 @@ fn firmware_logs_decode_with_the_logging_image_and_garbage_is_survived() {
     open_client(&mut r);
     transform(&mut r, 8, 0).unwrap();
 }
+
+#[test]
+fn emulator_reports_driver_protocol_violations_without_panicking() {
+    let mut r = rig();
+    open_client(&mut r);
+    // Forge a command the driver would never write: garbage at the next slot.
+    let q = r.rpc.msgq();
+    let at = 0x2000 + q.tx_write_ptr() as usize * 4096;
+    let mut garbage = [0u8; 4096];
+    for (i, b) in garbage.iter_mut().enumerate() {
+        *b = (i * 37 + 11) as u8;
+    }
+    garbage[40..44].copy_from_slice(&1u32.to_le_bytes()); // elemCount 1
+    q.buffer().write(at, &garbage).unwrap();
+    q.buffer()
+        .write_u32(0x1000 + 16, (q.tx_write_ptr() + 1) % 63)
+        .unwrap();
+    r.gpu.bar0().write32(0x11_0c00, 0);
+    let errors = r.emu.errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("rpc length") || errors[0].contains("checksum"),
+        "{errors:?}"
+    );
+}
