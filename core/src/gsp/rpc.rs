@@ -1147,7 +1147,7 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
         self.send_async(NV_VGPU_MSG_FUNCTION_GSP_SET_SYSTEM_INFO, info.as_bytes())
     }
 
-    /// SET_REGISTRY (73) with a table from [`super::registry::RegistryTable`]: not answered.
+    /// SET_REGISTRY (73) with a table built by [`super::registry::pack`]: not answered.
     pub fn set_registry(&mut self, table: &[u8]) -> Result<(), GspError> {
         self.send_async(NV_VGPU_MSG_FUNCTION_SET_REGISTRY, table)
     }

@@ -10,8 +10,8 @@ use nvbare_core::rm::{Handle, RmStatus, class};
 use crate::bar0::SimCore;
 use crate::rm_service::{RmCaller, RmService};
 
-/// `NV2080_CTRL_CMD_GPU_GET_NAME_STRING` (`ctrl2080gpu.h`): {u32 flags; union{u8[128],
-/// u16[128]}} = 260 bytes.
+/// `NV2080_CTRL_CMD_GPU_GET_NAME_STRING` (`ctrl2080gpu.h`): `{u32 flags; union{u8[128],
+/// u16[128]}}` = 260 bytes.
 pub const NV2080_CTRL_CMD_GPU_GET_NAME_STRING: u32 = 0x2080_0110;
 /// Size of its params.
 pub const GET_NAME_STRING_PARAMS_SIZE: usize = 260;
