@@ -66,8 +66,8 @@ pub const RMAPI_RPC_FLAGS_COPYOUT_ON_ERROR: u32 = 1;
 /// `RMAPI_RPC_FLAGS_SERIALIZED`: params are FINN-serialized (nvbare never sends these).
 pub const RMAPI_RPC_FLAGS_SERIALIZED: u32 = 2;
 
-/// `UNLOADING_GUEST_DRIVER` `newLevel` for a full unload (`NV2080_CTRL_GPU_SET_POWER_STATE_GPU_LEVEL_3`
-/// is what suspend uses; tinygrad and nova send `1 << 6`, RM's "fast unload" level).
+/// `UNLOADING_GUEST_DRIVER` `newLevel` for a full unload: what tinygrad sends on shutdown
+/// (`1 << 6`, noted there as FAST_UNLOAD).
 pub const UNLOAD_LEVEL_FAST: u32 = 1 << 6;
 
 /// Largest payload a continuation record carries.
