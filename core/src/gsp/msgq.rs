@@ -1132,6 +1132,63 @@ mod tests {
         assert!(matches!(q.tx_free(), Err(GspError::CorruptPointer { .. })));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Against a model: whatever the interleaving of sends and (partial) consumption by
+        /// GSP-RM, every message GSP-RM reads is intact, in order, and never overwritten
+        /// before it was consumed; a send that does not fit fails instead of overwriting.
+        #[test]
+        fn ring_never_overwrites_unread_messages(
+            ops in proptest::collection::vec(
+                (proptest::prop_oneof![0usize..3000, 3000usize..70_000], 0u8..7),
+                1..80,
+            )
+        ) {
+            let mut q = new_queue();
+            let bell = Doorbell::default();
+            let clock = StepClock::default();
+            let mut model: std::collections::VecDeque<(u32, std::vec::Vec<u8>)> =
+                std::collections::VecDeque::new();
+            let mut gsp_read = 0u32;
+            for (i, (len, consume)) in ops.into_iter().enumerate() {
+                let len = len.min(GSP_MSG_QUEUE_RPC_SIZE_MAX - 32);
+                let body: std::vec::Vec<u8> = (0..len).map(|j| (i * 131 + j) as u8).collect();
+                let hdr = [i as u8; 32];
+                // Independent of the code under test: 62 usable slots minus what is unread.
+                let free = 62 - model.iter().map(|m| m.0).sum::<u32>();
+                let elems = (48 + 32 + len).div_ceil(4096) as u32;
+                match q.send(&bell, &clock, Duration::ZERO, Duration::ZERO, &[&hdr, &body]) {
+                    Ok(s) => {
+                        proptest::prop_assert!(elems <= free);
+                        proptest::prop_assert_eq!(s.elem_count, elems);
+                        let mut m = hdr.to_vec();
+                        m.extend_from_slice(&body);
+                        model.push_back((elems, m));
+                    }
+                    Err(GspError::QueueFull { .. }) => proptest::prop_assert!(elems > free),
+                    Err(e) => proptest::prop_assert!(false, "{e:?}"),
+                }
+                // GSP-RM consumes up to `consume` messages, reading them from the ring.
+                for _ in 0..consume.saturating_sub(4) {
+                    let Some((ec, m)) = model.pop_front() else { break };
+                    let mut got = std::vec![0u8; ec as usize * 4096];
+                    for e in 0..ec {
+                        let slot = (gsp_read + e) % 63;
+                        q.buffer()
+                            .read(0x2000 + slot as usize * 4096, &mut got[e as usize * 4096..][..4096])
+                            .unwrap();
+                    }
+                    let mut sum = Checksum::default();
+                    sum.update(&got);
+                    proptest::prop_assert_eq!(sum.value(), 0);
+                    proptest::prop_assert_eq!(&got[48..48 + m.len()], &m[..]);
+                    gsp_read = (gsp_read + ec) % 63;
+                    q.buffer().write_u32(0x41000 + 32, gsp_read).unwrap();
+                }
+            }
+        }
+    }
+
     #[test]
     fn sent_element_checksums_to_zero_under_both_rules() {
         let mut q = new_queue();
