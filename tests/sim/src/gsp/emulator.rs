@@ -1272,7 +1272,8 @@ pub fn static_info(model: &ChipModel) -> GspStaticConfigInfo {
     let fb = (model.vram_mib as u64) << 20;
     s.fb_length = fb;
     let (bus_width, l2) = match model.chipset.info().architecture {
-        nvbare_core::chip::Architecture::Hopper => (5120, 50 << 20),
+        // H200: six HBM3e stacks (6144-bit), 50 MiB L2; RTX 5090: 512-bit, 96 MiB; RTX 4090: 384-bit, 72 MiB.
+        nvbare_core::chip::Architecture::Hopper => (6144, 50 << 20),
         nvbare_core::chip::Architecture::Blackwell => (512, 96 << 20),
         _ => (384, 72 << 20),
     };
