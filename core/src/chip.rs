@@ -238,8 +238,8 @@ chips! {
     TU102 0x162 Turing TURING V2 V02_02 Booter "tu102" "tu10x" 75 0x88000;
     TU104 0x164 Turing TURING V2 V02_02 Booter "tu102" "tu10x" 75 0x88000;
     TU106 0x166 Turing TURING V2 V02_02 Booter "tu102" "tu10x" 75 0x88000;
-    TU117 0x167 Turing TURING V2 V02_02 Booter "tu116" "tu10x" 75 0x88000;
-    TU116 0x168 Turing TURING V2 V02_02 Booter "tu116" "tu10x" 75 0x88000;
+    TU117 0x167 Turing TURING V2 V02_02 Booter "tu116" "tu11x" 75 0x88000;
+    TU116 0x168 Turing TURING V2 V02_02 Booter "tu116" "tu11x" 75 0x88000;
     GA100 0x170 Ampere GA100_CLASSES V2 V03_00 Booter "ga100" "ga100" 80 0x88000;
     GA102 0x172 Ampere GA10X_CLASSES V2 V03_00 Booter "ga102" "ga10x" 86 0x88000;
     GA103 0x173 Ampere GA10X_CLASSES V2 V03_00 Booter "ga102" "ga10x" 86 0x88000;
@@ -550,6 +550,28 @@ mod tests {
         // Garbage 0x3f architecture (tinygrad's "KeyError: 63").
         let e = identify(0, 0x3f00_0000).unwrap_err();
         assert!(matches!(e, ChipError::Unknown { chip_id: 0x3f0, .. }));
+    }
+
+    #[test]
+    fn gsp_signature_families_follow_openrm() {
+        // nv_firmware_get_chip_family (570.144,
+        // src/nvidia/arch/nvalloc/common/inc/nv-firmware-chip-family-select.h): Turing up to
+        // TU106 is tu10x, later Turing tu11x; GA100 is ga100, other Ampere ga10x.
+        for c in CHIPS {
+            let (arch, imp) = (c.chip_id >> 4, c.chip_id & 0xf);
+            let want = match arch {
+                0x16 if imp <= 6 => "tu10x",
+                0x16 => "tu11x",
+                0x17 if imp == 0 => "ga100",
+                0x17 => "ga10x",
+                0x18 => "gh100",
+                0x19 => "ad10x",
+                0x1a => "gb10x",
+                0x1b => "gb20x",
+                _ => panic!("{}: no firmware family for architecture {arch:#x}", c.name),
+            };
+            assert_eq!(c.gsp_signature_family, want, "{}", c.name);
+        }
     }
 
     #[test]

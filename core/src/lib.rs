@@ -22,7 +22,9 @@ pub mod channel;
 pub mod chip;
 #[cfg(feature = "device")]
 pub mod device;
+pub mod gsp;
 pub mod hal;
+pub mod mm;
 pub mod regs;
 pub mod rm;
 

@@ -1,13 +1,30 @@
 //! nvbare-pci-host: the Linux side of nvbare.
 //!
-//! * [`sysfs`]: PCI enumeration and device attributes under `/sys` (or `NVBARE_SYSFS_ROOT`).
+//! * [`sysfs`]: PCI enumeration and device attributes under `/sys` (or `NVBARE_SYSFS_ROOT`):
+//!   config space, BAR sizes and resizing, reset methods, IOMMU groups, driver overrides.
+//! * [`config`]: PCI configuration space: capability walking, the Resizable BAR capability.
+//! * [`bind`]: moving a GPU (and its companion functions) to vfio-pci and back, as a plan of
+//!   sysfs writes that can be printed (`--dry-run`) or performed.
+//! * [`vfio`]: a GPU bound to vfio-pci: BARs as [`nvbare_core::hal::Mmio`], config space, reset,
+//!   DMA through the IOMMU ([`vfio::VfioGpu`]).
+//! * [`dma`]: DMA memory: a pool of locked 2 MiB hugepages (4 KiB fallback) mapped once into
+//!   the IOMMU and sub-allocated as [`nvbare_core::hal::DmaBuffer`]s.
+//! * [`clock`]: a [`nvbare_core::hal::Clock`] over `std::time::Instant`.
+//! * [`nvidia`] (feature `nvidia-kmod`): the kernel-driver adapter over nvidia.ko's ioctls.
 //!
 //! This crate knows nothing about GPU internals; it finds devices and gives the core access to
 //! them.
 #![warn(missing_docs)]
 
+pub mod bind;
+pub mod clock;
+pub mod config;
+pub mod dma;
+#[cfg(feature = "nvidia-kmod")]
+pub mod nvidia;
 mod pci_ids;
 pub mod sysfs;
+pub mod vfio;
 
 pub use sysfs::{Bar, Bdf, PciFunction, Sysfs, SysfsError};
 

@@ -9,6 +9,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use nvbare_core::hal::{HalError, PciConfig};
+
 use crate::NVIDIA_VENDOR_ID;
 
 /// Errors reading sysfs.
@@ -45,6 +47,18 @@ pub enum SysfsError {
     NoSuchDevice {
         /// The address asked for.
         bdf: Bdf,
+    },
+    /// Writing a sysfs attribute failed.
+    #[error("cannot write {value:?} to {path}: {source}{hint}")]
+    Write {
+        /// The attribute written.
+        path: PathBuf,
+        /// What was written.
+        value: String,
+        /// The OS error.
+        source: io::Error,
+        /// Advice for the user (may be empty).
+        hint: &'static str,
     },
 }
 
@@ -181,6 +195,10 @@ impl PciFunction {
             0x0302 => "3D controller",
             0x0380 => "display controller",
             0x0403 => "audio",
+            0x0200 => "Ethernet controller",
+            0x0207 => "InfiniBand controller",
+            0x0106 => "SATA controller",
+            0x0108 => "NVMe controller",
             0x0c03 => "USB controller",
             0x0c80 => "serial bus controller",
             0x0604 => "PCI bridge",
@@ -361,6 +379,351 @@ fn read_resources(path: &Path) -> Result<Vec<Bar>, SysfsError> {
         }
     }
     Ok(bars)
+}
+
+/// `IORESOURCE_MEM_64`: a 64-bit memory resource.
+const IORESOURCE_MEM_64: u64 = 0x0010_0000;
+/// `IORESOURCE_PREFETCH`.
+const IORESOURCE_PREFETCH: u64 = 0x2000;
+/// `IORESOURCE_MEM`.
+const IORESOURCE_MEM: u64 = 0x200;
+
+/// The drivers a device may be bound to without making its IOMMU group unusable for VFIO:
+/// vfio drivers, `pci-stub`, and `pcieport` (bridges; the kernel lets their group be used).
+pub fn driver_keeps_group_viable(driver: Option<&str>) -> bool {
+    match driver {
+        None => true,
+        Some(d) => d == "pci-stub" || d == "pcieport" || d.contains("vfio"),
+    }
+}
+
+/// A bridge's forwarding window (from lines 13.. of its `resource` file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BridgeWindow {
+    /// Bus address of the first byte.
+    pub start: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// `IORESOURCE_*` flags.
+    pub flags: u64,
+}
+
+impl BridgeWindow {
+    /// Whether this is the 64-bit prefetchable memory window (where big BARs live).
+    pub fn is_prefetchable_64(&self) -> bool {
+        self.flags & (IORESOURCE_MEM | IORESOURCE_PREFETCH | IORESOURCE_MEM_64)
+            == IORESOURCE_MEM | IORESOURCE_PREFETCH | IORESOURCE_MEM_64
+    }
+}
+
+impl Sysfs {
+    /// `…/bus/pci/devices/<bdf>`.
+    pub fn device_dir(&self, bdf: Bdf) -> PathBuf {
+        self.devices_dir().join(bdf.to_string())
+    }
+
+    /// `…/bus/pci/drivers`.
+    pub fn drivers_dir(&self) -> PathBuf {
+        self.root.join("bus/pci/drivers")
+    }
+
+    /// `…/kernel/iommu_groups`.
+    pub fn iommu_groups_dir(&self) -> PathBuf {
+        self.root.join("kernel/iommu_groups")
+    }
+
+    /// Whether the vfio-pci driver is registered (its module is loaded).
+    pub fn vfio_pci_loaded(&self) -> bool {
+        self.drivers_dir().join("vfio-pci").is_dir()
+    }
+
+    /// Whether the kernel created any IOMMU group (the IOMMU is on).
+    pub fn iommu_enabled(&self) -> bool {
+        fs::read_dir(self.iommu_groups_dir())
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false)
+    }
+
+    /// The functions in IOMMU group `group`, sorted.
+    pub fn iommu_group_members(&self, group: u32) -> Result<Vec<Bdf>, SysfsError> {
+        let dir = self
+            .iommu_groups_dir()
+            .join(group.to_string())
+            .join("devices");
+        let entries = fs::read_dir(&dir).map_err(|e| read_error(&dir, e))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| read_error(&dir, e))?;
+            match entry.file_name().to_str().map(str::parse::<Bdf>) {
+                Some(Ok(b)) => out.push(b),
+                _ => log::debug!("ignoring {:?} in {}", entry.file_name(), dir.display()),
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// The reserved IOVA ranges of an IOMMU group (`reserved_regions`: `start end type`), which
+    /// DMA mappings must avoid (e.g. the MSI window at 0xfee00000 on x86).
+    pub fn iommu_group_reserved(&self, group: u32) -> Result<Vec<(u64, u64)>, SysfsError> {
+        let path = self
+            .iommu_groups_dir()
+            .join(group.to_string())
+            .join("reserved_regions");
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(read_error(&path, e)),
+        };
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let mut it = line.split_whitespace();
+            match (it.next().and_then(parse_hex), it.next().and_then(parse_hex)) {
+                (Some(a), Some(b)) if b >= a => out.push((a, b)),
+                _ => {
+                    return Err(SysfsError::Parse {
+                        path,
+                        what: "`start end type` lines",
+                        found: line.to_owned(),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `driver_override` of a function (`None` when unset or absent).
+    pub fn driver_override(&self, bdf: Bdf) -> Result<Option<String>, SysfsError> {
+        let path = self.device_dir(bdf).join("driver_override");
+        match fs::read_to_string(&path) {
+            Ok(t) => {
+                let t = t.trim();
+                Ok((!t.is_empty() && t != "(null)").then(|| t.to_owned()))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(read_error(&path, e)),
+        }
+    }
+
+    /// The reset methods the kernel will try, in order (`reset_method`), or `None` when the
+    /// kernel has no such attribute (before 5.15) or the function cannot be reset.
+    pub fn reset_methods(&self, bdf: Bdf) -> Result<Option<Vec<String>>, SysfsError> {
+        let path = self.device_dir(bdf).join("reset_method");
+        match fs::read_to_string(&path) {
+            Ok(t) => Ok(Some(t.split_whitespace().map(str::to_owned).collect())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(read_error(&path, e)),
+        }
+    }
+
+    /// Resets a function through sysfs (`reset`), with whatever method `reset_method` allows.
+    pub fn reset(&self, bdf: Bdf) -> Result<(), SysfsError> {
+        let path = self.device_dir(bdf).join("reset");
+        if !path.exists() {
+            return Err(SysfsError::Write {
+                path,
+                value: "1".into(),
+                source: io::ErrorKind::NotFound.into(),
+                hint: " (the kernel knows no reset method for this function; try a bus reset of \
+                       the slot or a reboot)",
+            });
+        }
+        write_attr(&path, "1")
+    }
+
+    /// The sizes BAR `bar` may be resized to (`resourceN_resize`: bit n = 2^n MiB), or `None`
+    /// when the kernel offers no resize (no ReBAR capability, or a kernel before 6.1).
+    pub fn resize_sizes(&self, bdf: Bdf, bar: u8) -> Result<Option<u64>, SysfsError> {
+        let path = self.device_dir(bdf).join(format!("resource{bar}_resize"));
+        match fs::read_to_string(&path) {
+            Ok(t) => match parse_hex(&t) {
+                Some(v) => Ok(Some(v)),
+                None => Err(SysfsError::Parse {
+                    path,
+                    what: "a hex bitmap of BAR sizes",
+                    found: t,
+                }),
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(read_error(&path, e)),
+        }
+    }
+
+    /// The bridge directly above a function (from the real path of its sysfs directory).
+    pub fn parent_bridge(&self, bdf: Bdf) -> Option<Bdf> {
+        let real = fs::canonicalize(self.device_dir(bdf)).ok()?;
+        real.parent()?.file_name()?.to_str()?.parse().ok()
+    }
+
+    /// A bridge's forwarding windows (I/O, memory, prefetchable memory), when it has them.
+    pub fn bridge_windows(&self, bridge: Bdf) -> Result<Vec<BridgeWindow>, SysfsError> {
+        let path = self.device_dir(bridge).join("resource");
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(read_error(&path, e)),
+        };
+        let mut out = Vec::new();
+        // A bridge shows DEVICE_COUNT_RESOURCE lines: 6 BARs, the ROM, 6 SR-IOV BARs when the
+        // kernel has CONFIG_PCI_IOV, then PCI_BRIDGE_RESOURCE_NUM (4) windows.
+        let lines: Vec<&str> = text.lines().collect();
+        let first = match lines.len() {
+            17 => 13,
+            11 => 7,
+            _ => return Ok(out),
+        };
+        for line in lines.iter().skip(first) {
+            let f: Vec<u64> = line.split_whitespace().filter_map(parse_hex).collect();
+            if let [start, end, flags] = f[..]
+                && end > start
+            {
+                out.push(BridgeWindow {
+                    start,
+                    size: end - start + 1,
+                    flags,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Opens a function's configuration space (`config`), for reading and, when allowed, writing.
+    pub fn config(&self, bdf: Bdf) -> Result<SysfsConfig, SysfsError> {
+        let path = self.device_dir(bdf).join("config");
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .or_else(|e| match e.kind() {
+                io::ErrorKind::PermissionDenied => fs::File::open(&path),
+                _ => Err(e),
+            })
+            .map_err(|e| read_error(&path, e))?;
+        let len = file.metadata().map_err(|e| read_error(&path, e))?.len();
+        if !file.metadata().map(|m| m.is_file()).unwrap_or(false) {
+            return Err(read_error(
+                &path,
+                io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
+            ));
+        }
+        Ok(SysfsConfig { file, path, len })
+    }
+}
+
+/// Writes one sysfs attribute in a single `write`, as the kernel expects.
+pub fn write_attr(path: &Path, value: &str) -> Result<(), SysfsError> {
+    use std::io::Write;
+    let err = |source: io::Error| {
+        let hint = match source.raw_os_error() {
+            Some(libc_errno::EACCES) | Some(libc_errno::EPERM) => {
+                " (run as root: sysfs PCI attributes are writable only by root)"
+            }
+            Some(libc_errno::EBUSY) => " (the device is busy: stop the programs using it)",
+            Some(libc_errno::ENODEV) => " (no driver accepted the device)",
+            Some(libc_errno::EISDIR) => " (this is not an attribute file)",
+            _ => "",
+        };
+        SysfsError::Write {
+            path: path.to_owned(),
+            value: value.to_owned(),
+            source,
+            hint,
+        }
+    };
+    // O_TRUNC like the shell's `>`: sysfs ignores it, a fixture file ends up holding the value.
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(err)?;
+    f.write_all(value.as_bytes()).map_err(err)
+}
+
+/// The errno values the hints above tell apart (Linux numbers, all architectures we run on).
+mod libc_errno {
+    pub const EPERM: i32 = 1;
+    pub const EACCES: i32 = 13;
+    pub const EBUSY: i32 = 16;
+    pub const ENODEV: i32 = 19;
+    pub const EISDIR: i32 = 21;
+}
+
+/// A function's configuration space through its sysfs `config` file.
+///
+/// Root sees all of it (256 bytes, or 4096 for PCIe); other users see the first 64 bytes, and
+/// reads beyond what the file offers report [`HalError::OutOfRange`].
+#[derive(Debug)]
+pub struct SysfsConfig {
+    file: fs::File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl SysfsConfig {
+    /// The `config` file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many bytes of config space the file shows.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the file shows nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+fn check_config(offset: u16, len: u64) -> Result<(), HalError> {
+    if !offset.is_multiple_of(4) {
+        return Err(HalError::Misaligned {
+            offset: offset.into(),
+            align: 4,
+        });
+    }
+    nvbare_core::hal::check_range(offset.into(), 4, len.min(4096))
+}
+
+fn os_error(op: &'static str, e: &io::Error) -> HalError {
+    HalError::Os {
+        op,
+        errno: e.raw_os_error().unwrap_or(0),
+    }
+}
+
+impl PciConfig for SysfsConfig {
+    fn read_config32(&self, offset: u16) -> Result<u32, HalError> {
+        use std::os::unix::fs::FileExt;
+        check_config(offset, self.len)?;
+        let mut b = [0u8; 4];
+        self.file
+            .read_exact_at(&mut b, offset.into())
+            .map_err(|e| os_error("reading PCI config space", &e))?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn write_config32(&self, offset: u16, value: u32) -> Result<(), HalError> {
+        use std::os::unix::fs::FileExt;
+        check_config(offset, self.len)?;
+        self.file
+            .write_all_at(&value.to_le_bytes(), offset.into())
+            .map_err(|e| os_error("writing PCI config space", &e))
+    }
+
+    /// Resets through sysfs `reset` (the parent directory of `config`).
+    fn reset_function(&self) -> Result<(), HalError> {
+        let Some(dir) = self.path.parent() else {
+            return Err(HalError::Unsupported("PCI function reset"));
+        };
+        let path = dir.join("reset");
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| os_error("opening sysfs reset", &e))?;
+        std::io::Write::write_all(&mut f, b"1").map_err(|e| os_error("sysfs reset", &e))
+    }
 }
 
 #[cfg(test)]

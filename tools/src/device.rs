@@ -85,6 +85,17 @@ impl FromStr for DeviceSpec {
     }
 }
 
+/// Opens a GPU bound to vfio-pci for the bare-metal path: sysfs from `NVBARE_SYSFS_ROOT` (or
+/// `/sys`), VFIO's no-IOMMU mode only with `NVBARE_VFIO_NOIOMMU=1`. Every command that takes
+/// `--device vfio:BDF` goes through here.
+pub fn open_vfio(bdf: Bdf) -> Result<nvbare_pci_host::vfio::VfioGpu, crate::CliError> {
+    let sysfs = nvbare_pci_host::Sysfs::from_env();
+    let opts = nvbare_pci_host::vfio::OpenOptions::from_env();
+    Ok(nvbare_pci_host::vfio::VfioGpu::open_with(
+        &sysfs, bdf, &opts,
+    )?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 
 pub mod cmd;
 pub mod device;
+pub mod kmod;
 pub mod logger;
 pub mod open;
 
@@ -20,6 +21,16 @@ pub enum CliError {
     /// The chip could not be identified.
     #[error("{0}")]
     Chip(#[from] nvbare_core::chip::ChipError),
+    /// Binding a GPU to vfio-pci (or back) failed.
+    #[error(transparent)]
+    Bind(#[from] nvbare_pci_host::bind::BindError),
+    /// Opening a GPU through VFIO failed.
+    #[error(transparent)]
+    Vfio(#[from] nvbare_pci_host::vfio::VfioError),
+    /// The nvidia kernel-driver adapter failed.
+    #[cfg(feature = "nvidia-kmod")]
+    #[error(transparent)]
+    Kmod(#[from] nvbare_pci_host::nvidia::KmodError),
     /// Anything else that went wrong at run time (exit code 1).
     #[error("{0}")]
     Runtime(String),

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use nvbare_pci_host::Sysfs;
+use nvbare_pci_host::{Bdf, Sysfs};
 use nvbare_tools::{CliError, DeviceSpec, cmd, logger};
 
 #[derive(Parser, Debug)]
@@ -80,6 +80,54 @@ enum Command {
         #[command(subcommand)]
         what: cmd::decode::DecodeCommand,
     },
+    /// Move a GPU and its audio/USB functions to vfio-pci (driver_override, unbind, probe).
+    Bind {
+        /// The GPU, DOMAIN:BUS:DEV.FN (see `nvbare list`)
+        bdf: Bdf,
+        /// Print the sysfs writes, in order, without making them.
+        #[arg(long)]
+        dry_run: bool,
+        /// Leave BAR1 at its current size (by default it grows to the largest size offered).
+        #[arg(long)]
+        no_resize: bool,
+    },
+    /// Give a GPU on vfio-pci back to its usual drivers (clear driver_override, unbind, reprobe).
+    Unbind {
+        /// The GPU, DOMAIN:BUS:DEV.FN
+        bdf: Bdf,
+        /// Print the sysfs writes, in order, without making them.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Measure a subsystem (results go in docs/benchmarks.md).
+    Bench {
+        #[command(subcommand)]
+        what: cmd::bench::BenchCommand,
+    },
+    /// Leak check: many alloc/free cycles (and launches), RM object count and free VRAM must
+    /// come back to their starting values (nvidia:N; RM object counts need root).
+    Stress {
+        /// nvidia:N
+        #[arg(long, short)]
+        device: DeviceSpec,
+        /// Only print the RM object count and free VRAM.
+        #[arg(long)]
+        counts: bool,
+        /// Allocation/free cycles.
+        #[arg(long, default_value_t = 10_000)]
+        alloc_free: u64,
+        /// Kernel launches.
+        #[arg(long, default_value_t = 0)]
+        launches: u64,
+        /// Bytes per allocation.
+        #[arg(long, default_value_t = 2 << 20)]
+        size: u64,
+    },
+    /// Fetch GSP firmware r570.144 into the cache, or inspect a firmware file.
+    Fw {
+        #[command(subcommand)]
+        command: cmd::fw::FwCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -128,6 +176,32 @@ fn main() -> ExitCode {
                 timeout: std::time::Duration::from_millis(timeout_ms),
             },
         ),
+        Command::Bind {
+            bdf,
+            dry_run,
+            no_resize,
+        } => cmd::bind::run_bind(&mut out, &Sysfs::from_env(), bdf, dry_run, !no_resize),
+        Command::Unbind { bdf, dry_run } => {
+            cmd::bind::run_unbind(&mut out, &Sysfs::from_env(), bdf, dry_run)
+        }
+        Command::Bench { what } => cmd::bench::run(&mut out, what),
+        Command::Stress {
+            device,
+            counts,
+            alloc_free,
+            launches,
+            size,
+        } => cmd::stress::run(
+            &mut out,
+            device,
+            cmd::stress::StressArgs {
+                counts,
+                alloc_free,
+                launches,
+                size,
+            },
+        ),
+        Command::Fw { command } => cmd::fw::run(&mut out, command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

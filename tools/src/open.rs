@@ -21,12 +21,14 @@ pub fn open_device(spec: DeviceSpec, opts: DeviceOptions) -> Result<Device<CliBa
             Device::open(backend, opts).map_err(|e| CliError::Runtime(format!("{spec}: {e}")))
         }
         DeviceSpec::Nvidia(_) => Err(CliError::Runtime(format!(
-            "{spec}: the nvidia kernel-driver backend is not available in this build yet; \
-             use --device sim:CHIP (ad102, gh100, gb202)"
+            "{spec}: the device layer (channels, copies, launches) does not run over the \
+             nvidia kernel driver in this build yet (`nvbare info --device {spec}` does); use \
+             --device sim:CHIP (ad102, gh100, gb202)"
         ))),
         DeviceSpec::Vfio(_) => Err(CliError::Runtime(format!(
-            "{spec}: the bare-metal VFIO backend is not available in this build yet (no \
-             driver); use --device sim:CHIP (ad102, gh100, gb202)"
+            "{spec}: the device layer (channels, copies, launches) does not run on a \
+             bare-metal VFIO GPU in this build yet (no bare-metal backend); use --device \
+             sim:CHIP (ad102, gh100, gb202)"
         ))),
     }
 }

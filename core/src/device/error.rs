@@ -6,8 +6,6 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
 
-use nvbare_gsp_firmware::cubin::CubinError;
-
 use super::backend::BackendError;
 use crate::channel::gpfifo::GpFifoError;
 use crate::channel::launch::LaunchError;
@@ -204,9 +202,9 @@ pub enum DeviceError {
     GpFifo(GpFifoError),
     /// A pushbuffer could not be built.
     Push(PushError),
-    /// The cubin is malformed or cannot be loaded.
-    Cubin(CubinError),
-    /// The cubin is for another GPU generation.
+    /// The program's image could not be produced (e.g. an unsupported relocation).
+    Program(String),
+    /// The program is for another GPU generation.
     WrongSm {
         /// Shader model of the cubin (e.g. 80).
         cubin: u32,
@@ -249,11 +247,11 @@ impl fmt::Display for DeviceError {
             } => write!(f, "timed out after {waited:?} waiting for {what}: {report}"),
             DeviceError::GpFifo(e) => write!(f, "{e}"),
             DeviceError::Push(e) => write!(f, "{e}"),
-            DeviceError::Cubin(e) => write!(f, "cannot load the cubin: {e}"),
+            DeviceError::Program(e) => write!(f, "cannot load the program: {e}"),
             DeviceError::WrongSm { cubin, device } => write!(
                 f,
-                "the cubin is compiled for sm_{cubin} but the device is sm_{device}: rebuild it \
-                 with `-arch=sm_{device}`"
+                "the program is compiled for sm_{cubin} but the device is sm_{device}: rebuild \
+                 it with `-arch=sm_{device}`"
             ),
             DeviceError::NoSuchKernel(k) => {
                 write!(
@@ -315,9 +313,9 @@ impl From<PushError> for DeviceError {
         DeviceError::Push(e)
     }
 }
-impl From<CubinError> for DeviceError {
-    fn from(e: CubinError) -> Self {
-        DeviceError::Cubin(e)
+impl From<super::program::ProgramError> for DeviceError {
+    fn from(e: super::program::ProgramError) -> Self {
+        DeviceError::Program(e.0)
     }
 }
 impl From<LaunchError> for DeviceError {

@@ -9,6 +9,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::backend::{Backend, Location, Purpose};
 use super::module::{Arg, Function, KernelInfo, LaunchConfig, Module};
+use super::program::Program;
 use super::{Device, DeviceError};
 
 /// Element types a device buffer can hold: plain data with no padding (any bit pattern valid).
@@ -231,34 +232,33 @@ impl<B: Backend> Device<B> {
         i.dtod(&self.info, &self.options, src.va, dst.va, src.bytes())
     }
 
-    /// Loads a cubin: parses it, checks it is for this GPU's shader model, uploads the
-    /// relocated image to device memory.
-    pub fn load_module(&self, cubin: &[u8]) -> Result<Module<'_, B>, DeviceError> {
-        let (slot, generation, base, c) =
+    /// Loads a program (a parsed cubin): checks it is for this GPU's shader model and uploads
+    /// the relocated image to device memory. For cubin bytes use `load_cubin` from
+    /// `nvbare_gsp_firmware::program::LoadCubin`.
+    pub fn load_module<P: Program + ?Sized>(
+        &self,
+        program: &P,
+    ) -> Result<Module<'_, B>, DeviceError> {
+        let sm = program.sm();
+        let (slot, generation, base, descs) =
             self.inner()?
-                .load_module(&self.info, &self.options, cubin)?;
-        let kernels = c
-            .kernels
-            .iter()
+                .load_module(&self.info, &self.options, program)?;
+        let kernels = descs
+            .into_iter()
             .map(|k| KernelInfo {
-                name: k.name.clone(),
                 program_address: base + k.code_offset,
                 code_size: k.code_size,
                 regcount: k.regcount,
                 param_base: k.param_base,
                 param_size: k.param_size,
-                params: k.params.clone(),
                 shared_size: k.shared_size,
                 local_size: k.local_size,
                 max_threads: k.max_threads,
                 required_block: k.required_block,
                 num_barriers: k.num_barriers,
-                const_banks: k
-                    .const_banks
-                    .iter()
-                    .filter(|b| b.bank != 0)
-                    .cloned()
-                    .collect(),
+                const_banks: k.const_banks.into_iter().filter(|b| b.bank != 0).collect(),
+                params: k.params,
+                name: k.name,
             })
             .collect();
         Ok(Module {
@@ -266,8 +266,8 @@ impl<B: Backend> Device<B> {
             slot,
             generation,
             base,
-            sm: c.sm,
-            sass_version: c.sass_version(),
+            sm,
+            sass_version: program.sass_version(),
             kernels,
         })
     }

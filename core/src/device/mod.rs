@@ -12,7 +12,7 @@
 //! ```text
 //! let dev = Device::open(backend, DeviceOptions::default())?;
 //! let buf = dev.htod_copy(&data)?;                 // DeviceBuffer<u32>
-//! let module = dev.load_module(&cubin_bytes)?;     // relocated image in device memory
+//! let module = dev.load_cubin(&cubin_bytes)?;      // (nvbare_gsp_firmware::program::LoadCubin)
 //! let add1 = module.function("add1")?;
 //! dev.launch(&add1, LaunchConfig::for_num_elems(n), &[buf.arg(), n.into()])?;
 //! let out: Vec<u32> = dev.dtoh_copy(&buf)?;       // waits for the kernel, then copies
@@ -30,7 +30,9 @@
 //! and the device stays usable. Abandoned work counts as complete.
 //!
 //! The module needs `alloc` (feature `device`): modules keep their kernel tables, copies and
-//! launches use per-device scratch that is allocated once. The launch path itself allocates
+//! launches use per-device scratch that is allocated once. Programs come in through the
+//! [`Program`] trait; cubins implement it in `nvbare-gsp-firmware` (which depends on this crate,
+//! so the parser cannot be called from here). The launch path itself allocates
 //! nothing: pushbuffers are built on the stack, QMDs are values, constant bank 0 is assembled
 //! in a reused buffer and written into a ring arena.
 
@@ -40,6 +42,7 @@ mod error;
 mod memory;
 mod module;
 mod ops;
+mod program;
 mod template;
 
 use alloc::string::{String, ToString};
@@ -55,6 +58,7 @@ pub use backend::{
 pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
 pub use memory::{DeviceBuffer, DeviceRepr};
 pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module};
+pub use program::{ConstBankDesc, KernelDesc, ParamDesc, Program, ProgramError};
 
 use crate::chip::{ChipInfo, Chipset, QmdVersion};
 use crate::rm::Handle;

@@ -6,7 +6,7 @@ use core::fmt;
 
 use super::Device;
 use super::backend::Backend;
-use nvbare_gsp_firmware::cubin::{ConstBank, KernelParam};
+use super::program::{ConstBankDesc, ParamDesc};
 
 /// Grid, block and dynamic shared memory of a launch (as in CUDA's `<<<grid, block, shmem>>>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +144,7 @@ pub struct KernelInfo {
     /// Parameter bytes.
     pub param_size: u32,
     /// Parameters.
-    pub params: Vec<KernelParam>,
+    pub params: Vec<ParamDesc>,
     /// Static shared memory, bytes.
     pub shared_size: u32,
     /// Local memory per thread the compiler needs.
@@ -156,7 +156,7 @@ pub struct KernelInfo {
     /// Named barriers.
     pub num_barriers: u32,
     /// Constant banks other than 0 (image offset, size), by bank.
-    pub const_banks: Vec<ConstBank>,
+    pub const_banks: Vec<ConstBankDesc>,
 }
 
 /// A loaded program: its image lives in device memory until the module is dropped.

@@ -5,7 +5,6 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use nvbare_gsp_firmware::cubin::{Cubin, IMAGE_ALIGN};
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::backend::{Backend, GpuMemory, Location, MemoryRequest, Purpose, RmObjects};
@@ -14,6 +13,7 @@ use super::error::{
     ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord,
 };
 use super::module::{Arg, KernelInfo};
+use super::program::{KernelDesc, Program};
 use super::template::{QmdPatch, TemplateKey, Templates};
 use super::{Classes, DeviceInfo, DeviceOptions, GrInfo, newest_class, qmd_version_for};
 use crate::channel::gpfifo::{GP_ADDRESS_LIMIT, GpEntry, GpFifo, USERD_SIZE};
@@ -30,6 +30,8 @@ use crate::rm::class::*;
 use crate::rm::ctrl::*;
 use crate::rm::{Handle, Rm, RmAbi};
 
+/// Alignment of program images (QMD program and constant-bank addresses need 256).
+const IMAGE_ALIGN: u64 = 256;
 /// Most words a submission's own methods take (acquire + launch + release + local memory).
 const MAX_PB_WORDS: usize = 64;
 /// Most words [`Inner::submit_raw`] takes.
@@ -1086,24 +1088,30 @@ impl<B: Backend> Inner<B> {
     // ------------------------------------------------------------------------------------------
     // Programs and launches.
 
-    pub(super) fn load_module(
+    pub(super) fn load_module<P: Program + ?Sized>(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
-        bytes: &[u8],
-    ) -> Result<(usize, u32, u64, Cubin), DeviceError> {
+        program: &P,
+    ) -> Result<(usize, u32, u64, Vec<KernelDesc>), DeviceError> {
         self.check_alive()?;
-        let cubin = Cubin::parse(bytes)?;
-        if cubin.sm / 10 != info.sm / 10 || cubin.sm % 10 > info.sm % 10 {
+        let sm = program.sm();
+        if sm / 10 != info.sm / 10 || sm % 10 > info.sm % 10 {
             return Err(DeviceError::WrongSm {
-                cubin: cubin.sm,
+                cubin: sm,
                 device: info.sm,
             });
         }
-        let size = cubin.image_size().max(IMAGE_ALIGN);
+        let size = program.image_size().max(IMAGE_ALIGN);
         let (slot, generation, base) = self.alloc_slot(size, Location::Device, Purpose::Program)?;
         let r = (|| {
-            let image = cubin.load_image(base)?;
+            let image = program.image(base)?;
+            if image.len() as u64 > size {
+                return Err(DeviceError::Program(alloc::format!(
+                    "the image is {} bytes, more than the {size} the program said",
+                    image.len()
+                )));
+            }
             self.htod(info, opts, base, &image)?;
             Ok::<(), DeviceError>(())
         })();
@@ -1111,11 +1119,12 @@ impl<B: Backend> Inner<B> {
             self.release_slot(info, opts, slot, generation);
             return Err(e);
         }
+        let kernels = program.kernels();
         if let Some(s) = self.slots.get_mut(slot) {
-            s.kernels = cubin.kernels.iter().map(|k| k.name.clone()).collect();
+            s.kernels = kernels.iter().map(|k| k.name.clone()).collect();
         }
         self.caches_dirty = true;
-        Ok((slot, generation, base, cubin))
+        Ok((slot, generation, base, kernels))
     }
 
     /// Makes sure the local-memory buffer holds `per_thread` bytes per thread.

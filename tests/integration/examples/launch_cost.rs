@@ -1,5 +1,6 @@
 //! Driver-side cost of back-to-back launches on the simulator (host paused), for profiling.
 use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
+use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
 use nvbare_sim::models::GH100;
 fn main() {
@@ -13,7 +14,7 @@ fn main() {
         "/../fixtures/cubins/kernels_sm90_cuda12.cubin"
     ))
     .unwrap();
-    let m = dev.load_module(&cubin).unwrap();
+    let m = dev.load_cubin(&cubin).unwrap();
     let f = m.function("empty").unwrap();
     let one = LaunchConfig::for_num_elems(1);
     let [c, _] = dev.channel_handles().unwrap();

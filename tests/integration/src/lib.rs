@@ -1,1 +1,3 @@
-//! End-to-end tests live in `tests/`.
+//! Shared helpers for nvbare's end-to-end tests.
+
+pub mod sysfs_fixture;

@@ -8,6 +8,7 @@ use nvbare_core::chip::QmdVersion;
 use nvbare_core::device::{Arg, Device, DeviceError, DeviceOptions, LaunchConfig, Recovery};
 use nvbare_core::rm::class::*;
 use nvbare_core::rm::ctrl::rc;
+use nvbare_gsp_firmware::program::{LoadCubin, LoadError};
 use nvbare_sim::backend::SimBackend;
 use nvbare_sim::fifo::ChannelState;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
@@ -64,7 +65,7 @@ fn add1_and_vector_add_on_every_chip_and_toolkit() {
             let n = 10_000u32;
             let host: Vec<u32> = (0..n).map(|i| i * 3).collect();
             let buf = dev.htod_copy(&host).unwrap();
-            let m = dev.load_module(&kernels(sm, cuda)).unwrap();
+            let m = dev.load_cubin(&kernels(sm, cuda)).unwrap();
             let add1 = m.function("add1").unwrap();
             dev.launch(
                 &add1,
@@ -117,7 +118,7 @@ fn add1_and_vector_add_on_every_chip_and_toolkit() {
 #[test]
 fn partial_blocks_leave_the_tail_alone() {
     let dev = open(GH100);
-    let m = dev.load_module(&kernels(90, 12)).unwrap();
+    let m = dev.load_cubin(&kernels(90, 12)).unwrap();
     let add1 = m.function("add1").unwrap();
     let host = vec![7u32; 1000];
     let buf = dev.htod_copy(&host).unwrap();
@@ -166,7 +167,7 @@ fn copies_larger_than_the_staging_buffer_and_device_to_device() {
 fn fault_kernel_reports_the_faulting_address_and_the_device_recovers() {
     for (model, sm, _) in CHIPS {
         let dev = open(model);
-        let m = dev.load_module(&kernels(sm, 12)).unwrap();
+        let m = dev.load_cubin(&kernels(sm, 12)).unwrap();
         let buf = dev.alloc_zeros::<u32>(64).unwrap();
         let oob = m.function("oob_write").unwrap();
         dev.launch(&oob, LaunchConfig::for_num_elems(32), &[buf.arg()])
@@ -211,7 +212,7 @@ fn spinning_kernel_times_out_and_the_device_stays_usable() {
         let dev = open_with(model, opts);
         let clock = dev.with_backend(|b| b.sim_clock()).unwrap();
         let t0 = clock.nanos();
-        let m = dev.load_module(&kernels(sm, 13)).unwrap();
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
         let spin = m.function("spin_forever").unwrap();
         dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
             .unwrap();
@@ -246,7 +247,7 @@ fn spinning_kernel_times_out_and_the_device_stays_usable() {
 #[test]
 fn spinning_kernel_finishes_when_its_flag_is_set() {
     let dev = open(GH100);
-    let m = dev.load_module(&kernels(90, 12)).unwrap();
+    let m = dev.load_cubin(&kernels(90, 12)).unwrap();
     let spin = m.function("spin_forever").unwrap();
     dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
         .unwrap();
@@ -276,7 +277,7 @@ fn full_gpfifo_waits_then_errors_without_overwriting() {
         ..Default::default()
     };
     let dev = open_with(GH100, opts);
-    let m = dev.load_module(&kernels(90, 12)).unwrap();
+    let m = dev.load_cubin(&kernels(90, 12)).unwrap();
     let empty = m.function("empty").unwrap();
     // A semaphore that is never released blocks the compute channel: GPGet stops.
     let flag = dev.alloc_zeros::<u64>(1).unwrap();
@@ -348,38 +349,40 @@ fn frozen_channel_is_a_ring_full_error_and_thawing_drains_it() {
 fn bad_cubins_are_typed_errors() {
     let dev = open(GH100);
     let good = kernels(90, 12);
-    assert!(matches!(dev.load_module(&[]), Err(DeviceError::Cubin(_))));
+    assert!(matches!(dev.load_cubin(&[]), Err(LoadError::Cubin(_))));
     assert!(matches!(
-        dev.load_module(b"not an elf"),
-        Err(DeviceError::Cubin(_))
+        dev.load_cubin(b"not an elf"),
+        Err(LoadError::Cubin(_))
     ));
     for cut in [16, 64, 500, good.len() / 2] {
-        let r = dev.load_module(&good[..cut]);
-        assert!(
-            matches!(r, Err(DeviceError::Cubin(_))),
-            "cut at {cut}: {r:?}"
-        );
+        let r = dev.load_cubin(&good[..cut]);
+        assert!(matches!(r, Err(LoadError::Cubin(_))), "cut at {cut}: {r:?}");
     }
     let mut corrupt = good.clone();
     for b in corrupt[0x40..0x80].iter_mut() {
         *b = 0xff;
     }
-    assert!(dev.load_module(&corrupt).is_err());
+    assert!(dev.load_cubin(&corrupt).is_err());
     // Wrong generation.
     for (sm, cuda) in [(80, 12), (89, 12), (100, 13), (120, 12)] {
-        match dev.load_module(&kernels(sm, cuda)) {
-            Err(DeviceError::WrongSm { cubin, device: 90 }) => assert_eq!(cubin, sm),
+        match dev.load_cubin(&kernels(sm, cuda)) {
+            Err(LoadError::Device(DeviceError::WrongSm { cubin, device: 90 })) => {
+                assert_eq!(cubin, sm)
+            }
             r => panic!("sm_{sm} on sm_90: {r:?}"),
         }
     }
     // sm_80 code runs on sm_89 (same major, lower minor).
     let ada = open(AD102);
-    assert!(ada.load_module(&kernels(80, 12)).is_ok());
+    assert!(ada.load_cubin(&kernels(80, 12)).is_ok());
     // The unsupported relocation of reloc_rel is refused before anything runs.
-    let r = dev.load_module(&fixture("reloc_rel_sm90_cuda12.cubin"));
-    assert!(matches!(r, Err(DeviceError::Cubin(_))), "{r:?}");
+    let r = dev.load_cubin(&fixture("reloc_rel_sm90_cuda12.cubin"));
+    assert!(
+        matches!(r, Err(LoadError::Device(DeviceError::Program(_)))),
+        "{r:?}"
+    );
     // The device is still fine.
-    let m = dev.load_module(&good).unwrap();
+    let m = dev.load_cubin(&good).unwrap();
     assert!(matches!(
         m.function("nope"),
         Err(DeviceError::NoSuchKernel(_))
@@ -389,7 +392,7 @@ fn bad_cubins_are_typed_errors() {
 #[test]
 fn bad_launches_are_typed_errors() {
     let dev = open(GB202);
-    let m = dev.load_module(&kernels(120, 12)).unwrap();
+    let m = dev.load_cubin(&kernels(120, 12)).unwrap();
     let add1 = m.function("add1").unwrap();
     let buf = dev.alloc_zeros::<u32>(16).unwrap();
     let args = [buf.arg(), Arg::U32(16)];
@@ -480,7 +483,7 @@ fn a_grid_too_large_to_simulate_times_out_instead_of_hanging() {
         ..Default::default()
     };
     let dev = open_with(GH100, opts);
-    let m = dev.load_module(&kernels(90, 12)).unwrap();
+    let m = dev.load_cubin(&kernels(90, 12)).unwrap();
     let add1 = m.function("add1").unwrap();
     let buf = dev.alloc_zeros::<u32>(16).unwrap();
     let cfg = LaunchConfig {
@@ -592,7 +595,7 @@ fn closing_the_device_frees_everything() {
     let host = sim.gpu().host().clone();
     {
         let dev = Device::open(sim, DeviceOptions::default()).unwrap();
-        let m = dev.load_module(&kernels(89, 12)).unwrap();
+        let m = dev.load_cubin(&kernels(89, 12)).unwrap();
         let b = dev.htod_copy(&[1u32; 4096]).unwrap();
         let f = m.function("add1").unwrap();
         dev.launch(

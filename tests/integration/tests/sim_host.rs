@@ -10,6 +10,7 @@ use nvbare_core::channel::pushbuf::{Header, PushBuffer, SecOp};
 use nvbare_core::device::{ChannelKind, Device, DeviceError, DeviceOptions, LaunchConfig};
 use nvbare_core::rm::class::*;
 use nvbare_core::rm::ctrl::rc;
+use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 
@@ -201,7 +202,7 @@ fn the_qmd_decodes_back_to_the_launch_on_every_chip() {
             env!("CARGO_MANIFEST_DIR")
         ))
         .unwrap();
-        let m = dev.load_module(&cubin).unwrap();
+        let m = dev.load_cubin(&cubin).unwrap();
         let f = m.function("add1").unwrap();
         let k = f.info().clone();
         let buf = dev.alloc_zeros::<u32>(768).unwrap();

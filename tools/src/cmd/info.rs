@@ -86,13 +86,49 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec) -> Result<(), CliError> {
             print_chip(out, &chip).map_err(io)?;
             crate::cmd::device_info::print(out, device)
         }
-        DeviceSpec::Nvidia(_) => Err(CliError::Runtime(format!(
-            "{device}: the nvidia kernel-driver adapter is not part of this build yet; \
-             use --device sim:CHIP"
-        ))),
-        DeviceSpec::Vfio(_) => Err(CliError::Runtime(format!(
-            "{device}: the bare-metal VFIO backend is not part of this build yet; \
-             use --device sim:CHIP"
-        ))),
+        DeviceSpec::Nvidia(index) => crate::kmod::info(out, index),
+        DeviceSpec::Vfio(bdf) => {
+            let gpu = crate::device::open_vfio(bdf)?;
+            let chip = chip::identify_mmio(gpu.bar0())?;
+            print_vfio(out, &gpu).map_err(io)?;
+            print_chip(out, &chip).map_err(io)
+        }
     }
+}
+
+/// Prints what the host knows about a GPU opened through VFIO.
+fn print_vfio(out: &mut dyn Write, gpu: &nvbare_pci_host::vfio::VfioGpu) -> std::io::Result<()> {
+    use nvbare_core::hal::Mmio;
+    let f = gpu.function();
+    writeln!(
+        out,
+        "device    vfio:{} ({})",
+        f.bdf,
+        f.name().unwrap_or("unknown NVIDIA GPU")
+    )?;
+    let id = gpu.pci().read_config32(0).unwrap_or(u32::MAX);
+    let sub = gpu.pci().read_config32(0x2c).unwrap_or(u32::MAX);
+    writeln!(
+        out,
+        "pci       {:04x}:{:04x} subsystem {:04x}:{:04x}, IOMMU group {}",
+        id & 0xffff,
+        id >> 16,
+        sub & 0xffff,
+        sub >> 16,
+        f.iommu_group
+            .map(|g| g.to_string())
+            .unwrap_or_else(|| "none".into())
+    )?;
+    writeln!(
+        out,
+        "bars      BAR0 {}, BAR1 {}",
+        nvbare_pci_host::bind::human(gpu.bar0().size() as u64),
+        nvbare_pci_host::bind::human(gpu.bar1().size() as u64)
+    )?;
+    let dma = if gpu.noiommu() {
+        "physical addresses (VFIO no-IOMMU mode: unsafe)"
+    } else {
+        "IOMMU (type1), hugepage pool"
+    };
+    writeln!(out, "dma       {dma}")
 }

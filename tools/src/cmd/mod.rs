@@ -1,9 +1,14 @@
 //! Subcommands, one module each.
 
+pub mod bench;
+pub mod bench_rpc;
+pub mod bind;
 pub mod decode;
 pub mod decode_pushbuf;
 pub mod demo;
 pub mod device_info;
+pub mod fw;
 pub mod info;
 pub mod list;
 pub mod run;
+pub mod stress;

@@ -17,6 +17,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use nvbare_core::device::{Arg, Device, DeviceBuffer, DeviceOptions, LaunchConfig};
+use nvbare_gsp_firmware::program::LoadCubin;
 
 use crate::open::{CliBackend, open_device};
 use crate::{CliError, DeviceSpec};
@@ -320,7 +321,7 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec, o: RunOptions) -> Result<(),
     };
     let dev = open_device(device, opts)?;
     let m = dev
-        .load_module(&bytes)
+        .load_cubin(&bytes)
         .map_err(|e| CliError::Runtime(format!("{}: {e}", o.cubin.display())))?;
     let f = m
         .function(&o.kernel)

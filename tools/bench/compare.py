@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Side-by-side table of a CUDA baseline run and an nvbare bench run (schema: README.md).
+
+usage: compare.py CUDA_JSON NVBARE_JSON [--strict]
+
+Exit status: 0 when both files were read (targets are informational), 2 on unreadable input,
+3 with --strict when a target was missed.
+"""
+
+import json
+import sys
+
+# (label, key path, unit, lower_is_better, target)
+# target: ("abs", limit) = nvbare <= limit (or >= for higher-is-better); ("cuda",) = at least
+# as good as CUDA; None = reported only.
+METRICS = [
+    ("launch+sync median", ("launch_sync_us", "median"), "us", True, ("abs", 3.1)),
+    ("launch+sync p10", ("launch_sync_us", "p10"), "us", True, None),
+    ("launch+sync p90", ("launch_sync_us", "p90"), "us", True, None),
+    ("back-to-back", ("back_to_back_us_per_launch",), "us/launch", True, ("abs", 0.5)),
+    ("H2D 1 GiB pinned", ("h2d_gbps",), "GB/s", False, ("cuda",)),
+    ("D2H 1 GiB pinned", ("d2h_gbps",), "GB/s", False, ("cuda",)),
+    ("D2D 1 GiB", ("d2d_gbps",), "GB/s", False, ("cuda",)),
+    ("4-byte H2D", ("copy4_h2d_us",), "us", True, None),
+    ("device open", ("open_s",), "s", True, ("abs", 0.05)),
+]
+
+
+def get(d, path):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d if isinstance(d, (int, float)) and not isinstance(d, bool) else None
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return f"{v:.1f}"
+    if abs(v) >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def speedup(cuda, ours, lower_is_better):
+    """How many times better nvbare is (>1 = nvbare better), or None."""
+    if cuda is None or ours is None or cuda <= 0 or ours <= 0:
+        return None
+    return cuda / ours if lower_is_better else ours / cuda
+
+
+def target_status(cuda, ours, lower_is_better, target):
+    if target is None:
+        return "", None
+    if ours is None:
+        return "not measured", False
+    if target[0] == "abs":
+        limit = target[1]
+        ok = ours <= limit if lower_is_better else ours >= limit
+        text = ("<= " if lower_is_better else ">= ") + f"{limit:g}"
+    else:
+        if cuda is None:
+            return ">= CUDA (no CUDA value)", None
+        ok = ours <= cuda if lower_is_better else ours >= cuda
+        text = ">= CUDA" if not lower_is_better else "<= CUDA"
+    return f"{text}: {'met' if ok else 'MISSED'}", ok
+
+
+def table(cuda, ours):
+    rows = []
+    results = []
+    for label, path, unit, lower, target in METRICS:
+        c, o = get(cuda, path), get(ours, path)
+        s = speedup(c, o, lower)
+        status, ok = target_status(c, o, lower, target)
+        if ok is not None:
+            results.append(ok)
+        rows.append(
+            (f"{label} ({unit})", fmt(c), fmt(o), "-" if s is None else f"{s:.2f}x", status)
+        )
+    head = ("metric", "CUDA", "nvbare", "nvbare speedup", "target")
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    lines = []
+    line = lambda r: "  ".join(
+        x.ljust(w) if i in (0, 4) else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths))
+    ).rstrip()
+    lines.append(line(head))
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend(line(r) for r in rows)
+    return lines, results
+
+
+def main(argv):
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    strict = "--strict" in argv[1:]
+    if len(args) != 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    docs = []
+    for path in args:
+        try:
+            with open(path) as f:
+                docs.append(json.load(f))
+        except (OSError, ValueError) as e:
+            print(f"compare.py: cannot read {path}: {e}", file=sys.stderr)
+            return 2
+    cuda, ours = docs
+    print(f"CUDA:   {cuda.get('device', '?')} ({cuda.get('backend', '?')})")
+    print(f"nvbare: {ours.get('device', '?')} ({ours.get('backend', '?')})")
+    print("speedup > 1 means nvbare is better (times: CUDA/nvbare; bandwidths: nvbare/CUDA)")
+    print()
+    lines, results = table(cuda, ours)
+    print("\n".join(lines))
+    met = sum(1 for r in results if r)
+    print()
+    print(f"targets met: {met}/{len(results)}")
+    if strict and met != len(results):
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

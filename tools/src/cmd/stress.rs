@@ -1,0 +1,247 @@
+//! `nvbare stress`: leak checks. Runs many allocation/free cycles (and, once the device layer
+//! drives `nvidia:N`, many launches) and checks that the driver's RM object count and the free
+//! GPU memory come back to where they started.
+//!
+//! Counts come from a separate RM client that lives across the whole run, so they cover
+//! everything the worker client created and freed. The RM object count is driver-wide
+//! (`NV0000_CTRL_CMD_SYSTEM_GET_CLIENT_DATABASE_INFO`, root only); run on an otherwise idle GPU.
+
+use std::io::Write;
+
+use crate::{CliError, DeviceSpec};
+
+/// What `nvbare stress` was asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StressArgs {
+    /// Only print the current counts.
+    pub counts: bool,
+    /// Allocation/free cycles.
+    pub alloc_free: u64,
+    /// Kernel launches.
+    pub launches: u64,
+    /// Bytes per allocation.
+    pub size: u64,
+}
+
+/// Runs `nvbare stress`.
+pub fn run(out: &mut dyn Write, device: DeviceSpec, args: StressArgs) -> Result<(), CliError> {
+    match device {
+        #[cfg(feature = "nvidia-kmod")]
+        DeviceSpec::Nvidia(index) => kmod::run(out, index, args),
+        #[cfg(not(feature = "nvidia-kmod"))]
+        DeviceSpec::Nvidia(index) => {
+            let _ = (out, args);
+            Err(crate::kmod::not_built(index))
+        }
+        other => Err(CliError::Usage(format!(
+            "nvbare stress runs on nvidia:N devices (it checks the kernel driver's RM object \
+             counts); {other} is not one"
+        ))),
+    }
+}
+
+#[cfg(feature = "nvidia-kmod")]
+mod kmod {
+    use super::*;
+    use nvbare_core::rm::Rm;
+    use nvbare_pci_host::nvidia::{
+        GpuPageSize, KernelGpu, KmodError, MemoryLocation, MemoryRequest, UvmVaSpace,
+    };
+
+    /// A [`nvbare_core::hal::Clock`] over `std::time` (TODO: use `nvbare_pci_host::clock` once
+    /// this branch has it).
+    struct StdClock(std::time::Instant);
+
+    impl nvbare_core::hal::Clock for StdClock {
+        fn now(&self) -> std::time::Duration {
+            self.0.elapsed()
+        }
+        fn delay(&self, d: std::time::Duration) {
+            std::thread::sleep(d)
+        }
+    }
+
+    enum SettleError {
+        Timeout,
+        Cli(CliError),
+    }
+
+    impl From<nvbare_core::hal::PollError> for SettleError {
+        fn from(_: nvbare_core::hal::PollError) -> Self {
+            SettleError::Timeout
+        }
+    }
+
+    /// Driver-wide counts at one moment.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Counts {
+        /// RM clients and resources, when readable (root only).
+        rm: Option<(u32, u64)>,
+        /// Free video memory, bytes.
+        vram_free: u64,
+    }
+
+    fn counts(monitor: &mut KernelGpu) -> Result<Counts, CliError> {
+        let rm = match monitor.rm().database_info() {
+            Ok(i) => Some((i.clients, i.resources)),
+            Err(e) => {
+                log::info!("RM object counts unavailable: {e}");
+                None
+            }
+        };
+        let vram_free = monitor.vram().map_err(KmodError::from)?.free;
+        Ok(Counts { rm, vram_free })
+    }
+
+    fn print_counts(out: &mut dyn Write, c: &Counts) -> std::io::Result<()> {
+        match c.rm {
+            Some((clients, resources)) => {
+                writeln!(out, "rm-clients {clients}")?;
+                writeln!(out, "rm-resources {resources}")?;
+            }
+            None => writeln!(out, "rm-resources unavailable (needs root)")?,
+        }
+        writeln!(out, "vram-free {}", c.vram_free)
+    }
+
+    fn io(e: std::io::Error) -> CliError {
+        CliError::Runtime(format!("writing output: {e}"))
+    }
+
+    /// One cycle: allocate, map for the CPU and touch both ends, map into the GPU VA space
+    /// through UVM, unmap both, free.
+    fn cycle(gpu: &mut KernelGpu, vas: &UvmVaSpace, i: u64, size: u64) -> Result<(), CliError> {
+        let location = if i % 8 == 7 {
+            MemoryLocation::Sysmem
+        } else {
+            MemoryLocation::Vidmem
+        };
+        let req = MemoryRequest {
+            size,
+            location,
+            page_size: GpuPageSize::for_buffer(size, location, true),
+            contiguous: false,
+        };
+        let device = gpu.device();
+        let Some(len) = req.rounded_size() else {
+            return Err(CliError::Usage(format!(
+                "allocation size {size} is too large"
+            )));
+        };
+        let mem = gpu.rm().alloc_memory(device, &req)?;
+        let touched = {
+            let (rm, node) = gpu.rm_and_node();
+            rm.map_cpu(node, device, mem, 0, len, 0, None).map(|map| {
+                let pattern: Vec<u8> = (0..64u64).map(|k| (i.wrapping_mul(31) + k) as u8).collect();
+                let last = map.len().saturating_sub(pattern.len());
+                let mut first = vec![0u8; pattern.len()];
+                let mut end = vec![0u8; pattern.len()];
+                map.write(0, &pattern).is_ok()
+                    && map.write(last, &pattern).is_ok()
+                    && map.read(0, &mut first).is_ok()
+                    && map.read(last, &mut end).is_ok()
+                    && first == pattern
+                    && end == pattern
+            })
+        };
+        let va = vas.window().base();
+        let gpu_mapped = vas
+            .map(gpu.rm_ref(), mem, va, len, 0)
+            .and_then(|()| vas.unmap(va, len));
+        let freed = gpu.rm().free(mem);
+        let ok = touched?;
+        gpu_mapped?;
+        freed.map_err(KmodError::from)?;
+        if !ok {
+            return Err(CliError::Runtime(format!(
+                "cycle {i}: what was written through the CPU mapping of a {location:?} buffer \
+                 did not read back"
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn run(out: &mut dyn Write, index: u32, args: StressArgs) -> Result<(), CliError> {
+        let mut monitor = KernelGpu::open(index)?;
+        let before = counts(&mut monitor)?;
+        if args.counts {
+            return print_counts(out, &before).map_err(io);
+        }
+        if args.launches > 0 {
+            return Err(CliError::Runtime(
+                "nvbare stress --launches needs the device layer over nvidia:N, which this \
+                 build does not have yet"
+                    .into(),
+            ));
+        }
+        {
+            let mut worker = KernelGpu::open(index)?;
+            let window = args
+                .size
+                .checked_add((2 << 20) - 1)
+                .map(|s| s & !((2 << 20) - 1))
+                .ok_or_else(|| CliError::Usage(format!("--size {} is too large", args.size)))?;
+            let vas = UvmVaSpace::new(&mut worker, window)?;
+            let start = std::time::Instant::now();
+            for i in 0..args.alloc_free {
+                cycle(&mut worker, &vas, i, args.size)?;
+            }
+            let live = worker.rm_ref().live_objects();
+            // The worker holds its device, subdevice and VA space.
+            if live != 3 {
+                return Err(CliError::Runtime(format!(
+                    "after {} cycles the worker client still holds {live} objects (expected 3)",
+                    args.alloc_free
+                )));
+            }
+            drop(vas);
+            writeln!(
+                out,
+                "{} alloc / CPU map / GPU map (UVM) / free cycles of {} bytes in {:.2?}",
+                args.alloc_free,
+                args.size,
+                start.elapsed()
+            )
+            .map_err(io)?;
+        }
+        // UVM and RM may release some objects a moment after the worker's files close (deferred
+        // client frees); give them a few seconds before calling it a leak.
+        let mut after = counts(&mut monitor)?;
+        let settled: Result<Counts, SettleError> = nvbare_core::hal::poll_until(
+            &StdClock(std::time::Instant::now()),
+            std::time::Duration::from_secs(5),
+            std::time::Duration::from_millis(50),
+            "RM object count and free VRAM to return to their starting values",
+            || {
+                let c = counts(&mut monitor).map_err(SettleError::Cli)?;
+                after = c;
+                Ok((c == before).then_some(c))
+            },
+        );
+        match settled {
+            Ok(c) => after = c,
+            Err(SettleError::Timeout) => {}
+            Err(SettleError::Cli(e)) => return Err(e),
+        }
+        writeln!(out, "before:").map_err(io)?;
+        print_counts(out, &before).map_err(io)?;
+        writeln!(out, "after:").map_err(io)?;
+        print_counts(out, &after).map_err(io)?;
+        let mut problems = Vec::new();
+        if before.rm != after.rm {
+            problems.push(format!("RM objects {:?} -> {:?}", before.rm, after.rm));
+        }
+        if before.vram_free != after.vram_free {
+            problems.push(format!(
+                "free VRAM {} -> {} bytes",
+                before.vram_free, after.vram_free
+            ));
+        }
+        if problems.is_empty() {
+            writeln!(out, "no leaks").map_err(io)?;
+            Ok(())
+        } else {
+            Err(CliError::Runtime(format!("leak: {}", problems.join(", "))))
+        }
+    }
+}

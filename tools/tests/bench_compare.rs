@@ -1,0 +1,85 @@
+//! `tools/bench/compare.py`: the side-by-side table the hardware check prints.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CUDA: &str = r#"{"backend":"cuda","device":"NVIDIA H200","launch_sync_us":{"median":9.47,"p10":9.1,"p90":10.2,"n":10000},"back_to_back_us_per_launch":4.48,"launches":100000,"copy_bytes":1073741824,"h2d_gbps":54.5,"d2h_gbps":55.2,"d2d_gbps":3800.0,"copy4_h2d_us":7.76,"open_s":0.233,"driver_api":13000}"#;
+const OURS: &str = r#"{"backend":"nvbare","device":"nvidia:0","launch_sync_us":{"median":2.5,"p10":2.4,"p90":3.0,"n":10000},"back_to_back_us_per_launch":0.4,"launches":100000,"copy_bytes":1073741824,"h2d_gbps":55.0,"d2h_gbps":50.0,"d2d_gbps":3900.0,"copy4_h2d_us":null,"open_s":0.04}"#;
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/compare.py")
+}
+
+fn python() -> Option<Command> {
+    Command::new("python3")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| Command::new("python3"))
+}
+
+fn files(tag: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("nvbare-bench-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (c, o) = (dir.join("cuda.json"), dir.join("nvbare.json"));
+    std::fs::write(&c, CUDA).unwrap();
+    std::fs::write(&o, OURS).unwrap();
+    (c, o)
+}
+
+#[test]
+fn table_has_ratios_and_targets() {
+    let Some(mut py) = python() else {
+        eprintln!("skipped: no python3");
+        return;
+    };
+    let (c, o) = files("table");
+    let out = py.arg(script()).arg(&c).arg(&o).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row in\n{text}"))
+            .to_string()
+    };
+    // 9.47 / 2.5 = 3.79x faster, under the 3.1 us target.
+    let r = row("launch+sync median");
+    assert!(
+        r.contains("9.47") && r.contains("2.50") && r.contains("3.79x") && r.contains("met"),
+        "{r}"
+    );
+    // Bandwidth ratio is nvbare / CUDA; 50 < 55.2 misses ">= CUDA".
+    let r = row("D2H");
+    assert!(r.contains("0.91x") && r.contains("MISSED"), "{r}");
+    // Not measured by nvbare: shown as "-".
+    let r = row("4-byte H2D");
+    assert!(r.contains("7.76") && r.contains(" - "), "{r}");
+    assert!(text.contains("targets met: 5/6"), "{text}");
+}
+
+#[test]
+fn strict_mode_fails_on_a_missed_target_and_bad_input_is_reported() {
+    let Some(mut py) = python() else {
+        eprintln!("skipped: no python3");
+        return;
+    };
+    let (c, o) = files("strict");
+    let st = py
+        .arg(script())
+        .arg(&c)
+        .arg(&o)
+        .arg("--strict")
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(3));
+    let bad = Command::new("python3")
+        .arg(script())
+        .arg(&c)
+        .arg("/nonexistent/nvbare.json")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot read"));
+}
