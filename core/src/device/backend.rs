@@ -270,6 +270,21 @@ pub trait Backend {
         0
     }
 
+    /// `subDeviceId` for `NV20_SUBDEVICE_0`.
+    fn subdevice_instance(&self) -> u32 {
+        0
+    }
+
+    /// The `NV01_DEVICE_0` and `NV20_SUBDEVICE_0` (in that order) the backend already holds
+    /// under its client, if it opened them itself (the kernel-driver adapter's `KernelGpu`
+    /// does). Then the device layer uses them instead of allocating its own, and on close (or
+    /// a failed open) frees only the objects it created under them (VA space, channel group,
+    /// debugger) instead of the device object. `None` (the default): the device layer allocates
+    /// both and frees the device object, and everything under it, when it closes.
+    fn existing_device(&self) -> Option<(Handle, Handle)> {
+        None
+    }
+
     /// The `FERMI_VASPACE_A` the device layer allocates: flags and range. The kernel driver
     /// needs `ENABLE_PAGE_FAULTING | IS_EXTERNALLY_OWNED` for UVM; bare metal owns the page
     /// tables (`IS_EXTERNALLY_OWNED`).

@@ -162,7 +162,8 @@ pub struct Device<B: Backend> {
     id: u32,
     info: DeviceInfo,
     options: DeviceOptions,
-    inner: RefCell<ops::Inner<B>>,
+    /// `None` only while dropping.
+    inner: RefCell<Option<ops::Inner<B>>>,
 }
 
 impl<B: Backend> core::fmt::Debug for Device<B> {
@@ -204,7 +205,7 @@ impl<B: Backend> Device<B> {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             info,
             options,
-            inner: RefCell::new(inner),
+            inner: RefCell::new(Some(inner)),
         })
     }
 
@@ -229,9 +230,12 @@ impl<B: Backend> Device<B> {
     }
 
     pub(crate) fn inner(&self) -> Result<RefMut<'_, ops::Inner<B>>, DeviceError> {
-        self.inner
+        let r = self
+            .inner
             .try_borrow_mut()
-            .map_err(|_| DeviceError::Dead("re-entrant use of the device".to_string()))
+            .map_err(|_| DeviceError::Dead("re-entrant use of the device".to_string()))?;
+        RefMut::filter_map(r, Option::as_mut)
+            .map_err(|_| DeviceError::Dead("the device is closing".to_string()))
     }
 
     /// Waits until everything submitted so far has finished.
@@ -285,7 +289,7 @@ impl<B: Backend> Device<B> {
     }
 
     pub(crate) fn release_slot(&self, slot: usize, generation: u32) {
-        if let Ok(mut i) = self.inner.try_borrow_mut() {
+        if let Ok(mut i) = self.inner() {
             i.release_slot(&self.info, &self.options, slot, generation);
         } else {
             log::warn!("device memory slot {slot} leaked: device busy during drop");
@@ -295,7 +299,7 @@ impl<B: Backend> Device<B> {
 
 impl<B: Backend> Drop for Device<B> {
     fn drop(&mut self) {
-        if let Ok(mut i) = self.inner.try_borrow_mut() {
+        if let Some(i) = self.inner.get_mut().take() {
             i.close(&self.info, &self.options);
         }
     }

@@ -122,12 +122,6 @@ fn alloc_mem<B: Backend>(
     Ok(m)
 }
 
-struct ChanMem<M> {
-    ring: M,
-    notifier: M,
-    cmds: M,
-}
-
 impl<B: Backend> Inner<B> {
     // ------------------------------------------------------------------------------------------
     // Bring-up.
@@ -156,22 +150,38 @@ impl<B: Backend> Inner<B> {
             .ok()
             .and_then(|_| c_str(&bv.driverVersionBuffer).map(String::from));
 
-        let mut p0080 = NV0080_ALLOC_PARAMETERS {
-            deviceId: backend.device_instance(),
-            hClientShare: client.0,
-            vaMode: NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES,
-            ..Default::default()
+        let existing = backend.existing_device();
+        let device = match existing {
+            Some((device, _)) => device,
+            None => {
+                let mut p0080 = NV0080_ALLOC_PARAMETERS {
+                    deviceId: backend.device_instance(),
+                    hClientShare: client.0,
+                    vaMode: NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES,
+                    ..Default::default()
+                };
+                backend
+                    .rm()
+                    .alloc(client, NV01_DEVICE_0, p0080.as_mut_bytes())?
+            }
         };
-        let device = backend
-            .rm()
-            .alloc(client, NV01_DEVICE_0, p0080.as_mut_bytes())?;
         // Everything until the device's state exists; on failure the device object (and with
-        // it every RM object under it) is freed and the backend detached.
+        // it every RM object under it) is freed, or only the VA space if the backend owns the
+        // device, and the backend detached.
+        let mut vaspace_created = None;
+        let mut allocated: Vec<B::Memory> = Vec::with_capacity(8);
         let prepared = (|| -> Result<_, DeviceError> {
-            let mut p2080 = NV2080_ALLOC_PARAMETERS { subDeviceId: 0 };
-            let subdevice = backend
-                .rm()
-                .alloc(device, NV20_SUBDEVICE_0, p2080.as_mut_bytes())?;
+            let subdevice = match existing {
+                Some((_, subdevice)) => subdevice,
+                None => {
+                    let mut p2080 = NV2080_ALLOC_PARAMETERS {
+                        subDeviceId: backend.subdevice_instance(),
+                    };
+                    backend
+                        .rm()
+                        .alloc(device, NV20_SUBDEVICE_0, p2080.as_mut_bytes())?
+                }
+            };
 
             let chipset = match backend.chipset() {
                 Some(c) => c,
@@ -271,6 +281,7 @@ impl<B: Backend> Inner<B> {
             let vaspace = backend
                 .rm()
                 .alloc(device, FERMI_VASPACE_A, vp.as_mut_bytes())?;
+            vaspace_created = Some(vaspace);
             let objs = RmObjects {
                 client,
                 device,
@@ -279,73 +290,77 @@ impl<B: Backend> Inner<B> {
             };
             backend.attach(&objs)?;
 
-            let sem = alloc_mem(
-                &mut backend,
-                SEM_PAGE,
-                Location::Host,
-                true,
-                Purpose::Notifier,
-            )?;
-            sem.zero(0, SEM_PAGE)?;
-            let staging = alloc_mem(
-                &mut backend,
-                opts.staging_bytes.max(8192),
-                Location::Host,
-                true,
-                Purpose::Staging,
-            )?;
+            // Memory goes into `allocated` first, so a failure frees it through the backend.
             let entries = opts.gpfifo_entries;
             let userd_offset = (entries as u64 * 8).next_multiple_of(4096);
-            let mut mems = Vec::with_capacity(2);
-            for _ in 0..2 {
-                let ring = alloc_mem(
-                    &mut backend,
-                    userd_offset + USERD_SIZE,
-                    Location::Host,
-                    true,
-                    Purpose::Ring,
-                )?;
-                let notifier =
-                    alloc_mem(&mut backend, 4096, Location::Host, true, Purpose::Notifier)?;
-                let cmds = alloc_mem(
-                    &mut backend,
-                    opts.command_bytes.max(16 << 10),
-                    Location::Host,
-                    true,
-                    Purpose::Commands,
-                )?;
-                mems.push(ChanMem {
-                    ring,
-                    notifier,
-                    cmds,
-                });
+            let chan_plan = [
+                (userd_offset + USERD_SIZE, Purpose::Ring),
+                (4096, Purpose::Notifier),
+                (opts.command_bytes.max(16 << 10), Purpose::Commands),
+            ];
+            let plan = [
+                (SEM_PAGE, Purpose::Notifier),
+                (opts.staging_bytes.max(8192), Purpose::Staging),
+            ]
+            .into_iter()
+            .chain(chan_plan)
+            .chain(chan_plan);
+            for (size, purpose) in plan {
+                let m = alloc_mem(&mut backend, size, Location::Host, true, purpose)?;
+                allocated.push(m);
             }
-            let (Some(m_copy), Some(m_compute)) = (mems.pop(), mems.pop()) else {
+            if let Some(sem) = allocated.first() {
+                sem.zero(0, SEM_PAGE)?;
+            }
+            let fifos = [GpFifo::new(entries, 0)?, GpFifo::new(entries, 0)?];
+            let qmd_patch = QmdPatch::new(qmd)?;
+            // Nothing below fails.
+            let mut mem = allocated.drain(..);
+            let (
+                Some(sem),
+                Some(staging),
+                Some(ring0),
+                Some(notifier0),
+                Some(cmds0),
+                Some(ring1),
+                Some(notifier1),
+                Some(cmds1),
+            ) = (
+                mem.next(),
+                mem.next(),
+                mem.next(),
+                mem.next(),
+                mem.next(),
+                mem.next(),
+                mem.next(),
+                mem.next(),
+            )
+            else {
                 return Err(DeviceError::Dead("channel memory".into()));
             };
+            let [fifo0, fifo1] = fifos;
             let mk =
-                |kind, m: ChanMem<B::Memory>, sem_offset| -> Result<Chan<B::Memory>, DeviceError> {
-                    Ok(Chan {
+                |kind, ring: B::Memory, notifier: B::Memory, cmds: B::Memory, fifo, sem_offset| {
+                    Chan {
                         kind,
                         handle: Handle(0),
                         object: Handle(0),
                         class: 0,
-                        arena: Arena::new(m.cmds.size()),
-                        ring: m.ring,
+                        arena: Arena::new(cmds.size()),
+                        ring,
                         userd_offset,
-                        notifier: m.notifier,
-                        cmds: m.cmds,
-                        fifo: GpFifo::new(entries, 0)?,
+                        notifier,
+                        cmds,
+                        fifo,
                         submitted: 0,
                         sem_offset,
                         synced_other: 0,
-                    })
+                    }
                 };
             let chans = [
-                mk(ChannelKind::Compute, m_compute, 0)?,
-                mk(ChannelKind::Copy, m_copy, 16)?,
+                mk(ChannelKind::Compute, ring0, notifier0, cmds0, fifo0, 0),
+                mk(ChannelKind::Copy, ring1, notifier1, cmds1, fifo1, 16),
             ];
-            let qmd_patch = QmdPatch::new(qmd)?;
             Ok((
                 subdevice, chip, classes, qmd, class_list, gr, sm, usermode, objs, sem, staging,
                 chans, qmd_patch,
@@ -368,8 +383,15 @@ impl<B: Backend> Inner<B> {
         ) = match prepared {
             Ok(p) => p,
             Err(e) => {
+                for m in allocated {
+                    let _ = backend.free_memory(m);
+                }
                 backend.detach();
-                let _ = backend.rm().free(device);
+                if existing.is_none() {
+                    let _ = backend.rm().free(device);
+                } else if let Some(v) = vaspace_created {
+                    let _ = backend.rm().free(v);
+                }
                 return Err(e);
             }
         };
@@ -1373,7 +1395,9 @@ impl<B: Backend> Inner<B> {
     // ------------------------------------------------------------------------------------------
     // Teardown.
 
-    pub(super) fn close(&mut self, info: &DeviceInfo, opts: &DeviceOptions) {
+    /// Frees everything the device layer created, memory through the backend, then the device
+    /// object (or, if the backend holds the device, the VA space).
+    pub(super) fn close(mut self, info: &DeviceInfo, opts: &DeviceOptions) {
         if self.dead.is_none() {
             let short = DeviceOptions {
                 timeout: opts.timeout.min(Duration::from_secs(1)),
@@ -1396,10 +1420,26 @@ impl<B: Backend> Inner<B> {
         if let Some((m, _, _)) = self.local.take() {
             mems.push(m);
         }
-        for m in mems {
-            let _ = self.backend.free_memory(m);
+        let Inner {
+            mut backend,
+            objs,
+            chans,
+            sem,
+            staging,
+            ..
+        } = self;
+        mems.extend([sem, staging]);
+        for c in chans {
+            mems.extend([c.ring, c.notifier, c.cmds]);
         }
-        self.backend.detach();
-        let _ = self.backend.rm().free(self.objs.device);
+        for m in mems {
+            let _ = backend.free_memory(m);
+        }
+        backend.detach();
+        if backend.existing_device().is_some() {
+            let _ = backend.rm().free(objs.vaspace);
+        } else {
+            let _ = backend.rm().free(objs.device);
+        }
     }
 }

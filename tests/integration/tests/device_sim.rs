@@ -6,6 +6,7 @@ use std::time::Duration;
 use nvbare_core::channel::gpfifo::GpFifoError;
 use nvbare_core::chip::QmdVersion;
 use nvbare_core::device::{Arg, Device, DeviceError, DeviceOptions, LaunchConfig, Recovery};
+use nvbare_core::rm::RmAbi;
 use nvbare_core::rm::class::*;
 use nvbare_core::rm::ctrl::rc;
 use nvbare_gsp_firmware::program::{LoadCubin, LoadError};
@@ -55,6 +56,31 @@ fn bring_up_picks_the_chips_classes_and_qmd() {
     assert_eq!(h.info().gr.sm_count(), 132);
     assert_eq!(h.info().gr.gpcs, 8);
     assert!(!h.info().class_list.contains(&AMPERE_COMPUTE_B));
+}
+
+#[test]
+fn bring_up_and_launch_with_r570_layouts() {
+    // The same flow with the r570 structs (GSP-RM 570.144, the bare-metal path): the VA space
+    // params are 48 bytes, the class list holds 100 entries, SCHEDULE is 2 bytes.
+    for (model, sm, qmd) in CHIPS {
+        let b = SimBackend::new(model, true)
+            .expect("simulated GPU")
+            .with_abi(RmAbi::R570);
+        let dev = Device::open(b, DeviceOptions::default()).expect("device opens with r570");
+        assert_eq!(dev.info().qmd, qmd);
+        assert_eq!(dev.info().driver_version.as_deref(), Some("570.144"));
+        let n = 4096u32;
+        let buf = dev.htod_copy(&vec![41u32; n as usize]).unwrap();
+        let m = dev.load_cubin(&kernels(sm, 12)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        dev.launch(
+            &add1,
+            LaunchConfig::for_num_elems(n),
+            &[buf.arg(), n.into()],
+        )
+        .unwrap();
+        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![42u32; n as usize]);
+    }
 }
 
 #[test]
@@ -505,6 +531,8 @@ struct Failing {
     inner: SimBackend,
     fail_usermode: bool,
     fail_channel: bool,
+    /// Fail the n-th memory allocation (from 0).
+    fail_memory: Option<u32>,
 }
 
 impl nvbare_core::device::Backend for Failing {
@@ -534,10 +562,24 @@ impl nvbare_core::device::Backend for Failing {
         &mut self,
         r: &nvbare_core::device::MemoryRequest,
     ) -> Result<Self::Memory, nvbare_core::device::BackendError> {
+        if let Some(n) = self.fail_memory.as_mut() {
+            if *n == 0 {
+                return Err(nvbare_core::device::BackendError::Other(
+                    "memory (test)".into(),
+                ));
+            }
+            *n -= 1;
+        }
         self.inner.alloc_memory(r)
     }
     fn free_memory(&mut self, m: Self::Memory) -> Result<(), nvbare_core::device::BackendError> {
         self.inner.free_memory(m)
+    }
+    fn existing_device(&self) -> Option<(nvbare_core::rm::Handle, nvbare_core::rm::Handle)> {
+        self.inner.existing_device()
+    }
+    fn detach(&mut self) {
+        self.inner.detach()
     }
     fn map_usermode(
         &mut self,
@@ -565,16 +607,23 @@ impl nvbare_core::device::Backend for Failing {
 
 #[test]
 fn a_failed_open_frees_what_it_allocated() {
-    for (fail_usermode, fail_channel) in [(true, false), (false, true)] {
+    for (fail_usermode, fail_channel, fail_memory) in [
+        (true, false, None),
+        (false, true, None),
+        (false, false, Some(5)),
+    ] {
         let sim = SimBackend::new(GH100, true).unwrap();
         let model = sim.model_arc();
+        let host = sim.gpu().host().clone();
         let b = Failing {
             inner: sim,
             fail_usermode,
             fail_channel,
+            fail_memory,
         };
         let e = Device::open(b, DeviceOptions::default()).unwrap_err();
         assert!(e.to_string().contains("(test)"), "{e}");
+        assert_eq!(host.buffers(), 0);
         // Nothing of the device is left in the RM, and no VRAM is held.
         let m = model.lock().unwrap();
         let client = nvbare_sim::backend::CLIENT;
@@ -585,6 +634,93 @@ fn a_failed_open_frees_what_it_allocated() {
         drop(m);
         let f = nvbare_sim::fifo::lock(&fifo);
         assert!((0..16).all(|chid| f.channel(chid).is_none()));
+        drop(f);
+        assert_eq!(
+            model
+                .lock()
+                .unwrap()
+                .object_count(nvbare_sim::backend::CLIENT),
+            1
+        );
+    }
+}
+
+#[test]
+fn a_device_the_backend_holds_is_used_and_outlives_the_device_layer() {
+    use nvbare_core::device::Backend;
+    let client = nvbare_sim::backend::CLIENT;
+    // Opened and closed normally.
+    let sim = SimBackend::new(GH100, true)
+        .unwrap()
+        .with_existing_device()
+        .unwrap();
+    let (device, subdevice) = sim.existing_device().unwrap();
+    let model = sim.model_arc();
+    let host = sim.gpu().host().clone();
+    assert_eq!(model.lock().unwrap().object_count(client), 3);
+    {
+        let dev = Device::open(sim, DeviceOptions::default()).unwrap();
+        assert_eq!(
+            model.lock().unwrap().first_of_class(client, NV01_DEVICE_0),
+            Some(device),
+            "no second device object"
+        );
+        let m = dev.load_cubin(&kernels(90, 12)).unwrap();
+        let b = dev.htod_copy(&[5u32; 512]).unwrap();
+        let f = m.function("add1").unwrap();
+        dev.launch(
+            &f,
+            LaunchConfig::for_num_elems(512),
+            &[b.arg(), 512u32.into()],
+        )
+        .unwrap();
+        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![6u32; 512]);
+    }
+    let m = model.lock().unwrap();
+    assert_eq!(m.class_of(client, device), Some(NV01_DEVICE_0));
+    assert_eq!(m.class_of(client, subdevice), Some(NV20_SUBDEVICE_0));
+    assert_eq!(
+        m.object_count(client),
+        3,
+        "only the backend's objects are left: {:x?}",
+        m.objects(client)
+    );
+    assert_eq!(m.vram_used(), 0);
+    drop(m);
+    assert_eq!(host.buffers(), 0);
+
+    // A failed open leaves the backend's device alone and frees what it created.
+    for (fail_usermode, fail_channel, fail_memory) in [
+        (true, false, None),
+        (false, true, None),
+        (false, false, Some(5)),
+        (false, false, Some(8)),
+    ] {
+        let sim = SimBackend::new(GH100, true)
+            .unwrap()
+            .with_existing_device()
+            .unwrap();
+        let host = sim.gpu().host().clone();
+        let model = sim.model_arc();
+        let b = Failing {
+            inner: sim,
+            fail_usermode,
+            fail_channel,
+            fail_memory,
+        };
+        assert!(Device::open(b, DeviceOptions::default()).is_err());
+        let m = model.lock().unwrap();
+        assert_eq!(m.class_of(client, device), Some(NV01_DEVICE_0));
+        assert_eq!(
+            m.object_count(client),
+            3,
+            "failing at {:?}: {:x?}",
+            (fail_usermode, fail_channel, fail_memory),
+            m.objects(client)
+        );
+        assert_eq!(m.vram_used(), 0);
+        drop(m);
+        assert_eq!(host.buffers(), 0);
     }
 }
 

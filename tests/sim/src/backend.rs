@@ -191,6 +191,8 @@ pub struct SimBackend {
     rm: SimRm,
     objs: Option<RmObjects>,
     virt: Option<Handle>,
+    usermode: Option<Handle>,
+    existing: Option<(Handle, Handle)>,
 }
 
 impl std::fmt::Debug for SimBackend {
@@ -239,7 +241,46 @@ impl SimBackend {
             rm,
             objs: None,
             virt: None,
+            usermode: None,
+            existing: None,
         })
+    }
+
+    /// Speaks the `abi` struct layouts to the RM (default r580, what the kernel-driver adapter
+    /// sends; r570 is what GSP-RM firmware 570.144, and so the bare-metal path, expects).
+    pub fn with_abi(mut self, abi: RmAbi) -> Self {
+        self.rm.abi = abi;
+        self
+    }
+
+    /// Allocates `NV01_DEVICE_0` and `NV20_SUBDEVICE_0` here and hands them to the device
+    /// layer through [`Backend::existing_device`], as the kernel-driver adapter (whose
+    /// `KernelGpu` owns them) will. They outlive the `Device`.
+    pub fn with_existing_device(mut self) -> Result<Self, String> {
+        let mut p0080 = nvbare_core::rm::alloc::NV0080_ALLOC_PARAMETERS {
+            hClientShare: CLIENT.0,
+            vaMode: nvbare_core::rm::alloc::NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES,
+            ..Default::default()
+        };
+        let device = self
+            .rm
+            .alloc(
+                CLIENT,
+                nvbare_core::rm::class::NV01_DEVICE_0,
+                p0080.as_mut_bytes(),
+            )
+            .map_err(|e| e.to_string())?;
+        let mut p2080 = nvbare_core::rm::alloc::NV2080_ALLOC_PARAMETERS { subDeviceId: 0 };
+        let subdevice = self
+            .rm
+            .alloc(
+                device,
+                nvbare_core::rm::class::NV20_SUBDEVICE_0,
+                p2080.as_mut_bytes(),
+            )
+            .map_err(|e| e.to_string())?;
+        self.existing = Some((device, subdevice));
+        Ok(self)
     }
 
     /// The simulated GPU.
@@ -338,6 +379,22 @@ impl Backend for SimBackend {
     fn chipset(&self) -> Option<Chipset> {
         // Like the kernel driver, the backend learns the chip from RM (MC_GET_ARCH_INFO).
         None
+    }
+
+    fn existing_device(&self) -> Option<(Handle, Handle)> {
+        self.existing
+    }
+
+    fn detach(&mut self) {
+        // The RM objects this backend created under the device (they go with the device
+        // object when the device layer frees it, but not when the device is ours).
+        for h in [self.usermode.take(), self.virt.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = self.rm.free(h);
+        }
+        self.objs = None;
     }
 
     fn vaspace_params(&self) -> VaSpaceAlloc {
@@ -454,8 +511,11 @@ impl Backend for SimBackend {
     }
 
     fn map_usermode(&mut self, class: u32) -> Result<SimUsermode, BackendError> {
-        let objs = self.objs_or_subdevice()?;
-        self.rm.alloc(objs, class, &mut [])?;
+        let parent = match self.existing {
+            Some((_, subdevice)) => subdevice,
+            None => self.objs_or_subdevice()?,
+        };
+        self.usermode = Some(self.rm.alloc(parent, class, &mut [])?);
         Ok(SimUsermode {
             bar0: self.gpu.bar0(),
         })

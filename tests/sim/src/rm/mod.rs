@@ -368,6 +368,27 @@ impl RmModel {
         self.vaspace_space(client, vaspace)
     }
 
+    /// The class of object `h` of `client`, if it exists.
+    pub fn class_of(&self, client: Handle, h: Handle) -> Option<u32> {
+        self.object(client, h).ok().map(|o| o.class)
+    }
+
+    /// The objects of `client` (handle, class), sorted by handle.
+    pub fn objects(&self, client: Handle) -> Vec<(Handle, u32)> {
+        let mut v: Vec<(Handle, u32)> = self
+            .clients
+            .get(&client)
+            .map(|c| c.objects.iter().map(|(h, o)| (*h, o.class)).collect())
+            .unwrap_or_default();
+        v.sort_by_key(|(h, _)| h.0);
+        v
+    }
+
+    /// Objects `client` holds (itself included); 0 if there is no such client.
+    pub fn object_count(&self, client: Handle) -> usize {
+        self.clients.get(&client).map_or(0, |c| c.objects.len())
+    }
+
     /// Some object of `class` in `client` (lowest handle).
     pub fn first_of_class(&self, client: Handle, class: u32) -> Option<Handle> {
         self.client(client)
@@ -1175,6 +1196,57 @@ impl RmService for RmModel {
             self.clients.remove(&c);
         }
         Ok(())
+    }
+}
+
+/// An [`RmModel`] shared between callers: give one to the GSP-RM emulator
+/// (`GspEmulator::attach(.., Box::new(SharedRm(model.clone())))`) while a [`SimBackend`]
+/// (`SimBackend::on`) or a test keeps using the same model, so objects created through GSP RPCs
+/// run on the simulated host like those created directly.
+///
+/// [`SimBackend`]: crate::backend::SimBackend
+#[derive(Debug, Clone)]
+pub struct SharedRm(pub Arc<Mutex<RmModel>>);
+
+impl SharedRm {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RmModel> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl RmService for SharedRm {
+    fn alloc(
+        &mut self,
+        core: &mut SimCore,
+        caller: RmCaller,
+        parent: Handle,
+        object: Handle,
+        class: u32,
+        params: &mut [u8],
+    ) -> Result<(), RmStatus> {
+        self.lock()
+            .alloc(core, caller, parent, object, class, params)
+    }
+
+    fn control(
+        &mut self,
+        core: &mut SimCore,
+        caller: RmCaller,
+        object: Handle,
+        cmd: u32,
+        params: &mut [u8],
+    ) -> Result<(), RmStatus> {
+        self.lock().control(core, caller, object, cmd, params)
+    }
+
+    fn free(
+        &mut self,
+        core: &mut SimCore,
+        caller: RmCaller,
+        parent: Handle,
+        object: Handle,
+    ) -> Result<(), RmStatus> {
+        self.lock().free(core, caller, parent, object)
     }
 }
 
