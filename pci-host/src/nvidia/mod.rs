@@ -12,6 +12,7 @@
 //! * [`usermode`]: the doorbell page as an [`nvbare_core::hal::Mmio`] window.
 //! * [`vaspace`]: [`UvmVaSpace`], a GPU VA space run by UVM, with memory mapped at chosen VAs.
 //! * [`gpu`]: [`KernelGpu`], one GPU with its device and subdevice, and `nvbare info` queries.
+//! * [`peer`]: RM's P2P capabilities of two GPUs (link type, peer ids) for peer access.
 //! * [`abi`], [`uvm_abi`], [`params`]: the ABI structs, each with layout tests.
 //!
 //! All `unsafe` code of the adapter (ioctl, mmap) is in this module tree. `docs/kernel-adapter.md`
@@ -24,6 +25,7 @@ pub mod gpu;
 mod ioctl;
 pub mod memory;
 pub mod params;
+pub mod peer;
 pub mod rm;
 pub mod usermode;
 pub mod uvm;
