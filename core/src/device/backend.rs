@@ -30,6 +30,11 @@
 //! | `attach` | nothing | UVM register GPU + VA space | `SET_PAGE_DIRECTORY` |
 //! | `prepare_channel` | nothing | nothing | `instanceMem`/`ramfcMem`/`userdMem`/`mthdbufMem`/`errorNotifierMem` |
 //! | `channel_created` | nothing | `UVM_REGISTER_CHANNEL` | nothing |
+//! | `enable_peer` | peer ports of a `SimSystem` | `UVM_ENABLE_PEER_ACCESS` (PCIe peers) | BAR1 window or NVLink peer id |
+//! | `map_peer_memory` | import the peer's memory object, `MAP_MEMORY_DMA` | UVM external mapping for this GPU's UUID | `PteAttrs::peer` / `peer_bar1` PTEs |
+//!
+//! Peer hooks default to [`BackendError::PeerUnsupported`], so a backend without them keeps
+//! working alone and two of its devices get a clear error instead of a link.
 
 use alloc::string::String;
 use core::fmt;
