@@ -133,6 +133,38 @@ mod tests {
         assert!(PeerBar1Window::new(u64::MAX - 4095, 8192, 0).is_err());
     }
 
+    proptest::proptest! {
+        /// Against a model: a range gets a bus address iff it lies inside the window, and then
+        /// the address is the window's plus the offset.
+        #[test]
+        fn bus_address_matches_a_model(
+            pages in 1u64..1 << 20,
+            vram_base_pages in 0u64..1 << 24,
+            off in 0u64..1 << 33,
+            below in proptest::bool::ANY,
+            len in 0u64..1 << 32,
+        ) {
+            let (bus, size, vb) = (0x30_0000_0000u64, pages << 12, vram_base_pages << 12);
+            // Mostly near the window, sometimes below it.
+            let addr = if below { vb.wrapping_sub(off + 1) } else { vb + off };
+            let w = PeerBar1Window::new(bus, size, vb).unwrap();
+            let inside = len > 0
+                && addr >= vb
+                && (addr as u128 + len as u128) <= vb as u128 + size as u128;
+            match w.bus_address(addr, len) {
+                Ok(b) => {
+                    proptest::prop_assert!(inside);
+                    proptest::prop_assert_eq!(b, bus + (addr - vb));
+                }
+                Err(e) => {
+                    proptest::prop_assert!(!inside);
+                    let is_outside = matches!(e, MmError::OutsidePeerWindow { .. });
+                    proptest::prop_assert!(is_outside);
+                }
+            }
+        }
+    }
+
     #[test]
     fn peer_attributes_encode_as_the_headers_say() {
         // BAR1 P2P: v3 APERTURE 2:1 = SYSTEM_NON_COHERENT (3), PCF 7:3 = UNCACHED (bit 0) |
