@@ -17,6 +17,7 @@
 
 use crate::hal::{HalError, Mmio};
 
+pub mod gsp;
 pub mod mmu;
 pub mod pfb;
 pub mod pgc6;

@@ -24,6 +24,7 @@ use nvbare_core::regs::{Register, RegisterArray};
 pub mod bar0;
 pub mod clock;
 pub mod gpu_mem;
+pub mod gsp;
 pub mod host;
 pub mod mmu;
 pub mod models;

@@ -2,6 +2,7 @@
 //!
 //! * `mm`: page-table map/unmap on the simulator's backing store (tables in sim VRAM written
 //!   through BAR1, TLB invalidates through the simulated MMU), and allocator fragmentation.
+//! * `rpc`: GSP RPC round trips against the simulator's GSP-RM emulator (`bench_rpc`).
 
 use std::io::Write;
 use std::time::Instant;
@@ -23,6 +24,18 @@ use crate::{CliError, DeviceSpec};
 pub enum BenchCommand {
     /// GPU page tables (map/unmap ns per page, tables touched) and VRAM allocator fragmentation.
     Mm(MmArgs),
+    /// GSP RPC round trips per second and driver-side cost per RPC (simulator).
+    Rpc {
+        /// sim[:CHIP]
+        #[arg(long, short, default_value = "sim:gh100")]
+        device: DeviceSpec,
+        /// Round trips per params size.
+        #[arg(long, default_value_t = 20_000)]
+        count: u32,
+        /// Params bytes each way (default: a range of sizes).
+        #[arg(long)]
+        size: Option<usize>,
+    },
 }
 
 /// Options of `nvbare bench mm`.
@@ -77,6 +90,11 @@ fn rt(what: &str, e: impl std::fmt::Display) -> CliError {
 pub fn run(out: &mut dyn Write, cmd: BenchCommand) -> Result<(), CliError> {
     match cmd {
         BenchCommand::Mm(args) => run_mm(out, args),
+        BenchCommand::Rpc {
+            device,
+            count,
+            size,
+        } => super::bench_rpc::run(out, device, count, size),
     }
 }
 
