@@ -18,6 +18,7 @@ extern crate alloc;
 
 pub mod channel;
 pub mod chip;
+pub mod falcon;
 pub mod gsp;
 pub mod hal;
 pub mod mm;

@@ -22,6 +22,7 @@ use nvbare_core::regs::pmc::{NV_PMC_BOOT_0, NV_PMC_BOOT_42};
 use nvbare_core::regs::{Register, RegisterArray};
 
 pub mod bar0;
+pub mod boot;
 pub mod clock;
 pub mod gpu_mem;
 pub mod gsp;
@@ -199,6 +200,15 @@ impl SimGpu {
         self.lock().core.trace.clone()
     }
 
+    /// Returns every engine to its power-on state (a PCI function reset).
+    fn reset_engines(&self) {
+        let mut st = self.lock();
+        let State { core, engines } = &mut *st;
+        for e in engines.iter_mut() {
+            e.reset(core);
+        }
+    }
+
     fn mmio_read(&self, offset: usize) -> u32 {
         if check_mmio(offset, BAR0_SIZE).is_err() {
             return u32::MAX;
@@ -303,6 +313,7 @@ impl PciConfig for SimPci {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .resets += 1;
+        self.gpu.reset_engines();
         Ok(())
     }
 }
