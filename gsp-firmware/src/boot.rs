@@ -78,7 +78,7 @@ impl From<FileError> for LoadError {
 }
 
 /// The checked firmware files of one chip.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct FirmwareSet {
     chip: Chipset,
     gsp: Vec<u8>,
@@ -86,6 +86,21 @@ pub struct FirmwareSet {
     booter_load: Option<Vec<u8>>,
     booter_unload: Option<Vec<u8>>,
     fmc: Option<Vec<u8>>,
+}
+
+impl core::fmt::Debug for FirmwareSet {
+    // Sizes only: the GSP-RM image alone is tens of megabytes.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let len = |b: &Option<Vec<u8>>| b.as_ref().map(Vec::len);
+        f.debug_struct("FirmwareSet")
+            .field("chip", &self.chip)
+            .field("gsp_len", &self.gsp.len())
+            .field("bootloader_len", &self.bootloader.len())
+            .field("booter_load_len", &len(&self.booter_load))
+            .field("booter_unload_len", &len(&self.booter_unload))
+            .field("fmc_len", &len(&self.fmc))
+            .finish()
+    }
 }
 
 fn file_err(path: &str, e: Error) -> FileError {
@@ -326,9 +341,17 @@ impl BootFirmware for FirmwareSet {
 }
 
 /// A VBIOS read from the GPU, with its FWSEC ucode.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ParsedVbios {
     rom: Vec<u8>,
+}
+
+impl core::fmt::Debug for ParsedVbios {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ParsedVbios")
+            .field("rom_len", &self.rom.len())
+            .finish()
+    }
 }
 
 impl ParsedVbios {
