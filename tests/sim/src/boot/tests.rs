@@ -129,6 +129,7 @@ fn assert_clean(r: &Rig) {
 
 fn full_cycle(model: ChipModel) {
     let r = rig(model);
+    let baseline = (r.gpu.host().allocated(), r.gpu.host().buffers());
     for round in 0..2 {
         let mut b = boot_ok(&r);
         let name = b.static_info().gpu_name().unwrap_or("").to_string();
@@ -155,6 +156,11 @@ fn full_cycle(model: ChipModel) {
         let report = b.unload(&r.hw, &mut Recorder::default(), None).unwrap();
         assert!(!report.suspend_timed_out);
         assert_eq!(r.boot.wpr2(), None, "unload leaves WPR2 down");
+        assert_eq!(
+            (r.gpu.host().allocated(), r.gpu.host().buffers()),
+            baseline,
+            "unload frees every DMA buffer of the boot"
+        );
         assert_clean(&r);
     }
     let s = r.boot.stats();
@@ -317,6 +323,7 @@ fn corrupted_wpr_metadata_is_refused_by_the_booter_and_the_fmc() {
 fn a_gsp_that_never_reports_init_done_times_out_with_its_log() {
     for model in models::MODELS {
         let r = faulty(model, BootFault::NoInitDone);
+        let baseline = r.gpu.host().buffers();
         let log = r.boot.log_image();
         let segs: Vec<(u64, &[u8])> = log.iter().map(|(a, b)| (*a, b.as_slice())).collect();
         let img = Segments(&segs);
@@ -338,6 +345,11 @@ fn a_gsp_that_never_reports_init_done_times_out_with_its_log() {
                 .regs
                 .iter()
                 .any(|(n, _)| *n == "NV_PGSP_FALCON_MAILBOX0")
+        );
+        assert_eq!(
+            r.gpu.host().buffers(),
+            baseline,
+            "a failed boot frees its DMA memory"
         );
     }
 }
