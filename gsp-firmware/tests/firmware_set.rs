@@ -156,7 +156,7 @@ fn vbios_fwsec_is_prepared_for_frts_and_sb() {
     let u = v
         .fwsec(
             FwsecCommand::Frts {
-                offset: 0x5ff20_0000,
+                offset: 0x5_ff20_0000,
                 size: 1 << 20,
             },
             3,
