@@ -7,6 +7,9 @@
 //! * [`chip`]: chip identification from `NV_PMC_BOOT_0`/`NV_PMC_BOOT_42` and the per-chip table.
 //! * [`rm`]: the Resource Manager API as data and the [`rm::Rm`] trait.
 //! * [`channel`]: work submission: QMDs and launch helpers.
+//! * [`falcon`]: falcon and RISC-V engine control (GSP, SEC2): reset, IMEM/DMEM loads, HS boot.
+//! * [`gsp`]: the GSP-RM message queue and RPCs, and [`gsp::boot`], the bare-metal boot
+//!   (`docs/boot.md`).
 //!
 //! The crate needs no heap. The optional `alloc` feature only adds conveniences.
 #![no_std]

@@ -14,7 +14,7 @@
 //! * PIO loads ([`Falcon::load_imem_pio`], [`Falcon::load_dmem_pio`]) for code that is not
 //!   DMA'd.
 //!
-//! The engine is a type parameter ([`regs::falcon::Gsp`], [`regs::falcon::Sec2`]): register
+//! The engine is a type parameter ([`Gsp`], [`Sec2`]): register
 //! bases are compile-time constants. What differs between chips is in [`FalconHal`].
 //! Every wait goes through [`poll_until`] with a named timeout.
 
