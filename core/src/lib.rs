@@ -6,12 +6,14 @@
 //! * [`regs`]: typed registers with NVIDIA's names, built on `bitfield-struct`.
 //! * [`chip`]: chip identification from `NV_PMC_BOOT_0`/`NV_PMC_BOOT_42` and the per-chip table.
 //! * [`rm`]: the Resource Manager API as data and the [`rm::Rm`] trait.
-//! * [`channel`]: work submission: QMDs and launch helpers.
+//! * [`channel`]: GPFIFO, pushbuffers, semaphores, the doorbell, QMDs and launch helpers.
+//! * `device` (feature `device`, needs a heap): the device layer over a `Backend`.
 //! * [`falcon`]: falcon and RISC-V engine control (GSP, SEC2): reset, IMEM/DMEM loads, HS boot.
 //! * [`gsp`]: the GSP-RM message queue and RPCs, and [`gsp::boot`], the bare-metal boot
 //!   (`docs/boot.md`).
 //!
-//! The crate needs no heap. The optional `alloc` feature only adds conveniences.
+//! The crate needs no heap. The optional `alloc` feature only adds conveniences; the `device`
+//! feature (which implies `alloc`) adds the device layer.
 #![no_std]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -21,6 +23,8 @@ extern crate alloc;
 
 pub mod channel;
 pub mod chip;
+#[cfg(feature = "device")]
+pub mod device;
 pub mod falcon;
 pub mod gsp;
 pub mod hal;

@@ -44,6 +44,8 @@ pub mod fmc;
 pub mod fwsec;
 pub mod gsp;
 pub mod pinned;
+#[cfg(feature = "device")]
+pub mod program;
 pub mod radix3;
 pub mod vbios;
 

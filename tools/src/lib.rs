@@ -5,6 +5,7 @@ pub mod cmd;
 pub mod device;
 pub mod kmod;
 pub mod logger;
+pub mod open;
 
 pub use device::DeviceSpec;
 

@@ -31,6 +31,50 @@ enum Command {
         #[arg(long, short, default_value = "sim:gh100")]
         device: DeviceSpec,
     },
+    /// Open a device, copy data in, run add1 and vector_add, verify every element, time it.
+    Demo {
+        /// sim[:CHIP], nvidia:N or vfio:DOMAIN:BUS:DEV.FN
+        #[arg(long, short, default_value = "sim:gh100")]
+        device: DeviceSpec,
+        /// Elements per buffer.
+        #[arg(long, default_value_t = 1 << 20)]
+        elements: u32,
+        /// Also run a kernel that faults and one that never finishes, and show the errors.
+        #[arg(long)]
+        faults: bool,
+        /// Timeout of every wait, in milliseconds.
+        #[arg(long, default_value_t = 2000)]
+        timeout_ms: u64,
+    },
+    /// Launch a kernel of a cubin (see `--arg` for the argument syntax) and print its buffers.
+    Run {
+        /// sim[:CHIP], nvidia:N or vfio:DOMAIN:BUS:DEV.FN
+        #[arg(long, short, default_value = "sim:gh100")]
+        device: DeviceSpec,
+        /// The cubin.
+        cubin: std::path::PathBuf,
+        /// The kernel's name.
+        kernel: String,
+        /// Blocks: X[,Y[,Z]].
+        #[arg(long, default_value = "1", value_parser = cmd::run::parse_dim)]
+        grid: [u32; 3],
+        /// Threads per block: X[,Y[,Z]].
+        #[arg(long, default_value = "1", value_parser = cmd::run::parse_dim)]
+        block: [u32; 3],
+        /// Dynamic shared memory per block, bytes.
+        #[arg(long, default_value_t = 0)]
+        shared: u32,
+        /// One per kernel parameter, in order: TYPE:VALUE (u32:5, f32:1.5, u64:0x10) or
+        /// buf:TYPExLEN[=zeros|iota|VALUE] (buf:u32x1024=iota).
+        #[arg(long = "arg", value_name = "ARG")]
+        args: Vec<cmd::run::RunArg>,
+        /// Elements of each buffer to print afterwards.
+        #[arg(long, default_value_t = 16)]
+        print: usize,
+        /// Timeout of every wait, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
     /// Decode raw GPU data structures (QMDs) with NVIDIA's field names.
     Decode {
         #[command(subcommand)]
@@ -97,6 +141,44 @@ fn main() -> ExitCode {
         Command::List => cmd::list::run(&mut out, &Sysfs::from_env()),
         Command::Info { device } => cmd::info::run(&mut out, device),
         Command::Decode { what } => cmd::decode::run(&mut out, what),
+        Command::Demo {
+            device,
+            elements,
+            faults,
+            timeout_ms,
+        } => cmd::demo::run(
+            &mut out,
+            device,
+            cmd::demo::DemoOptions {
+                elements,
+                faults,
+                timeout: std::time::Duration::from_millis(timeout_ms),
+            },
+        ),
+        Command::Run {
+            device,
+            cubin,
+            kernel,
+            grid,
+            block,
+            shared,
+            args,
+            print,
+            timeout_ms,
+        } => cmd::run::run(
+            &mut out,
+            device,
+            cmd::run::RunOptions {
+                cubin,
+                kernel,
+                grid,
+                block,
+                shared,
+                args,
+                print,
+                timeout: std::time::Duration::from_millis(timeout_ms),
+            },
+        ),
         Command::Bind {
             bdf,
             dry_run,

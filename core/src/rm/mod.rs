@@ -8,7 +8,10 @@
 
 use core::fmt;
 
+pub mod alloc;
 pub mod class;
+pub mod ctrl;
+mod status_consts;
 mod status_table;
 
 /// An RM object handle.
@@ -228,5 +231,11 @@ mod tests {
         assert_eq!(RmStatus(0x56).name(), Some("NV_ERR_NOT_SUPPORTED"));
         assert_eq!(RmStatus(0xdead).name(), None);
         assert!(RmStatus::OK.is_ok());
+        assert_eq!(
+            RmStatus::NV_ERR_INVALID_CLASS.name(),
+            Some("NV_ERR_INVALID_CLASS")
+        );
+        assert_eq!(RmStatus::NV_ERR_NOT_SUPPORTED, RmStatus(0x56));
+        assert_eq!(RmStatus::NV_OK, RmStatus::OK);
     }
 }

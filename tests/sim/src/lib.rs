@@ -21,15 +21,20 @@ use nvbare_core::regs::pgc6::{
 use nvbare_core::regs::pmc::{NV_PMC_BOOT_0, NV_PMC_BOOT_42};
 use nvbare_core::regs::{Register, RegisterArray};
 
+pub mod backend;
 pub mod bar0;
 pub mod boot;
+pub mod ce;
 pub mod clock;
+pub mod compute;
+pub mod fifo;
 pub mod gpu_mem;
 pub mod gsp;
 pub mod host;
 pub mod mmu;
 pub mod models;
 pub mod pci;
+pub mod rm;
 pub mod rm_service;
 pub mod vram;
 
@@ -183,6 +188,11 @@ impl SimGpu {
     /// The clock (implements the core's `Clock`).
     pub fn clock(&self) -> Arc<SimClock> {
         self.clock.clone()
+    }
+
+    /// The clock, borrowed.
+    pub fn clock_ref(&self) -> &SimClock {
+        &self.clock
     }
 
     /// Video memory.

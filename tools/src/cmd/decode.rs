@@ -17,6 +17,8 @@ use crate::CliError;
 pub enum DecodeCommand {
     /// Decode a raw QMD (compute queue meta-data) and print every non-zero field.
     Qmd(QmdArgs),
+    /// Decode a pushbuffer (32-bit method words) and print every method with its class name.
+    Pushbuf(super::decode_pushbuf::PushbufArgs),
 }
 
 /// QMD layouts, as named on the command line.
@@ -62,6 +64,7 @@ pub struct QmdArgs {
 pub fn run(out: &mut dyn Write, cmd: DecodeCommand) -> Result<(), CliError> {
     match cmd {
         DecodeCommand::Qmd(a) => qmd(out, &a),
+        DecodeCommand::Pushbuf(a) => super::decode_pushbuf::run(out, &a),
     }
 }
 

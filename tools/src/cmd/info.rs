@@ -83,7 +83,8 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec) -> Result<(), CliError> {
             )
             .map_err(io)?;
             writeln!(out, "vram      {} MiB", vram.value()).map_err(io)?;
-            print_chip(out, &chip).map_err(io)
+            print_chip(out, &chip).map_err(io)?;
+            crate::cmd::device_info::print(out, device)
         }
         DeviceSpec::Nvidia(index) => crate::kmod::info(out, index),
         DeviceSpec::Vfio(bdf) => {

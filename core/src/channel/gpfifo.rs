@@ -1,0 +1,467 @@
+//! The GPFIFO ring, USERD and the doorbell.
+//!
+//! A channel's GPFIFO is a ring of 8-byte entries, each pointing at a pushbuffer segment
+//! (`NVC86F_GP_ENTRY*`, `clc86f.h`): ENTRY0 `FETCH` 0:0, `GET` 31:2 (address bits 31:2);
+//! ENTRY1 `GET_HI` 7:0 (address bits 39:32), `LEVEL` 9:9, `LENGTH` 30:10 (dwords), `SYNC`
+//! 31:31. Pushbuffers must therefore live below 2^40.
+//!
+//! The CPU publishes new entries by writing `GPPut` in USERD (`Nvc86fControl`, offset 0x8c);
+//! the GPU reports how far it has fetched in `GPGet` (0x88). The ring is full when advancing
+//! `GPPut` would make it equal `GPGet`: [`GpFifo::submit`] then waits (with a timeout) for the
+//! GPU to move on, and never overwrites an entry the GPU has not fetched. After `GPPut` is
+//! written, the doorbell (`NVC361_NOTIFY_CHANNEL_PENDING`, usermode + 0x90) gets the channel's
+//! work-submit token.
+
+use core::fmt;
+use core::sync::atomic::{Ordering, fence};
+use core::time::Duration;
+
+use crate::hal::{Clock, HalError, Mmio, PollError, poll_until};
+use crate::regs::RelativeRegister;
+use crate::regs::usermode::{MappedUsermode, NVC361_NOTIFY_CHANNEL_PENDING};
+
+/// Size of a GP entry.
+pub const GP_ENTRY_SIZE: u64 = 8;
+/// `Nvc86fControl.GPGet`: offset of the GPU's read index in USERD.
+pub const USERD_GP_GET: u64 = 0x88;
+/// `Nvc86fControl.GPPut`: offset of the CPU's write index in USERD.
+pub const USERD_GP_PUT: u64 = 0x8c;
+/// Size of `Nvc86fControl` (one channel's USERD).
+pub const USERD_SIZE: u64 = 0x200;
+/// Pushbuffer segments must lie below this address (`GET` + `GET_HI` = 40 bits).
+pub const GP_ADDRESS_LIMIT: u64 = 1 << 40;
+/// Largest segment in dwords (`LENGTH` is 21 bits).
+pub const GP_MAX_LENGTH: u32 = (1 << 21) - 1;
+
+/// A decoded GP entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpEntry {
+    /// Pushbuffer segment address (4-byte aligned, below 2^40).
+    pub address: u64,
+    /// Length in dwords (0 = a control entry).
+    pub length: u32,
+    /// `LEVEL_SUBROUTINE`.
+    pub subroutine: bool,
+    /// `SYNC_WAIT`: wait for earlier segments' methods to finish before fetching.
+    pub sync: bool,
+    /// `FETCH_CONDITIONAL`.
+    pub conditional: bool,
+}
+
+impl GpEntry {
+    /// An entry for `length` dwords at `address` (main level, unconditional).
+    pub fn new(address: u64, length: u32) -> Result<GpEntry, GpFifoError> {
+        if address >= GP_ADDRESS_LIMIT || !address.is_multiple_of(4) {
+            return Err(GpFifoError::BadSegment { address, length });
+        }
+        if length == 0 || length > GP_MAX_LENGTH {
+            return Err(GpFifoError::BadSegment { address, length });
+        }
+        Ok(GpEntry {
+            address,
+            length,
+            subroutine: false,
+            sync: false,
+            conditional: false,
+        })
+    }
+
+    /// The 64-bit entry as stored in the ring (ENTRY0 in the low word).
+    pub fn encode(&self) -> u64 {
+        let e0 = (self.address as u32 & !3) | self.conditional as u32;
+        let e1 = ((self.address >> 32) as u32 & 0xff)
+            | ((self.subroutine as u32) << 9)
+            | ((self.length & GP_MAX_LENGTH) << 10)
+            | ((self.sync as u32) << 31);
+        ((e1 as u64) << 32) | e0 as u64
+    }
+
+    /// Decodes a stored entry.
+    pub fn decode(raw: u64) -> GpEntry {
+        let e0 = raw as u32;
+        let e1 = (raw >> 32) as u32;
+        GpEntry {
+            address: ((e1 as u64 & 0xff) << 32) | (e0 & !3) as u64,
+            length: (e1 >> 10) & GP_MAX_LENGTH,
+            subroutine: e1 & (1 << 9) != 0,
+            sync: e1 & (1 << 31) != 0,
+            conditional: e0 & 1 != 0,
+        }
+    }
+}
+
+/// Why a GPFIFO operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpFifoError {
+    /// The ring stayed full: the GPU did not fetch entries within the timeout (the channel is
+    /// stalled on a semaphore, hung, or dead).
+    RingFull {
+        /// `GPGet` last read.
+        gp_get: u32,
+        /// Our `GPPut`.
+        gp_put: u32,
+        /// Ring size.
+        entries: u32,
+        /// How long we waited.
+        waited: Duration,
+    },
+    /// USERD's `GPGet` holds an index outside the ring (corrupt USERD or a dead device).
+    BadGpGet {
+        /// Value read.
+        gp_get: u32,
+        /// Ring size.
+        entries: u32,
+    },
+    /// A segment that a GP entry cannot describe.
+    BadSegment {
+        /// Segment address.
+        address: u64,
+        /// Length in dwords.
+        length: u32,
+    },
+    /// The ring size is unusable (below 2 or not a power of two).
+    BadRingSize(u32),
+    /// Accessing the ring or USERD failed.
+    Memory(HalError),
+}
+
+impl fmt::Display for GpFifoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            GpFifoError::RingFull {
+                gp_get,
+                gp_put,
+                entries,
+                waited,
+            } => write!(
+                f,
+                "GPFIFO ring full for {waited:?} (GPGet {gp_get}, GPPut {gp_put}, {entries} \
+                 entries): the channel is not fetching work - it is waiting on a semaphore, \
+                 running a kernel that does not finish, or dead; nothing was overwritten"
+            ),
+            GpFifoError::BadGpGet { gp_get, entries } => write!(
+                f,
+                "USERD GPGet reads {gp_get:#x}, outside the {entries}-entry ring: USERD is \
+                 corrupt or the GPU stopped answering"
+            ),
+            GpFifoError::BadSegment { address, length } => write!(
+                f,
+                "pushbuffer segment at {address:#x} ({length} dwords) cannot be put in a GP \
+                 entry (needs a 4-byte aligned address below 2^40 and 1..2^21 dwords)"
+            ),
+            GpFifoError::BadRingSize(n) => {
+                write!(f, "GPFIFO of {n} entries: need a power of two >= 2")
+            }
+            GpFifoError::Memory(e) => write!(f, "GPFIFO memory access failed: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for GpFifoError {}
+
+impl From<HalError> for GpFifoError {
+    fn from(e: HalError) -> Self {
+        GpFifoError::Memory(e)
+    }
+}
+
+/// CPU access to a channel's ring and USERD (implemented over the backend's memory).
+pub trait RingMemory {
+    /// Writes GP entry `index` of the ring.
+    fn write_entry(&self, index: u32, entry: u64) -> Result<(), HalError>;
+    /// Reads USERD `GPGet`.
+    fn read_gp_get(&self) -> Result<u32, HalError>;
+    /// Writes USERD `GPPut`.
+    fn write_gp_put(&self, put: u32) -> Result<(), HalError>;
+}
+
+/// The CPU side of one channel's GPFIFO.
+#[derive(Debug, Clone)]
+pub struct GpFifo {
+    entries: u32,
+    put: u32,
+    token: u32,
+    /// Last `GPGet` seen (saves a USERD read while the ring has room).
+    cached_get: u32,
+}
+
+impl GpFifo {
+    /// A ring of `entries` (a power of two, at least 2) with `GPPut` = `GPGet` = 0, for the
+    /// channel whose work-submit token is `token`.
+    pub fn new(entries: u32, token: u32) -> Result<GpFifo, GpFifoError> {
+        if entries < 2 || !entries.is_power_of_two() {
+            return Err(GpFifoError::BadRingSize(entries));
+        }
+        Ok(GpFifo {
+            entries,
+            put: 0,
+            token,
+            cached_get: 0,
+        })
+    }
+
+    /// Ring size.
+    pub fn entries(&self) -> u32 {
+        self.entries
+    }
+
+    /// Next index the CPU writes.
+    pub fn put(&self) -> u32 {
+        self.put
+    }
+
+    /// The work-submit token rung on the doorbell.
+    pub fn token(&self) -> u32 {
+        self.token
+    }
+
+    fn next(&self, i: u32) -> u32 {
+        (i + 1) % self.entries
+    }
+
+    fn read_get<M: RingMemory + ?Sized>(&mut self, mem: &M) -> Result<u32, GpFifoError> {
+        let get = mem.read_gp_get()?;
+        if get >= self.entries {
+            return Err(GpFifoError::BadGpGet {
+                gp_get: get,
+                entries: self.entries,
+            });
+        }
+        self.cached_get = get;
+        Ok(get)
+    }
+
+    /// Entries the GPU has not fetched yet (as of the last `GPGet` read).
+    pub fn pending(&self) -> u32 {
+        (self.put + self.entries - self.cached_get) % self.entries
+    }
+
+    /// Appends `entry`, publishes it in `GPPut` and rings the doorbell of `usermode` (the
+    /// usermode block as an RM usermode object maps it, `NOTIFY_CHANNEL_PENDING` at 0x90).
+    ///
+    /// If the ring is full, polls `GPGet` until the GPU frees a slot or `timeout` passes, then
+    /// fails with [`GpFifoError::RingFull`] without touching the ring.
+    pub fn submit<M, U, C>(
+        &mut self,
+        mem: &M,
+        usermode: &U,
+        clock: &C,
+        timeout: Duration,
+        entry: GpEntry,
+    ) -> Result<(), GpFifoError>
+    where
+        M: RingMemory + ?Sized,
+        U: Mmio + ?Sized,
+        C: Clock + ?Sized,
+    {
+        let next = self.next(self.put);
+        if next == self.cached_get && self.read_get(mem)? == next {
+            let entries = self.entries;
+            let put = self.put;
+            let mut last_get = next;
+            let start = clock.now();
+            let r: Result<(), WaitError> = poll_until(
+                clock,
+                timeout,
+                Duration::from_micros(1),
+                "GPFIFO GPGet to advance",
+                || {
+                    let g = mem.read_gp_get().map_err(WaitError::Hal)?;
+                    if g >= entries {
+                        return Err(WaitError::BadGet(g));
+                    }
+                    last_get = g;
+                    Ok((g != next).then_some(()))
+                },
+            );
+            match r {
+                Ok(()) => self.cached_get = last_get,
+                Err(WaitError::Hal(e)) => return Err(e.into()),
+                Err(WaitError::BadGet(g)) => {
+                    return Err(GpFifoError::BadGpGet { gp_get: g, entries });
+                }
+                Err(WaitError::Timeout) => {
+                    return Err(GpFifoError::RingFull {
+                        gp_get: last_get,
+                        gp_put: put,
+                        entries,
+                        waited: clock.now().saturating_sub(start),
+                    });
+                }
+            }
+        }
+        mem.write_entry(self.put, entry.encode())?;
+        // The entry must be visible before GPPut, and GPPut before the doorbell.
+        fence(Ordering::SeqCst);
+        mem.write_gp_put(next)?;
+        self.put = next;
+        fence(Ordering::SeqCst);
+        usermode.write32(
+            NVC361_NOTIFY_CHANNEL_PENDING::offset_of::<MappedUsermode>(),
+            self.token,
+        );
+        Ok(())
+    }
+}
+
+enum WaitError {
+    Hal(HalError),
+    BadGet(u32),
+    Timeout,
+}
+
+impl From<PollError> for WaitError {
+    fn from(_: PollError) -> Self {
+        WaitError::Timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::cell::{Cell, RefCell};
+
+    #[test]
+    fn gp_entry_layout() {
+        // tinygrad: (va & ~3) | (len << 42) | (1 << 41) for a subroutine-level entry.
+        let mut e = GpEntry::new(0x12_3456_7890, 0x40).unwrap();
+        assert_eq!(e.encode(), 0x12_3456_7890 | (0x40u64 << 42));
+        e.subroutine = true;
+        assert_eq!(e.encode(), 0x12_3456_7890 | (0x40u64 << 42) | (1 << 41));
+        e.sync = true;
+        e.conditional = true;
+        assert_eq!(GpEntry::decode(e.encode()), e);
+        assert!(GpEntry::new(1 << 40, 1).is_err());
+        assert!(GpEntry::new(0x1002, 1).is_err());
+        assert!(GpEntry::new(0x1000, 0).is_err());
+        assert!(GpEntry::new(0x1000, 1 << 21).is_err());
+        assert!(GpEntry::new(0xff_ffff_fffc, GP_MAX_LENGTH).is_ok());
+    }
+
+    struct FakeClock(Cell<Duration>);
+    impl Clock for FakeClock {
+        fn now(&self) -> Duration {
+            self.0.get()
+        }
+        fn delay(&self, d: Duration) {
+            self.0.set(self.0.get() + d)
+        }
+    }
+
+    /// A ring whose "GPU" fetches only when `fetching` is set.
+    struct Ring {
+        slots: RefCell<[u64; 4]>,
+        get: Cell<u32>,
+        put: Cell<u32>,
+    }
+    impl RingMemory for Ring {
+        fn write_entry(&self, index: u32, entry: u64) -> Result<(), HalError> {
+            let mut s = self.slots.borrow_mut();
+            let slot = s.get_mut(index as usize).ok_or(HalError::OutOfRange {
+                offset: index as u64,
+                len: 8,
+                limit: 32,
+            })?;
+            *slot = entry;
+            Ok(())
+        }
+        fn read_gp_get(&self) -> Result<u32, HalError> {
+            Ok(self.get.get())
+        }
+        fn write_gp_put(&self, put: u32) -> Result<(), HalError> {
+            self.put.set(put);
+            Ok(())
+        }
+    }
+
+    struct Doorbell(Cell<u32>, Cell<u32>);
+    impl Mmio for Doorbell {
+        fn size(&self) -> usize {
+            0x1_0000
+        }
+        fn read32(&self, _: usize) -> u32 {
+            0
+        }
+        fn write32(&self, offset: usize, value: u32) {
+            assert_eq!(offset, 0x90);
+            self.0.set(value);
+            self.1.set(self.1.get() + 1);
+        }
+    }
+
+    #[test]
+    fn full_ring_waits_then_errors_without_overwriting() {
+        let ring = Ring {
+            slots: RefCell::new([0; 4]),
+            get: Cell::new(0),
+            put: Cell::new(0),
+        };
+        let bell = Doorbell(Cell::new(0), Cell::new(0));
+        let clock = FakeClock(Cell::new(Duration::ZERO));
+        let mut f = GpFifo::new(4, 0xa).unwrap();
+        let t = Duration::from_millis(5);
+        for i in 0..3 {
+            let e = GpEntry::new(0x1000 * (i + 1), 4).unwrap();
+            f.submit(&ring, &bell, &clock, t, e).unwrap();
+        }
+        assert_eq!(ring.put.get(), 3);
+        assert_eq!(bell.0.get(), 0xa);
+        assert_eq!(bell.1.get(), 3);
+        let before = *ring.slots.borrow();
+        // GPGet never moves: the 4th submit must wait for the timeout, then fail, and leave
+        // the ring, GPPut and the doorbell untouched.
+        let e = GpEntry::new(0x9000, 4).unwrap();
+        let err = f.submit(&ring, &bell, &clock, t, e).unwrap_err();
+        match err {
+            GpFifoError::RingFull {
+                gp_get,
+                gp_put,
+                entries,
+                waited,
+            } => {
+                assert_eq!((gp_get, gp_put, entries), (0, 3, 4));
+                assert!(waited >= t);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(*ring.slots.borrow(), before);
+        assert_eq!(ring.put.get(), 3);
+        assert_eq!(bell.1.get(), 3);
+        // Once the GPU fetches, the same submit goes through into slot 3.
+        ring.get.set(2);
+        f.submit(&ring, &bell, &clock, t, e).unwrap();
+        assert_eq!(GpEntry::decode(ring.slots.borrow()[3]).address, 0x9000);
+        assert_eq!(ring.put.get(), 0);
+        assert_eq!(f.pending(), 2);
+    }
+
+    #[test]
+    fn garbage_gp_get_is_an_error() {
+        let ring = Ring {
+            slots: RefCell::new([0; 4]),
+            get: Cell::new(0),
+            put: Cell::new(0),
+        };
+        let bell = Doorbell(Cell::new(0), Cell::new(0));
+        let clock = FakeClock(Cell::new(Duration::ZERO));
+        let mut f = GpFifo::new(4, 1).unwrap();
+        let t = Duration::from_millis(1);
+        for _ in 0..3 {
+            f.submit(&ring, &bell, &clock, t, GpEntry::new(0x100, 1).unwrap())
+                .unwrap();
+        }
+        ring.get.set(0xffff_ffff);
+        assert!(matches!(
+            f.submit(&ring, &bell, &clock, t, GpEntry::new(0x100, 1).unwrap()),
+            Err(GpFifoError::BadGpGet { .. })
+        ));
+        assert!(matches!(
+            GpFifo::new(3, 0),
+            Err(GpFifoError::BadRingSize(3))
+        ));
+        assert!(matches!(
+            GpFifo::new(1, 0),
+            Err(GpFifoError::BadRingSize(1))
+        ));
+    }
+}

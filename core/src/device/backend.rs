@@ -1,0 +1,341 @@
+//! The [`Backend`] contract: what differs between driving a GPU bare metal, through the nvidia
+//! kernel driver, and in the simulator.
+//!
+//! The device layer ([`super::Device`]) does everything that is the same everywhere: the RM
+//! object tree (device, subdevice, VA space, channel group, subcontext, channels, engine
+//! objects, debugger), pushbuffers, GPFIFO submission, semaphores, copies, program loading,
+//! launches and fault reports. A backend supplies:
+//!
+//! * an [`Rm`] to allocate, control and free RM objects (GSP RPCs, kernel ioctls, or an RM
+//!   model answering directly);
+//! * GPU memory: allocation, a GPU virtual address in the device's VA space, and CPU access
+//!   ([`GpuMemory`]);
+//! * the usermode (doorbell) window, as an [`Mmio`] with the block's own offsets
+//!   (`NOTIFY_CHANNEL_PENDING` at 0x90);
+//! * a [`Clock`];
+//! * hooks at the points where the three worlds differ: VA space flags and registration
+//!   ([`Backend::vaspace_params`], [`Backend::attach`]), channel memory descriptors
+//!   ([`Backend::prepare_channel`], [`Backend::channel_created`]) and asynchronous RM events
+//!   ([`Backend::poll_events`]).
+//!
+//! How each implementation fills it in (see `docs/device.md` for the full contract):
+//!
+//! | | simulator (`nvbare-sim`) | kernel driver (`nvidia:N`) | bare metal (`vfio:`) |
+//! |---|---|---|---|
+//! | `Rm` | RM model called directly | `NV_ESC_RM_ALLOC/CONTROL/FREE` ioctls | GSP-RM RPCs |
+//! | memory | `NV01_MEMORY_LOCAL_USER`/`_SYSTEM` + model `MAP_MEMORY_DMA` | same + `NV_ESC_RM_MAP_MEMORY` + mmap, `MAP_MEMORY_DMA` or UVM external ranges | own VRAM allocator + page tables; sysmem via `hal::DmaAllocator` |
+//! | `rm_handle` | memory object | memory object | `None` |
+//! | `phys` | — | — | physical range (for `prepare_channel`) |
+//! | usermode | BAR0 0xbb0000 of the simulated GPU | usermode object + mmap | BAR0 0xbb0000 |
+//! | `attach` | nothing | UVM register GPU + VA space | `SET_PAGE_DIRECTORY` |
+//! | `prepare_channel` | nothing | nothing | `instanceMem`/`ramfcMem`/`userdMem`/`mthdbufMem`/`errorNotifierMem` |
+//! | `channel_created` | nothing | `UVM_REGISTER_CHANNEL` | nothing |
+
+use alloc::string::String;
+use core::fmt;
+
+use crate::chip::Chipset;
+use crate::hal::{Clock, HalError, Mmio};
+use crate::rm::alloc::{NV_CHANNEL_ALLOC_PARAMS, VaSpaceAlloc};
+use crate::rm::{Handle, Rm, RmError};
+
+/// Where memory lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Location {
+    /// Video memory.
+    Device,
+    /// Host memory the GPU reaches over PCIe (snooped).
+    Host,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Location::Device => "device memory",
+            Location::Host => "host memory",
+        })
+    }
+}
+
+/// What the device layer uses a piece of memory for (backends may place or map it
+/// differently, e.g. uncached for notifiers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A user buffer.
+    Buffer,
+    /// A loaded program image.
+    Program,
+    /// GPFIFO ring + USERD.
+    Ring,
+    /// Pushbuffers, QMDs and constant bank 0.
+    Commands,
+    /// Semaphores and error notifiers (read by the CPU while the GPU runs).
+    Notifier,
+    /// Copy staging.
+    Staging,
+    /// Local memory (per-thread stacks).
+    LocalMemory,
+}
+
+/// An allocation request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryRequest {
+    /// Bytes (the backend may round up; [`GpuMemory::size`] says how much it gave).
+    pub size: u64,
+    /// Where.
+    pub location: Location,
+    /// Whether the CPU must be able to read and write it.
+    pub cpu_access: bool,
+    /// Minimum alignment of the GPU VA (a power of two, at least 4 KiB).
+    pub align: u64,
+    /// What it is for.
+    pub purpose: Purpose,
+}
+
+/// A physical range (bare metal only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhysRange {
+    /// Physical (VRAM) or bus (host) address.
+    pub base: u64,
+    /// Bytes.
+    pub size: u64,
+    /// VRAM or host memory.
+    pub location: Location,
+}
+
+/// One allocation of GPU memory.
+///
+/// CPU access copies (the GPU may change the memory at any time, so no references into it are
+/// handed out). Backends implement `read`/`write` with volatile copies over their mapping.
+pub trait GpuMemory {
+    /// Bytes.
+    fn size(&self) -> u64;
+    /// GPU virtual address of byte 0 in the device's VA space.
+    fn gpu_va(&self) -> u64;
+    /// Where it lives.
+    fn location(&self) -> Location;
+    /// The RM memory object, when RM owns the memory (simulator, kernel driver).
+    fn rm_handle(&self) -> Option<Handle> {
+        None
+    }
+    /// The physical range, when the backend owns physically contiguous memory (bare metal).
+    fn phys(&self) -> Option<PhysRange> {
+        None
+    }
+    /// Copies `dst.len()` bytes at `offset` out (fails if the memory has no CPU mapping).
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), HalError>;
+    /// Copies `src` in at `offset`.
+    fn write(&self, offset: u64, src: &[u8]) -> Result<(), HalError>;
+
+    /// Reads a little-endian u32.
+    fn read_u32(&self, offset: u64) -> Result<u32, HalError> {
+        let mut b = [0u8; 4];
+        self.read(offset, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+    /// Writes a little-endian u32.
+    fn write_u32(&self, offset: u64, v: u32) -> Result<(), HalError> {
+        self.write(offset, &v.to_le_bytes())
+    }
+    /// Reads a little-endian u64.
+    fn read_u64(&self, offset: u64) -> Result<u64, HalError> {
+        let mut b = [0u8; 8];
+        self.read(offset, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+    /// Writes a little-endian u64.
+    fn write_u64(&self, offset: u64, v: u64) -> Result<(), HalError> {
+        self.write(offset, &v.to_le_bytes())
+    }
+    /// Fills `len` bytes at `offset` with zeros.
+    fn zero(&self, offset: u64, len: u64) -> Result<(), HalError> {
+        let z = [0u8; 512];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(z.len() as u64) as usize;
+            self.write(offset + done, &z[..n])?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+}
+
+/// The RM objects a backend may need (memory objects live under `device`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RmObjects {
+    /// The client.
+    pub client: Handle,
+    /// `NV01_DEVICE_0`.
+    pub device: Handle,
+    /// `NV20_SUBDEVICE_0`.
+    pub subdevice: Handle,
+    /// `FERMI_VASPACE_A`.
+    pub vaspace: Handle,
+}
+
+/// An asynchronous RM event (GSP `RC_TRIGGERED` / `MMU_FAULT_QUEUED`, kernel events).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RmEvent {
+    /// `ROBUST_CHANNEL_*` code, if the event is an RC.
+    pub rc: Option<u32>,
+    /// Channel id the event names, if any.
+    pub chid: Option<u32>,
+    /// Faulting address, for MMU faults.
+    pub fault_address: Option<u64>,
+    /// Anything else, in words.
+    pub text: String,
+}
+
+/// Why a backend operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendError {
+    /// An RM call failed.
+    Rm(RmError),
+    /// A hardware access failed.
+    Hal(HalError),
+    /// Out of memory of this kind.
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: u64,
+        /// Where.
+        location: Location,
+    },
+    /// The backend cannot do this (yet).
+    Unsupported(&'static str),
+    /// Anything else, with a message saying what to do.
+    Other(String),
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendError::Rm(e) => write!(f, "{e}"),
+            BackendError::Hal(e) => write!(f, "{e}"),
+            BackendError::OutOfMemory {
+                requested,
+                location,
+            } => write!(
+                f,
+                "out of {location}: {requested} bytes requested; free buffers or ask for less"
+            ),
+            BackendError::Unsupported(what) => write!(f, "{what} is not supported by this backend"),
+            BackendError::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+impl core::error::Error for BackendError {}
+
+impl From<RmError> for BackendError {
+    fn from(e: RmError) -> Self {
+        BackendError::Rm(e)
+    }
+}
+
+impl From<HalError> for BackendError {
+    fn from(e: HalError) -> Self {
+        BackendError::Hal(e)
+    }
+}
+
+/// What the device layer needs from the platform. See the [device module](crate::device) and
+/// `docs/device.md`.
+pub trait Backend {
+    /// The RM.
+    type Rm: Rm;
+    /// An allocation.
+    type Memory: GpuMemory;
+    /// The usermode (doorbell) window.
+    type Usermode: Mmio;
+    /// Time.
+    type Clock: Clock;
+
+    /// Short description for messages, e.g. `sim:gh100` or `nvidia:0`.
+    fn describe(&self) -> String;
+
+    /// The RM (its client exists already; the device layer allocates everything under it).
+    fn rm(&mut self) -> &mut Self::Rm;
+
+    /// The clock every wait uses.
+    fn clock(&self) -> &Self::Clock;
+
+    /// The chip, if the backend knows it without asking RM (bare metal reads `NV_PMC_BOOT_42`);
+    /// otherwise the device layer asks RM (`NV2080_CTRL_CMD_MC_GET_ARCH_INFO`).
+    fn chipset(&self) -> Option<Chipset> {
+        None
+    }
+
+    /// `deviceId` for `NV01_DEVICE_0` (which GPU of the RM).
+    fn device_instance(&self) -> u32 {
+        0
+    }
+
+    /// `subDeviceId` for `NV20_SUBDEVICE_0`.
+    fn subdevice_instance(&self) -> u32 {
+        0
+    }
+
+    /// The `NV01_DEVICE_0` and `NV20_SUBDEVICE_0` (in that order) the backend already holds
+    /// under its client, if it opened them itself (the kernel-driver adapter's `KernelGpu`
+    /// does). Then the device layer uses them instead of allocating its own, and on close (or
+    /// a failed open) frees only the objects it created under them (VA space, channel group,
+    /// debugger) instead of the device object. `None` (the default): the device layer allocates
+    /// both and frees the device object, and everything under it, when it closes.
+    fn existing_device(&self) -> Option<(Handle, Handle)> {
+        None
+    }
+
+    /// The `FERMI_VASPACE_A` the device layer allocates: flags and range. The kernel driver
+    /// needs `ENABLE_PAGE_FAULTING | IS_EXTERNALLY_OWNED` for UVM; bare metal owns the page
+    /// tables (`IS_EXTERNALLY_OWNED`).
+    fn vaspace_params(&self) -> VaSpaceAlloc;
+
+    /// Called once device, subdevice and VA space exist, before any memory is allocated:
+    /// register the VA space with UVM, point GSP-RM at our page tables, create a VA range
+    /// object. Also called again after [`Backend::detach`] if the device layer re-creates them.
+    fn attach(&mut self, objects: &RmObjects) -> Result<(), BackendError>;
+
+    /// Allocates memory mapped at a GPU VA in the attached VA space (below 2^40: pushbuffers
+    /// and semaphores must be reachable by every supported host class).
+    fn alloc_memory(&mut self, req: &MemoryRequest) -> Result<Self::Memory, BackendError>;
+
+    /// Frees memory (unmaps it from the GPU and the CPU).
+    fn free_memory(&mut self, mem: Self::Memory) -> Result<(), BackendError>;
+
+    /// Maps the usermode block of usermode class `class` (the newest of the class list).
+    fn map_usermode(&mut self, class: u32) -> Result<Self::Usermode, BackendError>;
+
+    /// Completes the GPFIFO allocation params before the channel is allocated. The device
+    /// layer has set `gpFifoOffset`, `gpFifoEntries`, `hContextShare`, `hUserdMemory[0]` /
+    /// `userdOffset[0]` (from `ring.rm_handle()`) and `hObjectError` (from the notifier's
+    /// handle); bare metal replaces the handles with physical descriptors.
+    fn prepare_channel(
+        &mut self,
+        params: &mut NV_CHANNEL_ALLOC_PARAMS,
+        ring: &Self::Memory,
+        userd_offset: u64,
+        notifier: &Self::Memory,
+    ) -> Result<(), BackendError> {
+        let _ = (params, ring, userd_offset, notifier);
+        Ok(())
+    }
+
+    /// Called after a channel was allocated (kernel driver: `UVM_REGISTER_CHANNEL`).
+    fn channel_created(&mut self, channel: Handle) -> Result<(), BackendError> {
+        let _ = channel;
+        Ok(())
+    }
+
+    /// Called when the device closes (or a failed open gives up), before the device object is
+    /// freed. The device layer passes user buffers, modules and local memory to
+    /// [`Backend::free_memory`] first; the memory it uses internally (rings, notifiers, command
+    /// memory, staging, semaphores) is not: release it here if freeing the RM device object
+    /// does not (bare metal: return it to the allocator and unmap it).
+    fn detach(&mut self) {}
+
+    /// Asynchronous RM events since the last call (RC, MMU faults). Backends without an event
+    /// stream return nothing; the device layer also reads the channels' error notifiers.
+    fn poll_events(&mut self) -> Option<RmEvent> {
+        None
+    }
+}

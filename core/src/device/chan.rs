@@ -1,0 +1,163 @@
+//! One channel of the device: ring, USERD, error notifier, command arena, timeline.
+
+use alloc::collections::VecDeque;
+
+use super::backend::GpuMemory;
+use super::error::ChannelKind;
+use crate::channel::gpfifo::{GpFifo, RingMemory, USERD_GP_GET, USERD_GP_PUT};
+use crate::hal::HalError;
+use crate::rm::Handle;
+
+/// Alignment of every arena allocation (QMDs and constant banks need 256).
+pub(super) const ARENA_ALIGN: u64 = 256;
+
+/// A ring allocator over a channel's command memory. Each allocation is tied to the timeline
+/// value of the submission that uses it and is reused once that value is reached.
+#[derive(Debug)]
+pub(super) struct Arena {
+    size: u64,
+    head: u64,
+    live: VecDeque<(u64, u64, u64)>,
+}
+
+impl Arena {
+    pub(super) fn new(size: u64) -> Self {
+        Arena {
+            size,
+            head: 0,
+            live: VecDeque::with_capacity(64),
+        }
+    }
+
+    /// Forgets every allocation (after the channel was re-created).
+    pub(super) fn reset(&mut self) {
+        self.head = 0;
+        self.live.clear();
+    }
+
+    /// Releases allocations whose submission reached the timeline.
+    pub(super) fn retire(&mut self, completed: u64) {
+        while let Some(&(_, _, v)) = self.live.front() {
+            if v > completed {
+                break;
+            }
+            self.live.pop_front();
+        }
+        if self.live.is_empty() {
+            self.head = 0;
+        }
+    }
+
+    /// Takes back the newest allocation (its submission was not made).
+    pub(super) fn cancel_last(&mut self) {
+        if let Some((start, _, _)) = self.live.pop_back() {
+            self.head = start;
+        }
+        if self.live.is_empty() {
+            self.head = 0;
+        }
+    }
+
+    /// The timeline value that must be reached before the oldest allocation can be reused.
+    pub(super) fn oldest_value(&self) -> Option<u64> {
+        self.live.front().map(|&(_, _, v)| v)
+    }
+
+    /// Allocates `n` bytes for the submission with timeline value `value`; `None` if there is
+    /// no room until older submissions complete.
+    pub(super) fn alloc(&mut self, n: u64, value: u64) -> Option<u64> {
+        let n = n.checked_next_multiple_of(ARENA_ALIGN)?;
+        if n > self.size {
+            return None;
+        }
+        let start = match self.live.front() {
+            None => 0,
+            Some(&(tail, _, _)) => {
+                let head = self.head;
+                if head > tail || (head == tail && self.live.is_empty()) {
+                    if head + n <= self.size {
+                        head
+                    } else if n <= tail {
+                        0
+                    } else {
+                        return None;
+                    }
+                } else if head + n <= tail {
+                    head
+                } else {
+                    return None;
+                }
+            }
+        };
+        self.head = start + n;
+        self.live.push_back((start, start + n, value));
+        Some(start)
+    }
+}
+
+/// A channel and everything it owns.
+pub(super) struct Chan<M: GpuMemory> {
+    pub kind: ChannelKind,
+    pub handle: Handle,
+    pub object: Handle,
+    /// Engine class bound on the channel.
+    pub class: u32,
+    /// GPFIFO ring, then USERD at `userd_offset`.
+    pub ring: M,
+    pub userd_offset: u64,
+    /// Error notifier (`NvNotification[3]`).
+    pub notifier: M,
+    /// Pushbuffers, QMDs, constant banks.
+    pub cmds: M,
+    pub arena: Arena,
+    pub fifo: GpFifo,
+    /// Last timeline value submitted.
+    pub submitted: u64,
+    /// Byte offset of the timeline semaphore in the device's semaphore page.
+    pub sem_offset: u64,
+    /// The other channel's timeline value this channel has already waited for.
+    pub synced_other: u64,
+}
+
+/// The ring and USERD of a channel as [`RingMemory`].
+pub(super) struct RingView<'a, M: GpuMemory> {
+    pub mem: &'a M,
+    pub userd: u64,
+}
+
+impl<M: GpuMemory> RingMemory for RingView<'_, M> {
+    fn write_entry(&self, index: u32, entry: u64) -> Result<(), HalError> {
+        self.mem.write_u64(index as u64 * 8, entry)
+    }
+    fn read_gp_get(&self) -> Result<u32, HalError> {
+        self.mem.read_u32(self.userd + USERD_GP_GET)
+    }
+    fn write_gp_put(&self, put: u32) -> Result<(), HalError> {
+        self.mem.write_u32(self.userd + USERD_GP_PUT, put)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arena_reuses_space_only_after_completion() {
+        let mut a = Arena::new(1024);
+        assert_eq!(a.alloc(300, 1), Some(0)); // 512 bytes
+        assert_eq!(a.alloc(256, 2), Some(512));
+        assert_eq!(a.alloc(256, 3), Some(768));
+        assert_eq!(a.alloc(1, 4), None, "full until something completes");
+        a.retire(1);
+        assert_eq!(a.alloc(600, 4), None, "only 512 bytes free at the front");
+        assert_eq!(a.alloc(512, 4), Some(0));
+        assert_eq!(a.alloc(1, 5), None);
+        a.retire(3);
+        assert_eq!(a.oldest_value(), Some(4));
+        assert_eq!(a.alloc(256, 5), Some(512));
+        a.retire(5);
+        assert_eq!(a.oldest_value(), None);
+        assert_eq!(a.alloc(1024, 6), Some(0));
+        assert_eq!(a.alloc(2048, 7), None);
+    }
+}

@@ -1,0 +1,301 @@
+//! Typed device buffers, copies, program loading and launches: the public face of
+//! [`Device`].
+
+use alloc::vec::Vec;
+use core::fmt;
+use core::marker::PhantomData;
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use super::backend::{Backend, Location, Purpose};
+use super::module::{Arg, Function, KernelInfo, LaunchConfig, Module};
+use super::program::Program;
+use super::{Device, DeviceError};
+
+/// Element types a device buffer can hold: plain data with no padding (any bit pattern valid).
+pub trait DeviceRepr: FromBytes + IntoBytes + Immutable + KnownLayout + Copy {}
+impl<T: FromBytes + IntoBytes + Immutable + KnownLayout + Copy> DeviceRepr for T {}
+
+/// A buffer of `len` elements of `T` in GPU memory, freed when dropped (after the GPU has
+/// finished with it).
+pub struct DeviceBuffer<'d, B: Backend, T: DeviceRepr> {
+    dev: &'d Device<B>,
+    slot: usize,
+    generation: u32,
+    len: usize,
+    va: u64,
+    location: Location,
+    _t: PhantomData<T>,
+}
+
+impl<B: Backend, T: DeviceRepr> fmt::Debug for DeviceBuffer<'_, B, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("va", &format_args!("{:#x}", self.va))
+            .field("len", &self.len)
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+impl<B: Backend, T: DeviceRepr> DeviceBuffer<'_, B, T> {
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes.
+    pub fn bytes(&self) -> u64 {
+        (self.len * size_of::<T>()) as u64
+    }
+
+    /// GPU virtual address of element 0.
+    pub fn gpu_va(&self) -> u64 {
+        self.va
+    }
+
+    /// Where it lives.
+    pub fn location(&self) -> Location {
+        self.location
+    }
+
+    /// The buffer as a kernel argument (its device pointer).
+    pub fn arg(&self) -> Arg<'static> {
+        Arg::Ptr {
+            va: self.va,
+            device: self.dev.id(),
+        }
+    }
+
+    fn check(&self, dev: &Device<B>) -> Result<(), DeviceError> {
+        if core::ptr::eq(self.dev, dev) {
+            Ok(())
+        } else {
+            Err(DeviceError::ForeignObject("buffer"))
+        }
+    }
+}
+
+impl<B: Backend, T: DeviceRepr> Drop for DeviceBuffer<'_, B, T> {
+    fn drop(&mut self) {
+        self.dev.release_slot(self.slot, self.generation);
+    }
+}
+
+fn bytes_of<T>(len: usize) -> Result<u64, DeviceError> {
+    len.checked_mul(size_of::<T>())
+        .filter(|&b| b > 0)
+        .map(|b| b as u64)
+        .ok_or_else(|| {
+            DeviceError::BadRange(alloc::format!(
+                "a buffer of {len} elements of {} bytes: need at least one byte and no overflow",
+                size_of::<T>()
+            ))
+        })
+}
+
+impl<B: Backend> Device<B> {
+    fn alloc_in<T: DeviceRepr>(
+        &self,
+        len: usize,
+        location: Location,
+    ) -> Result<DeviceBuffer<'_, B, T>, DeviceError> {
+        let bytes = bytes_of::<T>(len)?;
+        let (slot, generation, va) = self.inner()?.alloc_slot(bytes, location, Purpose::Buffer)?;
+        Ok(DeviceBuffer {
+            dev: self,
+            slot,
+            generation,
+            len,
+            va,
+            location,
+            _t: PhantomData,
+        })
+    }
+
+    /// A buffer of `len` elements in device memory, contents undefined.
+    pub fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<DeviceBuffer<'_, B, T>, DeviceError> {
+        self.alloc_in(len, Location::Device)
+    }
+
+    /// A buffer of `len` elements in host memory the GPU reaches over PCIe.
+    pub fn alloc_host<T: DeviceRepr>(
+        &self,
+        len: usize,
+    ) -> Result<DeviceBuffer<'_, B, T>, DeviceError> {
+        self.alloc_in(len, Location::Host)
+    }
+
+    /// A zero-filled buffer of `len` elements in device memory.
+    pub fn alloc_zeros<T: DeviceRepr>(
+        &self,
+        len: usize,
+    ) -> Result<DeviceBuffer<'_, B, T>, DeviceError> {
+        let b = self.alloc::<T>(len)?;
+        self.inner()?
+            .fill_zero(&self.info, &self.options, b.va, b.bytes())?;
+        Ok(b)
+    }
+
+    /// A new device buffer holding a copy of `src`.
+    pub fn htod_copy<T: DeviceRepr>(
+        &self,
+        src: &[T],
+    ) -> Result<DeviceBuffer<'_, B, T>, DeviceError> {
+        let mut b = self.alloc::<T>(src.len())?;
+        self.htod_copy_into(src, &mut b)?;
+        Ok(b)
+    }
+
+    /// Copies `src` into the start of `dst` (which must be at least as long). Returns when
+    /// `src` may be reused; the copy itself completes in stream order.
+    pub fn htod_copy_into<T: DeviceRepr>(
+        &self,
+        src: &[T],
+        dst: &mut DeviceBuffer<'_, B, T>,
+    ) -> Result<(), DeviceError> {
+        dst.check(self)?;
+        if src.len() > dst.len {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "copying {} elements into a buffer of {}",
+                src.len(),
+                dst.len
+            )));
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        let mut i = self.inner()?;
+        i.buffer_va(dst.slot, dst.generation)?;
+        i.htod(&self.info, &self.options, dst.va, src.as_bytes())
+    }
+
+    /// Copies the whole buffer back to the host, after all earlier work.
+    pub fn dtoh_copy<T: DeviceRepr>(
+        &self,
+        src: &DeviceBuffer<'_, B, T>,
+    ) -> Result<Vec<T>, DeviceError> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(src.len).map_err(|_| {
+            DeviceError::BadRange(alloc::format!("no host memory for {} elements", src.len))
+        })?;
+        v.resize(src.len, T::new_zeroed());
+        self.dtoh_copy_into(src, &mut v)?;
+        Ok(v)
+    }
+
+    /// Copies the first `dst.len()` elements of `src` into `dst`, after all earlier work.
+    pub fn dtoh_copy_into<T: DeviceRepr>(
+        &self,
+        src: &DeviceBuffer<'_, B, T>,
+        dst: &mut [T],
+    ) -> Result<(), DeviceError> {
+        src.check(self)?;
+        if dst.len() > src.len {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "copying {} elements out of a buffer of {}",
+                dst.len(),
+                src.len
+            )));
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let mut i = self.inner()?;
+        i.buffer_va(src.slot, src.generation)?;
+        i.dtoh(&self.info, &self.options, src.va, dst.as_mut_bytes())
+    }
+
+    /// Copies all of `src` into `dst` on the GPU (copy engine), in stream order.
+    pub fn dtod_copy<T: DeviceRepr>(
+        &self,
+        src: &DeviceBuffer<'_, B, T>,
+        dst: &mut DeviceBuffer<'_, B, T>,
+    ) -> Result<(), DeviceError> {
+        src.check(self)?;
+        dst.check(self)?;
+        if src.len > dst.len {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "copying {} elements into a buffer of {}",
+                src.len,
+                dst.len
+            )));
+        }
+        let mut i = self.inner()?;
+        i.buffer_va(src.slot, src.generation)?;
+        i.buffer_va(dst.slot, dst.generation)?;
+        i.dtod(&self.info, &self.options, src.va, dst.va, src.bytes())
+    }
+
+    /// Loads a program (a parsed cubin): checks it is for this GPU's shader model and uploads
+    /// the relocated image to device memory. For cubin bytes use `load_cubin` from
+    /// `nvbare_gsp_firmware::program::LoadCubin`.
+    pub fn load_module<P: Program + ?Sized>(
+        &self,
+        program: &P,
+    ) -> Result<Module<'_, B>, DeviceError> {
+        let sm = program.sm();
+        let (slot, generation, base, descs) =
+            self.inner()?
+                .load_module(&self.info, &self.options, program)?;
+        let kernels = descs
+            .into_iter()
+            .map(|k| KernelInfo {
+                program_address: base + k.code_offset,
+                code_size: k.code_size,
+                regcount: k.regcount,
+                param_base: k.param_base,
+                param_size: k.param_size,
+                shared_size: k.shared_size,
+                local_size: k.local_size,
+                max_threads: k.max_threads,
+                required_block: k.required_block,
+                num_barriers: k.num_barriers,
+                const_banks: k.const_banks.into_iter().filter(|b| b.bank != 0).collect(),
+                params: k.params,
+                name: k.name,
+            })
+            .collect();
+        Ok(Module {
+            dev: self,
+            slot,
+            generation,
+            base,
+            sm,
+            sass_version: program.sass_version(),
+            kernels,
+        })
+    }
+
+    /// Launches `f` over `cfg` with `args` (one per kernel parameter, sizes must match).
+    /// Returns once the work is queued; errors of the kernel itself surface at the next wait.
+    pub fn launch(
+        &self,
+        f: &Function<'_, '_, B>,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<(), DeviceError> {
+        let m = f.module;
+        if !core::ptr::eq(m.dev, self) {
+            return Err(DeviceError::ForeignObject("module"));
+        }
+        let k = f.info();
+        self.inner()?.launch(
+            &self.info,
+            &self.options,
+            (m.slot, m.generation, m.sass_version),
+            f.index,
+            k,
+            cfg.grid,
+            cfg.block,
+            cfg.shared_mem_bytes,
+            args,
+            self.id,
+        )
+    }
+}

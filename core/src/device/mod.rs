@@ -1,0 +1,306 @@
+//! The device layer: the generation-independent runtime every backend shares.
+//!
+//! [`Device::open`] brings a GPU up the way CUDA and tinygrad do (tinygrad-nv.md §1.3, the H200
+//! run in rm-abi.md §0): device and subdevice objects, chip identification, the class list
+//! (newest compute / GPFIFO / copy / usermode class), GR facts, the usermode doorbell, a
+//! performance boost, a VA space, a channel group with one subcontext and two channels
+//! (compute with the compute object on subchannel 1, copy with the copy object on
+//! subchannel 4), a `GT200_DEBUGGER` for fault reports, work-submit tokens, and scheduling.
+//!
+//! Then, with an API shaped like cudarc's:
+//!
+//! ```text
+//! let dev = Device::open(backend, DeviceOptions::default())?;
+//! let buf = dev.htod_copy(&data)?;                 // DeviceBuffer<u32>
+//! let module = dev.load_cubin(&cubin_bytes)?;      // (nvbare_gsp_firmware::program::LoadCubin)
+//! let add1 = module.function("add1")?;
+//! dev.launch(&add1, LaunchConfig::for_num_elems(n), &[buf.arg(), n.into()])?;
+//! let out: Vec<u32> = dev.dtoh_copy(&buf)?;       // waits for the kernel, then copies
+//! ```
+//!
+//! Work is ordered like one CUDA stream: every submission on one channel first waits (a host
+//! `SEM_EXECUTE` acquire) for everything submitted before on the other. Each channel has a
+//! 64-bit timeline semaphore, released by the QMD's release semaphore (compute) or a
+//! copy-engine semaphore release (copy). Waits spin briefly, then poll with the backend's
+//! clock, check the channels' error notifiers, and end in a typed error after the timeout.
+//!
+//! A fault or a timeout is reported with what RM knows (error notifier code, MMU faults and SM
+//! error states from the debugger, backend events) and the channel group is then freed and
+//! re-created: buffers and modules live in the VA space, not in the channels, so they survive
+//! and the device stays usable. Abandoned work counts as complete.
+//!
+//! The module needs `alloc` (feature `device`): modules keep their kernel tables, copies and
+//! launches use per-device scratch that is allocated once. Programs come in through the
+//! [`Program`] trait; cubins implement it in `nvbare-gsp-firmware` (which depends on this crate,
+//! so the parser cannot be called from here). The launch path itself allocates
+//! nothing: pushbuffers are built on the stack, QMDs are values, constant bank 0 is assembled
+//! in a reused buffer and written into a ring arena.
+
+mod backend;
+mod chan;
+mod error;
+mod memory;
+mod module;
+mod ops;
+mod program;
+mod template;
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::cell::{RefCell, RefMut};
+use core::sync::atomic::{AtomicU32, Ordering};
+use core::time::Duration;
+
+pub use backend::{
+    Backend, BackendError, GpuMemory, Location, MemoryRequest, PhysRange, Purpose, RmEvent,
+    RmObjects,
+};
+pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
+pub use memory::{DeviceBuffer, DeviceRepr};
+pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module};
+pub use program::{ConstBankDesc, KernelDesc, ParamDesc, Program, ProgramError};
+
+use crate::chip::{ChipInfo, Chipset, QmdVersion};
+use crate::rm::Handle;
+use crate::rm::class::{BLACKWELL_COMPUTE_A, ClassKind, HOPPER_COMPUTE_A, class_kind};
+
+/// Tunables of a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceOptions {
+    /// Longest any wait may take before it ends in [`DeviceError::Timeout`].
+    pub timeout: Duration,
+    /// GPFIFO entries per channel (a power of two).
+    pub gpfifo_entries: u32,
+    /// Command memory per channel (pushbuffers, QMDs, constant banks).
+    pub command_bytes: u64,
+    /// Host staging memory for copies (two halves are used alternately).
+    pub staging_bytes: u64,
+    /// How long a wait spins before it starts polling with delays.
+    pub spin: Duration,
+    /// Delay between polls after the spin.
+    pub poll_interval: Duration,
+    /// Ask RM to boost clocks (`NV2080_CTRL_CMD_PERF_BOOST`); failures are ignored.
+    pub perf_boost: bool,
+}
+
+impl Default for DeviceOptions {
+    fn default() -> Self {
+        DeviceOptions {
+            timeout: Duration::from_secs(10),
+            gpfifo_entries: 1024,
+            command_bytes: 1 << 20,
+            staging_bytes: 4 << 20,
+            spin: Duration::from_micros(20),
+            poll_interval: Duration::from_micros(10),
+            perf_boost: true,
+        }
+    }
+}
+
+/// GR facts RM reported (`NV2080_CTRL_CMD_GR_GET_INFO_V2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GrInfo {
+    /// Raw `SM_VERSION` (0x900 for sm_90).
+    pub sm_version: u32,
+    /// `MAX_WARPS_PER_SM`.
+    pub max_warps_per_sm: u32,
+    /// `LITTER_NUM_GPCS`.
+    pub gpcs: u32,
+    /// `LITTER_NUM_TPC_PER_GPC`.
+    pub tpc_per_gpc: u32,
+    /// `LITTER_NUM_SM_PER_TPC`.
+    pub sm_per_tpc: u32,
+    /// `SHADER_PIPE_SUB_COUNT`: enabled TPCs.
+    pub tpcs: u32,
+}
+
+impl GrInfo {
+    /// Enabled SMs.
+    pub fn sm_count(&self) -> u32 {
+        self.tpcs * self.sm_per_tpc
+    }
+}
+
+/// The classes the device uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Classes {
+    /// Compute class.
+    pub compute: u32,
+    /// GPFIFO (host) class.
+    pub gpfifo: u32,
+    /// Copy-engine class.
+    pub copy: u32,
+    /// Usermode class.
+    pub usermode: u32,
+}
+
+/// What a device is.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    /// The backend, e.g. `sim:gh100`.
+    pub backend: String,
+    /// The chip.
+    pub chip: &'static ChipInfo,
+    /// Shader model, `major * 10 + minor` (90 for sm_90).
+    pub sm: u32,
+    /// GR facts.
+    pub gr: GrInfo,
+    /// Classes in use.
+    pub classes: Classes,
+    /// QMD layout.
+    pub qmd: QmdVersion,
+    /// Every class RM offers.
+    pub class_list: Vec<u32>,
+    /// RM's build version, if it reported one.
+    pub driver_version: Option<String>,
+    /// Work-submit tokens of the compute and copy channels.
+    pub tokens: [u32; 2],
+}
+
+/// A GPU, opened.
+pub struct Device<B: Backend> {
+    id: u32,
+    info: DeviceInfo,
+    options: DeviceOptions,
+    /// `None` only while dropping.
+    inner: RefCell<Option<ops::Inner<B>>>,
+}
+
+impl<B: Backend> core::fmt::Debug for Device<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Device")
+            .field("id", &self.id)
+            .field("backend", &self.info.backend)
+            .field("chip", &self.info.chip.name)
+            .finish_non_exhaustive()
+    }
+}
+
+static NEXT_DEVICE_ID: AtomicU32 = AtomicU32::new(1);
+
+/// Picks the numerically highest class of `kind` (UVM's `findDeviceClasses` rule).
+pub fn newest_class(list: &[u32], kind: ClassKind) -> Option<u32> {
+    list.iter()
+        .copied()
+        .filter(|&c| class_kind(c) == Some(kind))
+        .max()
+}
+
+/// The QMD layout a compute class uses (Mesa `nak/qmd.rs`).
+pub fn qmd_version_for(compute_class: u32) -> QmdVersion {
+    if compute_class >= BLACKWELL_COMPUTE_A {
+        QmdVersion::V05_00
+    } else if compute_class >= HOPPER_COMPUTE_A {
+        QmdVersion::V04_00
+    } else {
+        QmdVersion::V03_00
+    }
+}
+
+impl<B: Backend> Device<B> {
+    /// Brings the GPU behind `backend` up. See the [module docs](self) for the sequence.
+    pub fn open(backend: B, options: DeviceOptions) -> Result<Self, DeviceError> {
+        let (inner, info) = ops::Inner::open(backend, &options)?;
+        Ok(Device {
+            id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+            info,
+            options,
+            inner: RefCell::new(Some(inner)),
+        })
+    }
+
+    /// What the device is.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &DeviceOptions {
+        &self.options
+    }
+
+    /// A process-unique id (buffers and modules remember it).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The chip.
+    pub fn chipset(&self) -> Chipset {
+        self.info.chip.chipset
+    }
+
+    pub(crate) fn inner(&self) -> Result<RefMut<'_, ops::Inner<B>>, DeviceError> {
+        let r = self
+            .inner
+            .try_borrow_mut()
+            .map_err(|_| DeviceError::Dead("re-entrant use of the device".to_string()))?;
+        RefMut::filter_map(r, Option::as_mut)
+            .map_err(|_| DeviceError::Dead("the device is closing".to_string()))
+    }
+
+    /// Waits until everything submitted so far has finished.
+    pub fn synchronize(&self) -> Result<(), DeviceError> {
+        self.inner()?.synchronize(&self.info, &self.options)
+    }
+
+    /// Runs `f` with the backend (tests use it to reach the simulator behind it).
+    pub fn with_backend<R>(&self, f: impl FnOnce(&mut B) -> R) -> Result<R, DeviceError> {
+        Ok(f(&mut self.inner()?.backend))
+    }
+
+    /// The RM handles of the channels (compute, copy), for tests and tools.
+    pub fn channel_handles(&self) -> Result<[Handle; 2], DeviceError> {
+        let i = self.inner()?;
+        Ok([i.chans[0].handle, i.chans[1].handle])
+    }
+
+    /// Timeline values submitted and reached on the compute and copy channels.
+    pub fn timelines(&self) -> Result<[(u64, u64); 2], DeviceError> {
+        let i = self.inner()?;
+        let mut out = [(0, 0); 2];
+        for (o, c) in out.iter_mut().zip(i.chans.iter()) {
+            *o = (c.submitted, i.sem.read_u64(c.sem_offset)?);
+        }
+        Ok(out)
+    }
+
+    /// Submits a wait on the compute channel for a 64-bit `value` at GPU VA `addr` (a host
+    /// `SEM_EXECUTE` `ACQ_CIRC_GEQ`). The channel stops there until the value is reached;
+    /// later submissions queue behind it. Used by tests of back-pressure and by tools.
+    pub fn submit_wait(&self, addr: u64, value: u64) -> Result<(), DeviceError> {
+        self.inner()?
+            .submit_raw_acquire(&self.info, &self.options, addr, value)
+    }
+
+    /// Submits raw method words on one channel, followed by that channel's timeline release,
+    /// and returns the timeline value that marks their completion (for tools that replay
+    /// pushbuffers, and tests of the GPU side). The words are not checked: a malformed
+    /// pushbuffer is the GPU's (or the simulator's) to reject, which surfaces at the next wait.
+    /// At most 1024 words.
+    pub fn submit_raw(&self, channel: ChannelKind, words: &[u32]) -> Result<u64, DeviceError> {
+        self.inner()?
+            .submit_raw(&self.info, &self.options, channel, words)
+    }
+
+    /// Waits until `channel`'s timeline reaches `value` (from [`Device::submit_raw`]).
+    pub fn wait_for(&self, channel: ChannelKind, value: u64) -> Result<(), DeviceError> {
+        self.inner()?
+            .wait_value(&self.info, &self.options, channel, value)
+    }
+
+    pub(crate) fn release_slot(&self, slot: usize, generation: u32) {
+        if let Ok(mut i) = self.inner() {
+            i.release_slot(&self.info, &self.options, slot, generation);
+        } else {
+            log::warn!("device memory slot {slot} leaked: device busy during drop");
+        }
+    }
+}
+
+impl<B: Backend> Drop for Device<B> {
+    fn drop(&mut self) {
+        if let Some(i) = self.inner.get_mut().take() {
+            i.close(&self.info, &self.options);
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Loaded programs, kernels, launch configurations and kernel arguments.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::Device;
+use super::backend::Backend;
+use super::program::{ConstBankDesc, ParamDesc};
+
+/// Grid, block and dynamic shared memory of a launch (as in CUDA's `<<<grid, block, shmem>>>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks per grid (x, y, z).
+    pub grid: [u32; 3],
+    /// Threads per block (x, y, z).
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, bytes.
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A 1-D launch covering `n` elements with 256-thread blocks (cudarc's
+    /// `LaunchConfig::for_num_elems`).
+    pub fn for_num_elems(n: u32) -> Self {
+        LaunchConfig {
+            grid: [n.div_ceil(256).max(1), 1, 1],
+            block: [256, 1, 1],
+            shared_mem_bytes: 0,
+        }
+    }
+}
+
+/// One kernel argument.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arg<'a> {
+    /// `u8`.
+    U8(u8),
+    /// `u16`.
+    U16(u16),
+    /// `u32`.
+    U32(u32),
+    /// `i32`.
+    I32(i32),
+    /// `u64`.
+    U64(u64),
+    /// `i64`.
+    I64(i64),
+    /// `f32`.
+    F32(f32),
+    /// `f64`.
+    F64(f64),
+    /// A device pointer (from [`super::DeviceBuffer::arg`]); `device` is the owner's id.
+    Ptr {
+        /// GPU virtual address.
+        va: u64,
+        /// [`Device::id`] of the owner.
+        device: u32,
+    },
+    /// Raw bytes (a struct passed by value).
+    Bytes(&'a [u8]),
+}
+
+impl Arg<'_> {
+    /// The bytes the argument puts in constant bank 0.
+    pub(super) fn encode(&self, out: &mut [u8; 8]) -> Option<usize> {
+        let (b, n): ([u8; 8], usize) = match *self {
+            Arg::U8(v) => ([v, 0, 0, 0, 0, 0, 0, 0], 1),
+            Arg::U16(v) => (widen(&v.to_le_bytes()), 2),
+            Arg::U32(v) => (widen(&v.to_le_bytes()), 4),
+            Arg::I32(v) => (widen(&v.to_le_bytes()), 4),
+            Arg::F32(v) => (widen(&v.to_le_bytes()), 4),
+            Arg::U64(v) => (v.to_le_bytes(), 8),
+            Arg::I64(v) => (v.to_le_bytes(), 8),
+            Arg::F64(v) => (v.to_le_bytes(), 8),
+            Arg::Ptr { va, .. } => (va.to_le_bytes(), 8),
+            Arg::Bytes(_) => return None,
+        };
+        *out = b;
+        Some(n)
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> usize {
+        match self {
+            Arg::U8(_) => 1,
+            Arg::U16(_) => 2,
+            Arg::U32(_) | Arg::I32(_) | Arg::F32(_) => 4,
+            Arg::U64(_) | Arg::I64(_) | Arg::F64(_) | Arg::Ptr { .. } => 8,
+            Arg::Bytes(b) => b.len(),
+        }
+    }
+}
+
+fn widen(b: &[u8]) -> [u8; 8] {
+    let mut o = [0u8; 8];
+    for (d, s) in o.iter_mut().zip(b) {
+        *d = *s;
+    }
+    o
+}
+
+impl fmt::Display for Arg<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arg::U8(v) => write!(f, "u8 {v}"),
+            Arg::U16(v) => write!(f, "u16 {v}"),
+            Arg::U32(v) => write!(f, "u32 {v}"),
+            Arg::I32(v) => write!(f, "i32 {v}"),
+            Arg::U64(v) => write!(f, "u64 {v}"),
+            Arg::I64(v) => write!(f, "i64 {v}"),
+            Arg::F32(v) => write!(f, "f32 {v}"),
+            Arg::F64(v) => write!(f, "f64 {v}"),
+            Arg::Ptr { va, .. } => write!(f, "pointer {va:#x}"),
+            Arg::Bytes(b) => write!(f, "{} bytes", b.len()),
+        }
+    }
+}
+
+macro_rules! arg_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Arg<'_> {
+            fn from(x: $t) -> Self {
+                Arg::$v(x)
+            }
+        }
+    )*};
+}
+arg_from!(u8 => U8, u16 => U16, u32 => U32, i32 => I32, u64 => U64, i64 => I64, f32 => F32, f64 => F64);
+
+/// What the device layer keeps of a kernel.
+#[derive(Debug, Clone)]
+pub struct KernelInfo {
+    /// Name.
+    pub name: String,
+    /// GPU VA of its first instruction.
+    pub program_address: u64,
+    /// Code size, bytes.
+    pub code_size: u64,
+    /// Registers per thread.
+    pub regcount: u32,
+    /// Offset of the parameters in constant bank 0.
+    pub param_base: u32,
+    /// Parameter bytes.
+    pub param_size: u32,
+    /// Parameters.
+    pub params: Vec<ParamDesc>,
+    /// Static shared memory, bytes.
+    pub shared_size: u32,
+    /// Local memory per thread the compiler needs.
+    pub local_size: u32,
+    /// `.maxntid` / `EIATTR_MAX_THREADS`.
+    pub max_threads: Option<u32>,
+    /// `.reqntid`.
+    pub required_block: Option<[u32; 3]>,
+    /// Named barriers.
+    pub num_barriers: u32,
+    /// Constant banks other than 0 (image offset, size), by bank.
+    pub const_banks: Vec<ConstBankDesc>,
+}
+
+/// A loaded program: its image lives in device memory until the module is dropped.
+pub struct Module<'d, B: Backend> {
+    pub(super) dev: &'d Device<B>,
+    pub(super) slot: usize,
+    pub(super) generation: u32,
+    pub(super) base: u64,
+    pub(super) sm: u32,
+    pub(super) sass_version: u32,
+    pub(super) kernels: Vec<KernelInfo>,
+}
+
+impl<B: Backend> fmt::Debug for Module<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Module")
+            .field("base", &self.base)
+            .field("sm", &self.sm)
+            .field("kernels", &self.kernels.len())
+            .finish()
+    }
+}
+
+impl<'d, B: Backend> Module<'d, B> {
+    /// GPU VA of the image.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Shader model the cubin was built for.
+    pub fn sm(&self) -> u32 {
+        self.sm
+    }
+
+    /// Every kernel.
+    pub fn kernels(&self) -> &[KernelInfo] {
+        &self.kernels
+    }
+
+    /// The kernel called `name`.
+    pub fn function(&self, name: &str) -> Result<Function<'_, 'd, B>, super::DeviceError> {
+        self.kernels
+            .iter()
+            .position(|k| k.name == name)
+            .map(|index| Function {
+                module: self,
+                index,
+            })
+            .ok_or_else(|| super::DeviceError::NoSuchKernel(name.into()))
+    }
+}
+
+impl<B: Backend> Drop for Module<'_, B> {
+    fn drop(&mut self) {
+        self.dev.release_slot(self.slot, self.generation);
+    }
+}
+
+/// A kernel of a loaded module, ready to launch.
+pub struct Function<'m, 'd, B: Backend> {
+    pub(super) module: &'m Module<'d, B>,
+    pub(super) index: usize,
+}
+
+impl<B: Backend> fmt::Debug for Function<'_, '_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Function")
+            .field("name", &self.info().name)
+            .finish()
+    }
+}
+
+impl<B: Backend> Function<'_, '_, B> {
+    /// What the device knows about the kernel.
+    pub fn info(&self) -> &KernelInfo {
+        // `index` comes from `position` over the module's own list.
+        &self.module.kernels[self.index]
+    }
+}

@@ -1,0 +1,1445 @@
+//! The device's internals: bring-up, submission, waiting, fault reports, recovery, copies,
+//! program loading and launches.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use zerocopy::{FromZeros, IntoBytes};
+
+use super::backend::{Backend, GpuMemory, Location, MemoryRequest, Purpose, RmObjects};
+use super::chan::{ARENA_ALIGN, Arena, Chan, RingView};
+use super::error::{
+    ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord,
+};
+use super::module::{Arg, KernelInfo};
+use super::program::{KernelDesc, Program};
+use super::template::{QmdPatch, TemplateKey, Templates};
+use super::{Classes, DeviceInfo, DeviceOptions, GrInfo, newest_class, qmd_version_for};
+use crate::channel::gpfifo::{GP_ADDRESS_LIMIT, GpEntry, GpFifo, USERD_SIZE};
+use crate::channel::launch::{
+    self, DEFAULT_LOCAL_WINDOW, DEFAULT_SHARED_WINDOW, DriverArea, DriverAreaValues, SlmGeometry,
+};
+use crate::channel::methods::{SUBC_COMPUTE, SUBC_COPY};
+use crate::channel::pushbuf::PushBuffer;
+use crate::channel::qmd::LaunchDesc;
+use crate::chip::Chipset;
+use crate::hal::{PollError, poll_until};
+use crate::rm::alloc::*;
+use crate::rm::class::*;
+use crate::rm::ctrl::*;
+use crate::rm::{Handle, Rm, RmAbi};
+
+/// Alignment of program images (QMD program and constant-bank addresses need 256).
+const IMAGE_ALIGN: u64 = 256;
+/// Most words a submission's own methods take (acquire + launch + release + local memory).
+const MAX_PB_WORDS: usize = 64;
+/// Most words [`Inner::submit_raw`] takes.
+const MAX_RAW_WORDS: usize = 1024;
+/// Largest copy-engine line (`LINE_LENGTH_IN` is 32 bits; stay well below).
+const MAX_COPY_CHUNK: u64 = 1 << 30;
+/// Bytes of the semaphore page: a 16-byte timeline slot per channel.
+const SEM_PAGE: u64 = 4096;
+/// SM error states read back for a report.
+const MAX_SM_REPORTS: usize = 8;
+
+/// A memory slot (user buffer or module image).
+pub(crate) struct Slot<M> {
+    generation: u32,
+    mem: Option<M>,
+    /// Kernel names, for modules (fault reports name the last kernel).
+    kernels: Vec<String>,
+}
+
+pub(crate) struct Inner<B: Backend> {
+    pub(super) backend: B,
+    pub(super) objs: RmObjects,
+    abi: RmAbi,
+    classes: Classes,
+    usermode: B::Usermode,
+    tsg: Handle,
+    debugger: Option<Handle>,
+    pub(super) chans: [Chan<B::Memory>; 2],
+    pub(super) sem: B::Memory,
+    staging: B::Memory,
+    /// Copy-timeline value of the last copy that used each staging half.
+    staging_last: [u64; 2],
+    slots: Vec<Slot<B::Memory>>,
+    /// Local-memory buffer and the bytes per thread it was sized for.
+    local: Option<(B::Memory, u64, u32)>,
+    caches_dirty: bool,
+    scratch: Vec<u8>,
+    qmd_patch: QmdPatch,
+    templates: Templates,
+    last_kernel: Option<(usize, usize)>,
+    dead: Option<String>,
+}
+
+const COMPUTE: usize = 0;
+const COPY: usize = 1;
+
+fn other(ci: usize) -> usize {
+    1 - ci
+}
+
+/// What [`poll_until`] ends with.
+enum WaitEnd {
+    Timeout(Duration),
+    Fault,
+    Err(DeviceError),
+}
+
+impl From<PollError> for WaitEnd {
+    fn from(e: PollError) -> Self {
+        WaitEnd::Timeout(e.waited)
+    }
+}
+
+fn alloc_mem<B: Backend>(
+    backend: &mut B,
+    size: u64,
+    location: Location,
+    cpu_access: bool,
+    purpose: Purpose,
+) -> Result<B::Memory, DeviceError> {
+    let req = MemoryRequest {
+        size,
+        location,
+        cpu_access,
+        align: 4096,
+        purpose,
+    };
+    let m = backend.alloc_memory(&req)?;
+    let end = m.gpu_va().checked_add(m.size());
+    if m.size() < size || end.is_none_or(|e| e > GP_ADDRESS_LIMIT) {
+        let (va, got) = (m.gpu_va(), m.size());
+        let _ = backend.free_memory(m);
+        return Err(DeviceError::BadRange(alloc::format!(
+            "the backend returned {got} bytes at GPU VA {va:#x} for a {size}-byte request; \
+             device memory must lie below 2^40 (a backend bug)"
+        )));
+    }
+    Ok(m)
+}
+
+impl<B: Backend> Inner<B> {
+    // ------------------------------------------------------------------------------------------
+    // Bring-up.
+
+    pub(super) fn open(
+        mut backend: B,
+        opts: &DeviceOptions,
+    ) -> Result<(Self, DeviceInfo), DeviceError> {
+        if opts.gpfifo_entries < 2 || !opts.gpfifo_entries.is_power_of_two() {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "gpfifo_entries {} is not a power of two >= 2",
+                opts.gpfifo_entries
+            )));
+        }
+        let abi = backend.rm().abi();
+        let client = backend.rm().client();
+
+        let mut bv = NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS::default();
+        let driver_version = backend
+            .rm()
+            .control(
+                client,
+                NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2,
+                bv.as_mut_bytes(),
+            )
+            .ok()
+            .and_then(|_| c_str(&bv.driverVersionBuffer).map(String::from));
+
+        let existing = backend.existing_device();
+        let device = match existing {
+            Some((device, _)) => device,
+            None => {
+                let mut p0080 = NV0080_ALLOC_PARAMETERS {
+                    deviceId: backend.device_instance(),
+                    hClientShare: client.0,
+                    vaMode: NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES,
+                    ..Default::default()
+                };
+                backend
+                    .rm()
+                    .alloc(client, NV01_DEVICE_0, p0080.as_mut_bytes())?
+            }
+        };
+        // Everything until the device's state exists; on failure the device object (and with
+        // it every RM object under it) is freed, or only the VA space if the backend owns the
+        // device, and the backend detached.
+        let mut vaspace_created = None;
+        let mut allocated: Vec<B::Memory> = Vec::with_capacity(8);
+        let prepared = (|| -> Result<_, DeviceError> {
+            let subdevice = match existing {
+                Some((_, subdevice)) => subdevice,
+                None => {
+                    let mut p2080 = NV2080_ALLOC_PARAMETERS {
+                        subDeviceId: backend.subdevice_instance(),
+                    };
+                    backend
+                        .rm()
+                        .alloc(device, NV20_SUBDEVICE_0, p2080.as_mut_bytes())?
+                }
+            };
+
+            let chipset = match backend.chipset() {
+                Some(c) => c,
+                None => {
+                    let mut a = NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS::default();
+                    backend.rm().control(
+                        subdevice,
+                        NV2080_CTRL_CMD_MC_GET_ARCH_INFO,
+                        a.as_mut_bytes(),
+                    )?;
+                    Chipset::from_chip_id(a.chip_id()).ok_or_else(|| {
+                        DeviceError::UnsupportedChip(alloc::format!(
+                            "RM reports architecture {:#x} implementation {:#x}, a chip nvbare does \
+                             not know",
+                            a.architecture,
+                            a.implementation
+                        ))
+                    })?
+                }
+            };
+            let chip = chipset.info();
+
+            let mut cl = ClassListV2::new(abi);
+            backend.rm().control(
+                device,
+                NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2,
+                cl.as_mut_bytes(),
+            )?;
+            let class_list = cl.classes().to_vec();
+            let pick = |kind| newest_class(&class_list, kind).ok_or(DeviceError::NoClass { kind });
+            let classes = Classes {
+                compute: pick(ClassKind::Compute)?,
+                gpfifo: pick(ClassKind::Gpfifo)?,
+                copy: pick(ClassKind::Copy)?,
+                usermode: pick(ClassKind::Usermode)?,
+            };
+            let qmd = qmd_version_for(classes.compute);
+            if !chip.can_launch() || qmd != chip.qmd {
+                return Err(DeviceError::UnsupportedChip(alloc::format!(
+                    "{} with compute class {:#x} uses QMD {:?}; nvbare launches with {:?} on this \
+                     chip and needs Ampere or newer",
+                    chip.name,
+                    classes.compute,
+                    qmd,
+                    chip.qmd
+                )));
+            }
+
+            let mut q = NV2080_CTRL_GR_GET_INFO_V2_PARAMS::query(&[
+                gr_info::SM_VERSION,
+                gr_info::MAX_WARPS_PER_SM,
+                gr_info::LITTER_NUM_GPCS,
+                gr_info::LITTER_NUM_TPC_PER_GPC,
+                gr_info::LITTER_NUM_SM_PER_TPC,
+                gr_info::SHADER_PIPE_SUB_COUNT,
+            ]);
+            backend
+                .rm()
+                .control(subdevice, NV2080_CTRL_CMD_GR_GET_INFO_V2, q.as_mut_bytes())?;
+            let g = |i| q.value(i).unwrap_or(0);
+            let gr = GrInfo {
+                sm_version: g(gr_info::SM_VERSION),
+                max_warps_per_sm: g(gr_info::MAX_WARPS_PER_SM),
+                gpcs: g(gr_info::LITTER_NUM_GPCS),
+                tpc_per_gpc: g(gr_info::LITTER_NUM_TPC_PER_GPC),
+                sm_per_tpc: g(gr_info::LITTER_NUM_SM_PER_TPC),
+                tpcs: g(gr_info::SHADER_PIPE_SUB_COUNT),
+            };
+            let sm = gr_info::sm_from_version(gr.sm_version);
+            if sm / 10 != chip.sm as u32 / 10 {
+                return Err(DeviceError::UnsupportedChip(alloc::format!(
+                    "RM reports SM_VERSION {:#x} (sm_{sm}) for a {} (sm_{})",
+                    gr.sm_version,
+                    chip.name,
+                    chip.sm
+                )));
+            }
+
+            let usermode = backend.map_usermode(classes.usermode)?;
+            if opts.perf_boost {
+                let mut b = NV2080_CTRL_PERF_BOOST_PARAMS {
+                    flags: NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX
+                        | NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_YES
+                        | NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_HIGH,
+                    duration: NV2080_CTRL_PERF_BOOST_DURATION_INFINITE,
+                };
+                if let Err(e) =
+                    backend
+                        .rm()
+                        .control(subdevice, NV2080_CTRL_CMD_PERF_BOOST, b.as_mut_bytes())
+                {
+                    log::warn!("perf boost refused ({e}); clocks stay as they are");
+                }
+            }
+
+            let mut vp = backend.vaspace_params().encode(abi);
+            let vaspace = backend
+                .rm()
+                .alloc(device, FERMI_VASPACE_A, vp.as_mut_bytes())?;
+            vaspace_created = Some(vaspace);
+            let objs = RmObjects {
+                client,
+                device,
+                subdevice,
+                vaspace,
+            };
+            backend.attach(&objs)?;
+
+            // Memory goes into `allocated` first, so a failure frees it through the backend.
+            let entries = opts.gpfifo_entries;
+            let userd_offset = (entries as u64 * 8).next_multiple_of(4096);
+            let chan_plan = [
+                (userd_offset + USERD_SIZE, Purpose::Ring),
+                (4096, Purpose::Notifier),
+                (opts.command_bytes.max(16 << 10), Purpose::Commands),
+            ];
+            let plan = [
+                (SEM_PAGE, Purpose::Notifier),
+                (opts.staging_bytes.max(8192), Purpose::Staging),
+            ]
+            .into_iter()
+            .chain(chan_plan)
+            .chain(chan_plan);
+            for (size, purpose) in plan {
+                let m = alloc_mem(&mut backend, size, Location::Host, true, purpose)?;
+                allocated.push(m);
+            }
+            if let Some(sem) = allocated.first() {
+                sem.zero(0, SEM_PAGE)?;
+            }
+            let fifos = [GpFifo::new(entries, 0)?, GpFifo::new(entries, 0)?];
+            let qmd_patch = QmdPatch::new(qmd)?;
+            // Nothing below fails.
+            let mut mem = allocated.drain(..);
+            let (
+                Some(sem),
+                Some(staging),
+                Some(ring0),
+                Some(notifier0),
+                Some(cmds0),
+                Some(ring1),
+                Some(notifier1),
+                Some(cmds1),
+            ) = (
+                mem.next(),
+                mem.next(),
+                mem.next(),
+                mem.next(),
+                mem.next(),
+                mem.next(),
+                mem.next(),
+                mem.next(),
+            )
+            else {
+                return Err(DeviceError::Dead("channel memory".into()));
+            };
+            let [fifo0, fifo1] = fifos;
+            let mk =
+                |kind, ring: B::Memory, notifier: B::Memory, cmds: B::Memory, fifo, sem_offset| {
+                    Chan {
+                        kind,
+                        handle: Handle(0),
+                        object: Handle(0),
+                        class: 0,
+                        arena: Arena::new(cmds.size()),
+                        ring,
+                        userd_offset,
+                        notifier,
+                        cmds,
+                        fifo,
+                        submitted: 0,
+                        sem_offset,
+                        synced_other: 0,
+                    }
+                };
+            let chans = [
+                mk(ChannelKind::Compute, ring0, notifier0, cmds0, fifo0, 0),
+                mk(ChannelKind::Copy, ring1, notifier1, cmds1, fifo1, 16),
+            ];
+            Ok((
+                subdevice, chip, classes, qmd, class_list, gr, sm, usermode, objs, sem, staging,
+                chans, qmd_patch,
+            ))
+        })();
+        let (
+            subdevice,
+            chip,
+            classes,
+            qmd,
+            class_list,
+            gr,
+            sm,
+            usermode,
+            objs,
+            sem,
+            staging,
+            chans,
+            qmd_patch,
+        ) = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                for m in allocated {
+                    let _ = backend.free_memory(m);
+                }
+                backend.detach();
+                if existing.is_none() {
+                    let _ = backend.rm().free(device);
+                } else if let Some(v) = vaspace_created {
+                    let _ = backend.rm().free(v);
+                }
+                return Err(e);
+            }
+        };
+        let _ = subdevice;
+        let mut inner = Inner {
+            backend,
+            objs,
+            abi,
+            classes,
+            usermode,
+            tsg: Handle(0),
+            debugger: None,
+            chans,
+            sem,
+            staging,
+            staging_last: [0; 2],
+            slots: Vec::new(),
+            local: None,
+            caches_dirty: true,
+            scratch: Vec::new(),
+            qmd_patch,
+            templates: Templates::default(),
+            last_kernel: None,
+            dead: None,
+        };
+        let info = DeviceInfo {
+            backend: inner.backend.describe(),
+            chip,
+            sm,
+            gr,
+            classes,
+            qmd,
+            class_list,
+            driver_version,
+            tokens: [0; 2],
+        };
+        let started = inner.create_channels(&info, opts).and_then(|()| {
+            // Local memory for kernels that need only the stack reserve, so the first launch
+            // does not have to stop the pipeline to set it up.
+            let base_local = launch::local_memory_per_thread(0)?;
+            inner.ensure_local_memory(&info, opts, base_local)
+        });
+        if let Err(e) = started {
+            inner.dead = Some(e.to_string());
+            inner.close(&info, opts);
+            return Err(e);
+        }
+        let mut info = info;
+        info.tokens = [inner.chans[0].fifo.token(), inner.chans[1].fifo.token()];
+        Ok((inner, info))
+    }
+
+    /// Channel group, subcontext, both channels with their engine objects, the debugger,
+    /// work-submit tokens, scheduling, and the first pushbuffers (object binding, windows).
+    fn create_channels(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+    ) -> Result<(), DeviceError> {
+        let objs = self.objs;
+        let classes = self.classes;
+        let mut g = NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS {
+            hObjectError: 0,
+            hObjectEccError: 0,
+            hVASpace: objs.vaspace.0,
+            engineType: NV2080_ENGINE_TYPE_GRAPHICS,
+            bIsCallingContextVgpuPlugin: 0,
+            _pad0: [0; 3],
+        };
+        let tsg = self
+            .backend
+            .rm()
+            .alloc(objs.device, KEPLER_CHANNEL_GROUP_A, g.as_mut_bytes())?;
+        self.tsg = tsg;
+        let mut cs = NV_CTXSHARE_ALLOCATION_PARAMETERS {
+            hVASpace: objs.vaspace.0,
+            flags: NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC,
+            subctxId: 0,
+        };
+        let ctxshare = self
+            .backend
+            .rm()
+            .alloc(tsg, FERMI_CONTEXT_SHARE_A, cs.as_mut_bytes())?;
+        for ci in [COMPUTE, COPY] {
+            let engine_class = if ci == COMPUTE {
+                classes.compute
+            } else {
+                classes.copy
+            };
+            let c = &self.chans[ci];
+            let mut p = NV_CHANNEL_ALLOC_PARAMS {
+                hObjectError: c.notifier.rm_handle().map_or(0, |h| h.0),
+                gpFifoOffset: c.ring.gpu_va(),
+                gpFifoEntries: c.fifo.entries(),
+                hContextShare: ctxshare.0,
+                engineType: NV2080_ENGINE_TYPE_GRAPHICS,
+                ..Default::default()
+            };
+            p.hUserdMemory[0] = c.ring.rm_handle().map_or(0, |h| h.0);
+            p.userdOffset[0] = c.userd_offset;
+            let (ring, userd_offset, notifier) = (&c.ring, c.userd_offset, &c.notifier);
+            self.backend
+                .prepare_channel(&mut p, ring, userd_offset, notifier)?;
+            let h = self
+                .backend
+                .rm()
+                .alloc(tsg, classes.gpfifo, p.as_mut_bytes())?;
+            self.backend.channel_created(h)?;
+            let obj = self.backend.rm().alloc(h, engine_class, &mut [])?;
+            let mut t = NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS::default();
+            self.backend.rm().control(
+                h,
+                NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
+                t.as_mut_bytes(),
+            )?;
+            let c = &mut self.chans[ci];
+            c.handle = h;
+            c.object = obj;
+            c.class = engine_class;
+            c.fifo = GpFifo::new(c.fifo.entries(), t.workSubmitToken)?;
+        }
+        let mut d = NV83DE_ALLOC_PARAMETERS {
+            hDebuggerClient_Obsolete: 0,
+            hAppClient: objs.client.0,
+            hClass3dObject: self.chans[COMPUTE].object.0,
+        };
+        self.debugger = match self
+            .backend
+            .rm()
+            .alloc(objs.device, GT200_DEBUGGER, d.as_mut_bytes())
+        {
+            Ok(h) => Some(h),
+            Err(e) => {
+                log::warn!("no GT200_DEBUGGER ({e}): fault reports will lack SM error states");
+                None
+            }
+        };
+        let mut s = ScheduleParams::new(self.abi, true);
+        self.backend
+            .rm()
+            .control(tsg, NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, s.as_mut_bytes())?;
+
+        // Bind the engine objects and program the windows (and local memory, if any).
+        let compute_class = classes.compute;
+        let local = self
+            .local
+            .as_ref()
+            .map(|(m, per_tpc, _)| (m.gpu_va(), *per_tpc));
+        let sm_count = info.gr.sm_count();
+        let v_compute = self.submit(info, opts, COMPUTE, 0, |pb, _, _| {
+            pb.set_object(SUBC_COMPUTE, compute_class)?;
+            pb.set_memory_windows(DEFAULT_SHARED_WINDOW, DEFAULT_LOCAL_WINDOW)?;
+            if let Some((va, per_tpc)) = local {
+                pb.set_local_memory(va, per_tpc, sm_count)?;
+            }
+            Ok(false)
+        })?;
+        let copy_class = classes.copy;
+        let v_copy = self.submit(info, opts, COPY, 0, |pb, _, _| {
+            pb.set_object(SUBC_COPY, copy_class)?;
+            Ok(false)
+        })?;
+        self.wait(
+            info,
+            opts,
+            COMPUTE,
+            v_compute,
+            "the compute channel to start",
+        )?;
+        self.wait(info, opts, COPY, v_copy, "the copy channel to start")?;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Submission and waiting.
+
+    fn check_alive(&self) -> Result<(), DeviceError> {
+        match &self.dead {
+            Some(why) => Err(DeviceError::Dead(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn completed(&self, ci: usize) -> Result<u64, DeviceError> {
+        Ok(self.sem.read_u64(self.chans[ci].sem_offset)?)
+    }
+
+    /// Submits one pushbuffer on channel `ci`. `extra` bytes of command memory (256-aligned)
+    /// precede the pushbuffer for `build` to fill (constant bank 0, QMD): `build` gets the
+    /// writer, the GPU VA and the command-memory offset of that space, and returns whether its
+    /// methods release the timeline themselves (a QMD release); otherwise a release is
+    /// appended. Before `build`'s methods goes a wait for the other channel's work, if any is
+    /// newer than what this channel waited for. Returns the timeline value.
+    pub(super) fn submit<F>(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        ci: usize,
+        extra: u64,
+        build: F,
+    ) -> Result<u64, DeviceError>
+    where
+        F: FnOnce(&mut PushBuffer<'_>, u64, (&B::Memory, u64, u64)) -> Result<bool, DeviceError>,
+    {
+        self.submit_with(info, opts, ci, extra, &[], build)
+    }
+
+    /// [`Inner::submit`] with `raw` method words between the cross-channel wait and `build`'s
+    /// methods.
+    fn submit_with<F>(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        ci: usize,
+        extra: u64,
+        raw: &[u32],
+        build: F,
+    ) -> Result<u64, DeviceError>
+    where
+        F: FnOnce(&mut PushBuffer<'_>, u64, (&B::Memory, u64, u64)) -> Result<bool, DeviceError>,
+    {
+        let value = self.chans[ci].submitted + 1;
+        let extra = extra.next_multiple_of(ARENA_ALIGN);
+        let total = extra + ((2 * MAX_PB_WORDS + raw.len()) * 4) as u64;
+        let off = self.arena_alloc(info, opts, ci, total, value)?;
+        let o = other(ci);
+        let other_sub = self.chans[o].submitted;
+        let other_sem = self.sem.gpu_va() + self.chans[o].sem_offset;
+        let own_sem = self.sem.gpu_va() + self.chans[ci].sem_offset;
+        let need_acquire = other_sub > self.chans[ci].synced_other;
+        let mut head_words = [0u32; MAX_PB_WORDS];
+        let mut head = PushBuffer::new(&mut head_words);
+        let mut tail_words = [0u32; MAX_PB_WORDS];
+        let mut tail = PushBuffer::new(&mut tail_words);
+        let cmds_va = self.chans[ci].cmds.gpu_va();
+        let built = (|| -> Result<(), DeviceError> {
+            if need_acquire {
+                head.host_acquire64_geq(other_sem, other_sub)?;
+            }
+            let released = build(&mut tail, cmds_va + off, (&self.chans[ci].cmds, off, value))?;
+            if !released {
+                match self.chans[ci].kind {
+                    ChannelKind::Compute => tail.host_release64(own_sem, value, true, true)?,
+                    ChannelKind::Copy => tail.ce_release64(own_sem, value, true)?,
+                }
+            }
+            Ok(())
+        })();
+        let c = &mut self.chans[ci];
+        if let Err(e) = built {
+            c.arena.cancel_last();
+            return Err(e);
+        }
+        let pb_off = off + extra;
+        let r = (|| -> Result<(), DeviceError> {
+            let mut at = pb_off;
+            for part in [head.words(), raw, tail.words()] {
+                c.cmds.write(at, part.as_bytes())?;
+                at += (part.len() * 4) as u64;
+            }
+            let len = (head.len() + raw.len() + tail.len()) as u32;
+            let entry = GpEntry::new(cmds_va + pb_off, len)?;
+            let view = RingView {
+                mem: &c.ring,
+                userd: c.userd_offset,
+            };
+            c.fifo.submit(
+                &view,
+                &self.usermode,
+                self.backend.clock(),
+                opts.timeout,
+                entry,
+            )?;
+            Ok(())
+        })();
+        if let Err(e) = r {
+            c.arena.cancel_last();
+            return Err(e);
+        }
+        c.submitted = value;
+        if need_acquire {
+            c.synced_other = other_sub;
+        }
+        Ok(value)
+    }
+
+    /// Space in channel `ci`'s command arena, waiting for old submissions if it is full.
+    fn arena_alloc(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        ci: usize,
+        n: u64,
+        value: u64,
+    ) -> Result<u64, DeviceError> {
+        loop {
+            let done = self.completed(ci)?;
+            self.chans[ci].arena.retire(done);
+            if let Some(off) = self.chans[ci].arena.alloc(n, value) {
+                return Ok(off);
+            }
+            let Some(oldest) = self.chans[ci].arena.oldest_value() else {
+                return Err(DeviceError::BadRange(alloc::format!(
+                    "a {n}-byte submission does not fit the {}-byte command memory; open the \
+                     device with a larger DeviceOptions::command_bytes",
+                    self.chans[ci].cmds.size()
+                )));
+            };
+            self.wait(info, opts, ci, oldest, "command memory to free up")?;
+        }
+    }
+
+    fn notifier_status(&self) -> Result<Option<(usize, u32)>, DeviceError> {
+        for (i, c) in self.chans.iter().enumerate() {
+            let mut n = NvNotification::default();
+            c.notifier.read(0, n.as_mut_bytes())?;
+            if n.status != 0 {
+                return Ok(Some((i, n.info32)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits until channel `ci`'s timeline reaches `value`. A fault or a timeout gathers a
+    /// report, re-creates the channels, and fails.
+    pub(super) fn wait(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        ci: usize,
+        value: u64,
+        what: &'static str,
+    ) -> Result<(), DeviceError> {
+        let sem_off = self.chans[ci].sem_offset;
+        let reached =
+            |sem: &B::Memory| -> Result<bool, DeviceError> { Ok(sem.read_u64(sem_off)? >= value) };
+        if reached(&self.sem)? {
+            return Ok(());
+        }
+        let clock = self.backend.clock();
+        // Spin first: most waits on real hardware end within microseconds.
+        let spun: Result<(), WaitEnd> = poll_until(clock, opts.spin, Duration::ZERO, what, || {
+            reached(&self.sem)
+                .map(|r| r.then_some(()))
+                .map_err(WaitEnd::Err)
+        });
+        let end = match spun {
+            Ok(()) => return Ok(()),
+            Err(WaitEnd::Timeout(_)) => {
+                let r: Result<(), WaitEnd> =
+                    poll_until(clock, opts.timeout, opts.poll_interval, what, || {
+                        if reached(&self.sem).map_err(WaitEnd::Err)? {
+                            return Ok(Some(()));
+                        }
+                        match self.notifier_status() {
+                            Ok(Some(_)) => Err(WaitEnd::Fault),
+                            Ok(None) => Ok(None),
+                            Err(e) => Err(WaitEnd::Err(e)),
+                        }
+                    });
+                match r {
+                    Ok(()) => return Ok(()),
+                    Err(e) => e,
+                }
+            }
+            Err(e) => e,
+        };
+        match end {
+            WaitEnd::Err(e) => Err(e),
+            WaitEnd::Fault => {
+                let mut report = self.gather_report(info, ci, value)?;
+                report.recovery = self.recover(info, opts);
+                Err(DeviceError::Fault(alloc::boxed::Box::new(report)))
+            }
+            WaitEnd::Timeout(waited) => {
+                let mut report = self.gather_report(info, ci, value)?;
+                report.recovery = self.recover(info, opts);
+                Err(DeviceError::Timeout {
+                    what,
+                    waited,
+                    report: alloc::boxed::Box::new(report),
+                })
+            }
+        }
+    }
+
+    pub(super) fn synchronize(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        for (ci, what) in [(COMPUTE, "the compute channel"), (COPY, "the copy channel")] {
+            let v = self.chans[ci].submitted;
+            self.wait(info, opts, ci, v, what)?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Fault reports and recovery.
+
+    fn gather_report(
+        &mut self,
+        info: &DeviceInfo,
+        ci: usize,
+        wanted: u64,
+    ) -> Result<FaultReport, DeviceError> {
+        let mut r = FaultReport {
+            channel: Some(self.chans[ci].kind),
+            wanted,
+            reached: self.completed(ci).unwrap_or(0),
+            ..Default::default()
+        };
+        if let Some((_, code)) = self.notifier_status().ok().flatten() {
+            r.rc = Some(code);
+        }
+        if let Some(dbg) = self.debugger {
+            let mut m = NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_PARAMS::default();
+            match self.backend.rm().control(
+                dbg,
+                NV83DE_CTRL_CMD_DEBUG_READ_MMU_FAULT_INFO,
+                m.as_mut_bytes(),
+            ) {
+                Ok(()) => {
+                    let n = (m.count as usize).min(m.mmuFaultInfoList.len());
+                    for e in m.mmuFaultInfoList.iter().take(n) {
+                        r.mmu_faults.push(MmuFaultRecord {
+                            address: e.faultAddress,
+                            fault_type: e.faultType,
+                            access_type: e.accessType,
+                        });
+                    }
+                }
+                Err(e) => r
+                    .events
+                    .push(alloc::format!("MMU fault info unavailable: {e}")),
+            }
+            let mut s = NV83DE_CTRL_DEBUG_READ_ALL_SM_ERROR_STATES_PARAMS::new_zeroed();
+            s.hTargetChannel = self.chans[COMPUTE].handle.0;
+            s.numSMsToRead = info
+                .gr
+                .sm_count()
+                .min(NV83DE_CTRL_DEBUG_MAX_SMS_PER_CALL as u32);
+            match self.backend.rm().control(
+                dbg,
+                NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES,
+                s.as_mut_bytes(),
+            ) {
+                Ok(()) => {
+                    r.mmu_fault_flag = s.mmuFault.valid != 0;
+                    let n = s.numSMsToRead as usize;
+                    for (i, e) in s.smErrorStateArray.iter().take(n).enumerate() {
+                        let clear = e.hwwGlobalEsr == 0 && e.hwwWarpEsr == 0 && e.hwwEsrAddr == 0;
+                        if !clear && r.sm_errors.len() < MAX_SM_REPORTS {
+                            r.sm_errors.push(SmErrorRecord {
+                                sm: s.startingSM + i as u32,
+                                global_esr: e.hwwGlobalEsr,
+                                warp_esr: e.hwwWarpEsr,
+                                pc: e.hwwWarpEsrPc64,
+                                address: e.hwwEsrAddr,
+                            });
+                        }
+                    }
+                }
+                Err(e) => r
+                    .events
+                    .push(alloc::format!("SM error states unavailable: {e}")),
+            }
+        }
+        for _ in 0..16 {
+            match self.backend.poll_events() {
+                Some(e) => r.events.push(e.text),
+                None => break,
+            }
+        }
+        if ci == COMPUTE
+            && let Some((slot, k)) = self.last_kernel
+        {
+            r.kernel = self.slots.get(slot).and_then(|s| s.kernels.get(k)).cloned();
+        }
+        Ok(r)
+    }
+
+    /// Frees the channel group and builds it again; abandoned work counts as complete.
+    fn recover(&mut self, info: &DeviceInfo, opts: &DeviceOptions) -> Recovery {
+        match self.try_recover(info, opts) {
+            Ok(()) => Recovery::ChannelsRecreated,
+            Err(e) => {
+                let msg = e.to_string();
+                self.dead = Some(alloc::format!("channel recovery failed: {msg}"));
+                Recovery::Failed(msg)
+            }
+        }
+    }
+
+    fn try_recover(&mut self, info: &DeviceInfo, opts: &DeviceOptions) -> Result<(), DeviceError> {
+        if let Some(d) = self.debugger.take() {
+            let _ = self.backend.rm().free(d);
+        }
+        self.backend.rm().free(self.tsg)?;
+        let subs = [self.chans[0].submitted, self.chans[1].submitted];
+        for (i, c) in self.chans.iter_mut().enumerate() {
+            c.notifier.zero(0, c.notifier.size())?;
+            c.ring.zero(0, c.ring.size())?;
+            c.arena.reset();
+            self.sem.write_u64(c.sem_offset, c.submitted)?;
+            c.synced_other = subs[other(i)];
+        }
+        self.caches_dirty = true;
+        self.create_channels(info, opts)
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Memory.
+
+    pub(super) fn alloc_slot(
+        &mut self,
+        size: u64,
+        location: Location,
+        purpose: Purpose,
+    ) -> Result<(usize, u32, u64), DeviceError> {
+        self.check_alive()?;
+        let mem = alloc_mem(
+            &mut self.backend,
+            size,
+            location,
+            location == Location::Host,
+            purpose,
+        )?;
+        let va = mem.gpu_va();
+        let i = match self.slots.iter().position(|s| s.mem.is_none()) {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    mem: None,
+                    kernels: Vec::new(),
+                });
+                self.slots.len() - 1
+            }
+        };
+        let s = &mut self.slots[i];
+        s.generation = s.generation.wrapping_add(1);
+        s.mem = Some(mem);
+        s.kernels.clear();
+        Ok((i, s.generation, va))
+    }
+
+    pub(super) fn release_slot(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        slot: usize,
+        generation: u32,
+    ) {
+        let live = self
+            .slots
+            .get(slot)
+            .is_some_and(|s| s.generation == generation && s.mem.is_some());
+        if !live {
+            return;
+        }
+        // The GPU may still use it: finish everything first.
+        if self.dead.is_none()
+            && let Err(e) = self.synchronize(info, opts)
+        {
+            log::warn!("freeing device memory after a failed wait: {e}");
+        }
+        if self.last_kernel.is_some_and(|(s, _)| s == slot) {
+            self.last_kernel = None;
+        }
+        self.templates.forget_slot(slot);
+        if let Some(m) = self.slots.get_mut(slot).and_then(|s| s.mem.take())
+            && let Err(e) = self.backend.free_memory(m)
+        {
+            log::warn!("freeing device memory failed: {e}");
+        }
+    }
+
+    fn slot_va(&self, slot: usize, generation: u32) -> Result<(u64, u64), DeviceError> {
+        match self.slots.get(slot) {
+            Some(s) if s.generation == generation => s
+                .mem
+                .as_ref()
+                .map(|m| (m.gpu_va(), m.size()))
+                .ok_or(DeviceError::ForeignObject("buffer")),
+            _ => Err(DeviceError::ForeignObject("buffer")),
+        }
+    }
+
+    /// Copy-engine copy of `len` bytes between GPU VAs, chunked; returns the last value.
+    fn copy_gpu(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        src: u64,
+        dst: u64,
+        len: u64,
+    ) -> Result<u64, DeviceError> {
+        let mut done = 0;
+        let mut v = self.chans[COPY].submitted;
+        while done < len {
+            let n = (len - done).min(MAX_COPY_CHUNK);
+            v = self.submit(info, opts, COPY, 0, |pb, _, _| {
+                pb.ce_copy(src + done, dst + done, n as u32)?;
+                Ok(false)
+            })?;
+            done += n;
+        }
+        Ok(v)
+    }
+
+    pub(super) fn htod(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        dst: u64,
+        src: &[u8],
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        let half = self.staging.size() / 2;
+        let base = self.staging.gpu_va();
+        for (i, chunk) in src.chunks(half as usize).enumerate() {
+            let h = i % 2;
+            let last = self.staging_last[h];
+            self.wait(info, opts, COPY, last, "a staging buffer to free up")?;
+            let off = h as u64 * half;
+            self.staging.write(off, chunk)?;
+            let n = chunk.len() as u64;
+            let d = dst + i as u64 * half;
+            let v = self.submit(info, opts, COPY, 0, |pb, _, _| {
+                pb.ce_copy(base + off, d, n as u32)?;
+                Ok(false)
+            })?;
+            self.staging_last[h] = v;
+        }
+        Ok(())
+    }
+
+    pub(super) fn fill_zero(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        dst: u64,
+        len: u64,
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        let half = self.staging.size() / 2;
+        let last = self.staging_last[0];
+        self.wait(info, opts, COPY, last, "a staging buffer to free up")?;
+        let n0 = len.min(half);
+        self.staging.zero(0, n0)?;
+        let base = self.staging.gpu_va();
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(half);
+            let d = dst + done;
+            self.staging_last[0] = self.submit(info, opts, COPY, 0, |pb, _, _| {
+                pb.ce_copy(base, d, n as u32)?;
+                Ok(false)
+            })?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    pub(super) fn dtoh(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        src: u64,
+        dst: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        let half = self.staging.size() / 2;
+        let base = self.staging.gpu_va();
+        for (i, chunk) in dst.chunks_mut(half as usize).enumerate() {
+            let h = i % 2;
+            let last = self.staging_last[h];
+            self.wait(info, opts, COPY, last, "a staging buffer to free up")?;
+            let off = h as u64 * half;
+            let n = chunk.len() as u64;
+            let s = src + i as u64 * half;
+            let v = self.submit(info, opts, COPY, 0, |pb, _, _| {
+                pb.ce_copy(s, base + off, n as u32)?;
+                Ok(false)
+            })?;
+            self.staging_last[h] = v;
+            self.wait(info, opts, COPY, v, "a device-to-host copy")?;
+            self.staging.read(off, chunk)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn dtod(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        src: u64,
+        dst: u64,
+        len: u64,
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        self.copy_gpu(info, opts, src, dst, len).map(|_| ())
+    }
+
+    pub(super) fn buffer_va(
+        &self,
+        slot: usize,
+        generation: u32,
+    ) -> Result<(u64, u64), DeviceError> {
+        self.slot_va(slot, generation)
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Programs and launches.
+
+    pub(super) fn load_module<P: Program + ?Sized>(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        program: &P,
+    ) -> Result<(usize, u32, u64, Vec<KernelDesc>), DeviceError> {
+        self.check_alive()?;
+        let sm = program.sm();
+        if sm / 10 != info.sm / 10 || sm % 10 > info.sm % 10 {
+            return Err(DeviceError::WrongSm {
+                cubin: sm,
+                device: info.sm,
+            });
+        }
+        let size = program.image_size().max(IMAGE_ALIGN);
+        let (slot, generation, base) = self.alloc_slot(size, Location::Device, Purpose::Program)?;
+        let r = (|| {
+            let image = program.image(base)?;
+            if image.len() as u64 > size {
+                return Err(DeviceError::Program(alloc::format!(
+                    "the image is {} bytes, more than the {size} the program said",
+                    image.len()
+                )));
+            }
+            self.htod(info, opts, base, &image)?;
+            Ok::<(), DeviceError>(())
+        })();
+        if let Err(e) = r {
+            self.release_slot(info, opts, slot, generation);
+            return Err(e);
+        }
+        let kernels = program.kernels();
+        if let Some(s) = self.slots.get_mut(slot) {
+            s.kernels = kernels.iter().map(|k| k.name.clone()).collect();
+        }
+        self.caches_dirty = true;
+        Ok((slot, generation, base, kernels))
+    }
+
+    /// Makes sure the local-memory buffer holds `per_thread` bytes per thread.
+    fn ensure_local_memory(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        per_thread: u32,
+    ) -> Result<(), DeviceError> {
+        if self.local.as_ref().is_some_and(|l| l.2 >= per_thread) {
+            return Ok(());
+        }
+        let g = SlmGeometry {
+            max_warps_per_sm: info.gr.max_warps_per_sm,
+            sms_per_tpc: info.gr.sm_per_tpc,
+            tpcs_per_gpc: info.gr.tpc_per_gpc,
+            gpcs: info.gr.gpcs,
+        };
+        let size = launch::slm_size(per_thread, &g)?;
+        self.synchronize(info, opts)?;
+        if let Some((old, _, _)) = self.local.take() {
+            self.backend.free_memory(old)?;
+        }
+        let mem = alloc_mem(
+            &mut self.backend,
+            size.total.max(4096),
+            Location::Device,
+            false,
+            Purpose::LocalMemory,
+        )?;
+        let va = mem.gpu_va();
+        self.local = Some((mem, size.bytes_per_tpc, size.per_thread));
+        let sm_count = info.gr.sm_count();
+        let v = self.submit(info, opts, COMPUTE, 0, |pb, _, _| {
+            pb.set_local_memory(va, size.bytes_per_tpc, sm_count)?;
+            Ok(false)
+        })?;
+        self.wait(info, opts, COMPUTE, v, "local memory setup")
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        module: (usize, u32, u32),
+        kernel_index: usize,
+        k: &KernelInfo,
+        grid: [u32; 3],
+        block: [u32; 3],
+        dynamic_shared: u32,
+        args: &[Arg<'_>],
+        device_id: u32,
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        let (slot, generation, sass_version) = module;
+        self.slot_va(slot, generation)
+            .map_err(|_| DeviceError::ForeignObject("module"))?;
+        launch::validate_launch(block, grid, k.regcount, k.max_threads)?;
+        if let Some(req) = k.required_block
+            && req != block
+        {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "kernel `{}` requires block {req:?} (.reqntid), the launch asks for {block:?}",
+                k.name
+            )));
+        }
+        if args.len() != k.params.len() {
+            return Err(DeviceError::Arguments(alloc::format!(
+                "kernel `{}` takes {} parameters, {} were given",
+                k.name,
+                k.params.len(),
+                args.len()
+            )));
+        }
+        let shared = launch::block_shared_memory(info.sm, k.shared_size, dynamic_shared)?;
+        let sm_config = launch::sm_shared_config(info.sm, shared)?;
+        let per_thread = launch::local_memory_per_thread(k.local_size)?;
+        self.ensure_local_memory(info, opts, per_thread)?;
+
+        // Constant bank 0: driver area + parameters, assembled in the reused scratch buffer.
+        let area = DriverArea::for_sm(info.sm);
+        let cb_size = launch::cbuf0_size(area, k.param_base, k.param_size)?;
+        self.scratch.clear();
+        self.scratch.resize(cb_size as usize, 0);
+        launch::write_driver_area(
+            area,
+            &mut self.scratch,
+            &DriverAreaValues {
+                block,
+                grid,
+                shared_window: DEFAULT_SHARED_WINDOW,
+                local_window: DEFAULT_LOCAL_WINDOW,
+            },
+        )?;
+        for (i, (p, a)) in k.params.iter().zip(args).enumerate() {
+            if a.size() != p.size as usize {
+                return Err(DeviceError::Arguments(alloc::format!(
+                    "parameter {i} of `{}` is {} bytes, the argument ({a}) is {}",
+                    k.name,
+                    p.size,
+                    a.size()
+                )));
+            }
+            if let Arg::Ptr { device, .. } = a
+                && *device != device_id
+            {
+                return Err(DeviceError::ForeignObject("buffer passed as an argument"));
+            }
+            let mut tmp = [0u8; 8];
+            let bytes: &[u8] = match a {
+                Arg::Bytes(b) => b,
+                _ => {
+                    let n = a.encode(&mut tmp).unwrap_or(0);
+                    tmp.get(..n).unwrap_or(&[])
+                }
+            };
+            launch::write_param(
+                &mut self.scratch,
+                k.param_base,
+                k.param_size,
+                p.offset,
+                bytes,
+            )?;
+        }
+
+        let qmd_size = info.qmd.size() as u64;
+        let extra = cb_size as u64 + qmd_size.next_multiple_of(ARENA_ALIGN);
+        let own_sem = self.sem.gpu_va() + self.chans[COMPUTE].sem_offset;
+        let value = self.chans[COMPUTE].submitted + 1;
+        let mut cbufs = [None; 8];
+        for b in &k.const_banks {
+            let slot_b = cbufs.get_mut(b.bank as usize).ok_or_else(|| {
+                DeviceError::BadRange(alloc::format!(
+                    "kernel `{}` uses constant bank {}; QMDs bind banks 0..7",
+                    k.name,
+                    b.bank
+                ))
+            })?;
+            *slot_b = Some((b.image_offset, b.size as u32));
+        }
+        let module_base = self.slot_va(slot, generation)?.0;
+        let mut desc = LaunchDesc {
+            program_address: k.program_address,
+            register_count: k.regcount,
+            shared_memory_size: shared,
+            block,
+            grid,
+            shader_local_memory_low_size: 0,
+            shader_local_memory_high_size: per_thread,
+            barrier_count: k.num_barriers,
+            sass_version,
+            release: [Some((own_sem, value)), None],
+            dependent_qmd: None,
+            program_size: k.code_size.min(u32::MAX as u64) as u32,
+            sm_config,
+            ..LaunchDesc::default()
+        };
+        for (i, cb) in cbufs.iter().enumerate().skip(1) {
+            if let (Some((off, size)), Some(d)) = (cb, desc.cbufs.get_mut(i)) {
+                *d = Some((module_base + off, *size));
+            }
+        }
+        let qmd_version = info.qmd;
+        let dirty = self.caches_dirty;
+        let scratch = core::mem::take(&mut self.scratch);
+        let mut templates = core::mem::take(&mut self.templates);
+        let patch = self.qmd_patch;
+        let key = TemplateKey {
+            slot,
+            generation,
+            kernel: kernel_index,
+            dynamic_shared,
+        };
+        let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
+            desc.cbufs[0] = Some((va, cb_size));
+            let qmd_va = va + cb_size as u64;
+            let qmd = templates.qmd(qmd_version, &patch, key, &desc)?;
+            cmds.write(off, &scratch)?;
+            cmds.write(off + cb_size as u64, qmd.as_bytes())?;
+            if dirty {
+                pb.invalidate_shader_caches()?;
+            }
+            pb.compute_launch(qmd_va)?;
+            Ok(true)
+        });
+        self.scratch = scratch;
+        self.templates = templates;
+        r?;
+        self.caches_dirty = false;
+        self.last_kernel = Some((slot, kernel_index));
+        Ok(())
+    }
+
+    pub(super) fn submit_raw(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        channel: ChannelKind,
+        words: &[u32],
+    ) -> Result<u64, DeviceError> {
+        self.check_alive()?;
+        if words.len() > MAX_RAW_WORDS {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "{} raw words; at most {MAX_RAW_WORDS} per submission",
+                words.len()
+            )));
+        }
+        let ci = match channel {
+            ChannelKind::Compute => COMPUTE,
+            ChannelKind::Copy => COPY,
+        };
+        self.submit_with(info, opts, ci, 0, words, |_, _, _| Ok(false))
+    }
+
+    pub(super) fn wait_value(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        channel: ChannelKind,
+        value: u64,
+    ) -> Result<(), DeviceError> {
+        let ci = match channel {
+            ChannelKind::Compute => COMPUTE,
+            ChannelKind::Copy => COPY,
+        };
+        self.wait(info, opts, ci, value, "submitted work")
+    }
+
+    /// A raw acquire on the compute channel (tests, tools).
+    pub(super) fn submit_raw_acquire(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        addr: u64,
+        value: u64,
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        self.submit(info, opts, COMPUTE, 0, |pb, _, _| {
+            pb.host_acquire64_geq(addr, value)?;
+            Ok(false)
+        })
+        .map(|_| ())
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Teardown.
+
+    /// Frees everything the device layer created, memory through the backend, then the device
+    /// object (or, if the backend holds the device, the VA space).
+    pub(super) fn close(mut self, info: &DeviceInfo, opts: &DeviceOptions) {
+        if self.dead.is_none() {
+            let short = DeviceOptions {
+                timeout: opts.timeout.min(Duration::from_secs(1)),
+                ..*opts
+            };
+            if let Err(e) = self.synchronize(info, &short) {
+                log::warn!("closing the device with work outstanding: {e}");
+            }
+        }
+        if let Some(d) = self.debugger.take() {
+            let _ = self.backend.rm().free(d);
+        }
+        let _ = self.backend.rm().free(self.tsg);
+        let mut mems: Vec<B::Memory> = Vec::new();
+        for s in &mut self.slots {
+            if let Some(m) = s.mem.take() {
+                mems.push(m);
+            }
+        }
+        if let Some((m, _, _)) = self.local.take() {
+            mems.push(m);
+        }
+        let Inner {
+            mut backend,
+            objs,
+            chans,
+            sem,
+            staging,
+            ..
+        } = self;
+        mems.extend([sem, staging]);
+        for c in chans {
+            mems.extend([c.ring, c.notifier, c.cmds]);
+        }
+        for m in mems {
+            let _ = backend.free_memory(m);
+        }
+        backend.detach();
+        if backend.existing_device().is_some() {
+            let _ = backend.rm().free(objs.vaspace);
+        } else {
+            let _ = backend.rm().free(objs.device);
+        }
+    }
+}

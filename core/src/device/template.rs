@@ -1,0 +1,199 @@
+//! QMD templates: a launch copies a prebuilt QMD and patches the few fields that change.
+//!
+//! Building a QMD from a [`LaunchDesc`] looks every field up by name (several microseconds);
+//! the fields that differ between launches of one kernel are only the grid, the block, the
+//! address of constant bank 0 and the release payload. So the first launch of a kernel with
+//! a given dynamic shared-memory size builds the QMD fully and keeps it, and later launches
+//! patch those fields through field handles resolved once per layout.
+
+use alloc::vec::Vec;
+
+use crate::channel::qmd::{LaunchDesc, Qmd, QmdError, QmdField};
+use crate::chip::QmdVersion;
+
+/// Field handles for the per-launch fields of one layout.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct QmdPatch {
+    grid: [&'static QmdField; 3],
+    block: [&'static QmdField; 3],
+    cb0_lo: &'static QmdField,
+    cb0_hi: &'static QmdField,
+    cb0_shift: u32,
+    release_lo: &'static QmdField,
+    release_hi: &'static QmdField,
+}
+
+fn field(v: QmdVersion, name: &'static str) -> Result<&'static QmdField, QmdError> {
+    v.field(name)
+        .ok_or(QmdError::UnsupportedVersion { version: v })
+}
+
+impl QmdPatch {
+    /// Resolves the handles for layout `v` (names as in `clc6c0qmd.h` / `clcbc0qmd.h` /
+    /// `clcec0qmd.h`).
+    pub(super) fn new(v: QmdVersion) -> Result<Self, QmdError> {
+        let (grid, cb_lo, cb_hi, shift, rel_lo, rel_hi) = match v {
+            QmdVersion::V03_00 => (
+                ["CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH"],
+                "CONSTANT_BUFFER_ADDR_LOWER(0)",
+                "CONSTANT_BUFFER_ADDR_UPPER(0)",
+                0,
+                "RELEASE0_PAYLOAD_LOWER",
+                "RELEASE0_PAYLOAD_UPPER",
+            ),
+            QmdVersion::V04_00 | QmdVersion::V05_00 => (
+                ["GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"],
+                "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0)",
+                "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(0)",
+                6,
+                "RELEASE_SEMAPHORE0_PAYLOAD_LOWER",
+                "RELEASE_SEMAPHORE0_PAYLOAD_UPPER",
+            ),
+            QmdVersion::V02_02 => return Err(QmdError::UnsupportedVersion { version: v }),
+        };
+        Ok(QmdPatch {
+            grid: [field(v, grid[0])?, field(v, grid[1])?, field(v, grid[2])?],
+            block: [
+                field(v, "CTA_THREAD_DIMENSION0")?,
+                field(v, "CTA_THREAD_DIMENSION1")?,
+                field(v, "CTA_THREAD_DIMENSION2")?,
+            ],
+            cb0_lo: field(v, cb_lo)?,
+            cb0_hi: field(v, cb_hi)?,
+            cb0_shift: shift,
+            release_lo: field(v, rel_lo)?,
+            release_hi: field(v, rel_hi)?,
+        })
+    }
+
+    /// Sets the per-launch fields of `q`.
+    pub(super) fn apply(
+        &self,
+        q: &mut Qmd,
+        grid: [u32; 3],
+        block: [u32; 3],
+        cb0: u64,
+        payload: u64,
+    ) -> Result<(), QmdError> {
+        for i in 0..3 {
+            q.set_field(self.grid[i], grid[i].into())?;
+            q.set_field(self.block[i], block[i].into())?;
+        }
+        let a = cb0 >> self.cb0_shift;
+        q.set_field(self.cb0_lo, a & 0xffff_ffff)?;
+        q.set_field(self.cb0_hi, a >> 32)?;
+        q.set_field(self.release_lo, payload & 0xffff_ffff)?;
+        q.set_field(self.release_hi, payload >> 32)
+    }
+}
+
+/// What makes two launches share a template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TemplateKey {
+    pub slot: usize,
+    pub generation: u32,
+    pub kernel: usize,
+    pub dynamic_shared: u32,
+}
+
+/// Most templates kept (oldest evicted).
+const CACHE: usize = 16;
+
+/// Recently built QMDs.
+#[derive(Debug, Default)]
+pub(super) struct Templates {
+    entries: Vec<(TemplateKey, Qmd)>,
+}
+
+impl Templates {
+    /// The QMD for `d`: a cached template patched, or a fresh build cached for next time.
+    pub(super) fn qmd(
+        &mut self,
+        v: QmdVersion,
+        patch: &QmdPatch,
+        key: TemplateKey,
+        d: &LaunchDesc,
+    ) -> Result<Qmd, QmdError> {
+        let (cb0, _) = d.cbufs[0].unwrap_or((0, 0));
+        let payload = d.release[0].map_or(0, |r| r.1);
+        if let Some((_, t)) = self.entries.iter().find(|(k, _)| *k == key) {
+            let mut q = t.clone();
+            patch.apply(&mut q, d.grid, d.block, cb0, payload)?;
+            return Ok(q);
+        }
+        let q = Qmd::build(v, d)?;
+        if self.entries.len() >= CACHE {
+            self.entries.remove(0);
+        }
+        self.entries.push((key, q.clone()));
+        Ok(q)
+    }
+
+    /// Forgets the templates of a freed module slot.
+    pub(super) fn forget_slot(&mut self, slot: usize) {
+        self.entries.retain(|(k, _)| k.slot != slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::qmd::SmSharedConfig;
+
+    fn desc(grid: [u32; 3], block: [u32; 3], cb0: u64, payload: u64) -> LaunchDesc {
+        let mut d = LaunchDesc {
+            program_address: 0x10_0000_1000,
+            register_count: 24,
+            shared_memory_size: 1024,
+            block,
+            grid,
+            shader_local_memory_high_size: 0x240,
+            barrier_count: 1,
+            sass_version: 0x90,
+            sm_config: SmSharedConfig {
+                min: 3,
+                max: 0x1a,
+                target: 3,
+            },
+            ..LaunchDesc::default()
+        };
+        d.cbufs[0] = Some((cb0, 0x300));
+        d.cbufs[4] = Some((0x10_0000_8000, 0x10));
+        d.release[0] = Some((0x10_0000_0000, payload));
+        d
+    }
+
+    #[test]
+    fn a_patched_template_equals_a_fresh_build() {
+        for v in [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00] {
+            let p = QmdPatch::new(v).unwrap();
+            let mut t = Templates::default();
+            let key = TemplateKey {
+                slot: 1,
+                generation: 1,
+                kernel: 0,
+                dynamic_shared: 0,
+            };
+            let first = desc([1, 1, 1], [32, 1, 1], 0x10_0000_2000, 1);
+            assert_eq!(
+                t.qmd(v, &p, key, &first).unwrap(),
+                Qmd::build(v, &first).unwrap()
+            );
+            for (grid, block, cb0, payload) in [
+                ([4096, 1, 1], [256, 1, 1], 0x10_0004_0000, 2),
+                ([7, 300, 5], [8, 8, 16], 0xff_ffff_ff00, 0x1_0000_0003),
+                (
+                    [0x7fff_ffff, 65535, 65535],
+                    [1024, 1, 1],
+                    0x10_0000_2040,
+                    u64::MAX,
+                ),
+            ] {
+                let d = desc(grid, block, cb0, payload);
+                let patched = t.qmd(v, &p, key, &d).unwrap();
+                assert_eq!(patched, Qmd::build(v, &d).unwrap(), "{v:?} {grid:?}");
+                assert_eq!(patched.launch_desc().unwrap().grid, grid);
+            }
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Cubins as device programs (feature `device`).
+//!
+//! The device layer (`nvbare_core::device`) loads anything implementing
+//! [`Program`]; this module implements it for [`Cubin`] and adds
+//! [`LoadCubin::load_cubin`], which parses cubin bytes and loads them in one call:
+//!
+//! ```text
+//! use nvbare_gsp_firmware::program::LoadCubin;
+//! let module = dev.load_cubin(&std::fs::read("kernels.cubin")?)?;
+//! ```
+//!
+//! The parser lives in this crate (it uses goblin) and this crate depends on `nvbare-core`, so
+//! the core device layer cannot call it directly; the trait breaks that cycle.
+
+use alloc::string::ToString;
+use alloc::vec::Vec;
+use core::fmt;
+
+use nvbare_core::device::{
+    Backend, ConstBankDesc, Device, DeviceError, KernelDesc, Module, ParamDesc, Program,
+    ProgramError,
+};
+
+use crate::cubin::{Cubin, CubinError};
+
+impl Program for Cubin {
+    fn sm(&self) -> u32 {
+        self.sm
+    }
+
+    fn sass_version(&self) -> u32 {
+        Cubin::sass_version(self)
+    }
+
+    fn image_size(&self) -> u64 {
+        Cubin::image_size(self)
+    }
+
+    fn image(&self, base_va: u64) -> Result<Vec<u8>, ProgramError> {
+        self.load_image(base_va)
+            .map_err(|e| ProgramError(e.to_string()))
+    }
+
+    fn kernels(&self) -> Vec<KernelDesc> {
+        self.kernels
+            .iter()
+            .map(|k| KernelDesc {
+                name: k.name.clone(),
+                code_offset: k.code_offset,
+                code_size: k.code_size,
+                regcount: k.regcount,
+                param_base: k.param_base,
+                param_size: k.param_size,
+                params: k
+                    .params
+                    .iter()
+                    .map(|p| ParamDesc {
+                        ordinal: p.ordinal,
+                        offset: p.offset,
+                        size: p.size,
+                    })
+                    .collect(),
+                shared_size: k.shared_size,
+                local_size: k.local_size,
+                max_threads: k.max_threads,
+                required_block: k.required_block,
+                num_barriers: k.num_barriers,
+                const_banks: k
+                    .const_banks
+                    .iter()
+                    .map(|b| ConstBankDesc {
+                        bank: b.bank,
+                        image_offset: b.image_offset,
+                        size: b.size,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+/// Why [`LoadCubin::load_cubin`] failed.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The bytes are not a cubin nvbare can load (malformed, truncated, unsupported).
+    Cubin(CubinError),
+    /// The device refused it (e.g. [`DeviceError::WrongSm`]) or failed while loading it.
+    Device(DeviceError),
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Cubin(e) => write!(f, "cannot load the cubin: {e}"),
+            LoadError::Device(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl core::error::Error for LoadError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            LoadError::Cubin(e) => Some(e),
+            LoadError::Device(e) => Some(e),
+        }
+    }
+}
+
+impl From<CubinError> for LoadError {
+    fn from(e: CubinError) -> Self {
+        LoadError::Cubin(e)
+    }
+}
+
+impl From<DeviceError> for LoadError {
+    fn from(e: DeviceError) -> Self {
+        LoadError::Device(e)
+    }
+}
+
+/// Loading cubin bytes into a [`Device`].
+pub trait LoadCubin<B: Backend> {
+    /// Parses `bytes` as a cubin, checks it is for this GPU's shader model and uploads the
+    /// relocated image (see [`Device::load_module`]).
+    fn load_cubin(&self, bytes: &[u8]) -> Result<Module<'_, B>, LoadError>;
+}
+
+impl<B: Backend> LoadCubin<B> for Device<B> {
+    fn load_cubin(&self, bytes: &[u8]) -> Result<Module<'_, B>, LoadError> {
+        let cubin = Cubin::parse(bytes)?;
+        Ok(self.load_module(&cubin)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static KERNELS: &[u8] = include_bytes!("../../tests/fixtures/cubins/kernels_sm90_cuda12.cubin");
+
+    #[test]
+    fn the_program_view_matches_the_cubin() {
+        let c = Cubin::parse(KERNELS).unwrap();
+        assert_eq!(Program::sm(&c), 90);
+        assert_eq!(Program::sass_version(&c), 0x90);
+        assert_eq!(Program::image_size(&c), c.image_size());
+        assert_eq!(
+            Program::image(&c, 0x10_0000).unwrap(),
+            c.load_image(0x10_0000).unwrap()
+        );
+        let e = Program::image(&c, 0x10_0001).unwrap_err();
+        assert_eq!(
+            e.0,
+            c.load_image(0x10_0001).unwrap_err().to_string(),
+            "the cubin error's message is kept"
+        );
+        let ks = Program::kernels(&c);
+        assert_eq!(ks.len(), c.kernels.len());
+        for (d, k) in ks.iter().zip(&c.kernels) {
+            assert_eq!(d.name, k.name);
+            assert_eq!((d.code_offset, d.code_size), (k.code_offset, k.code_size));
+            assert_eq!((d.param_base, d.param_size), (k.param_base, k.param_size));
+            assert_eq!(d.params.len(), k.params.len());
+            for (p, q) in d.params.iter().zip(&k.params) {
+                assert_eq!((p.ordinal, p.offset, p.size), (q.ordinal, q.offset, q.size));
+            }
+            assert_eq!(d.const_banks.len(), k.const_banks.len());
+            assert_eq!(
+                (d.regcount, d.shared_size, d.local_size, d.num_barriers),
+                (k.regcount, k.shared_size, k.local_size, k.num_barriers)
+            );
+            assert_eq!(
+                (d.max_threads, d.required_block),
+                (k.max_threads, k.required_block)
+            );
+        }
+    }
+
+    #[test]
+    fn load_errors_say_which_side_failed() {
+        let e = LoadError::from(Cubin::parse(b"nope").unwrap_err());
+        assert!(e.to_string().starts_with("cannot load the cubin: "), "{e}");
+        let e = LoadError::from(DeviceError::WrongSm {
+            cubin: 80,
+            device: 90,
+        });
+        assert!(e.to_string().contains("sm_80"), "{e}");
+    }
+}

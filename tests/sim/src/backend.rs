@@ -1,0 +1,534 @@
+//! The RM-level test backend: the core's [`Backend`] over a simulated GPU whose RM answers
+//! directly ([`RmModel`]), like an RM living in a kernel.
+//!
+//! It speaks the r580 layouts (what the kernel-driver adapter will send) and does what that
+//! adapter will do, minus the ioctls: memory is an RM memory object (`NV01_MEMORY_LOCAL_USER`
+//! or `NV01_MEMORY_SYSTEM`) mapped into the device's VA space with `MAP_MEMORY_DMA` inside an
+//! `NV01_MEMORY_VIRTUAL` range, CPU access comes from the RM's CPU mapping, and the doorbell
+//! is the usermode block at BAR0 0xbb0000 after allocating the usermode class. Everything the
+//! GPU then does (GPFIFO fetch, copies, launches, faults) happens in the simulator's engines.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use nvbare_core::chip::Chipset;
+use nvbare_core::device::{
+    Backend, BackendError, GpuMemory, Location, MemoryRequest, Purpose, RmObjects,
+};
+use nvbare_core::hal::{HalError, Mmio};
+use nvbare_core::regs::usermode::USERMODE_BLOCK_SIZE;
+use nvbare_core::rm::alloc::{
+    NV_MEMORY_ALLOCATION_PARAMS, NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS,
+    NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING,
+    NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED, NV_VASPACE_ALLOCATION_INDEX_GPU_NEW,
+    NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE, NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT,
+    NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED, NVOS32_TYPE_IMAGE, NVOS32_TYPE_NOTIFIER, VaSpaceAlloc,
+    attr,
+};
+use nvbare_core::rm::class::{NV01_MEMORY_LOCAL_USER, NV01_MEMORY_SYSTEM, NV01_MEMORY_VIRTUAL};
+use nvbare_core::rm::{Handle, Rm, RmAbi, RmError, RmOp};
+use zerocopy::IntoBytes;
+
+use crate::clock::SimClock;
+use crate::fifo::Fifo;
+use crate::models::ChipModel;
+use crate::rm::{CpuMapping, RmModel};
+use crate::rm_service::{RmCaller, RmService};
+use crate::{SimBar0, SimConfig, SimGpu};
+
+/// BAR0 offset of the usermode block.
+pub const USERMODE_BASE: usize = 0x00bb_0000;
+/// The VA window the backend maps memory into: [64 GiB, 1 TiB), below the 2^40 limit of GP
+/// entries and semaphore addresses.
+pub const VA_WINDOW: (u64, u64) = (0x10_0000_0000, 0x100_0000_0000 - 1);
+/// First handle the backend hands out (client-chosen handles, as over GSP).
+const FIRST_HANDLE: u32 = 0xcf00_0000;
+/// The client handle.
+pub const CLIENT: Handle = Handle(0xc1d0_0001);
+
+/// The RM of the simulated GPU, called directly.
+pub struct SimRm {
+    gpu: Arc<SimGpu>,
+    model: Arc<Mutex<RmModel>>,
+    client: Handle,
+    next: u32,
+    abi: RmAbi,
+}
+
+impl std::fmt::Debug for SimRm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimRm")
+            .field("client", &self.client)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(m: &Mutex<RmModel>) -> MutexGuard<'_, RmModel> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SimRm {
+    fn caller(&self) -> RmCaller {
+        RmCaller {
+            abi: self.abi,
+            client: self.client,
+        }
+    }
+
+    /// Runs `f` on the model with the GPU's internals, in the lock order the engines use.
+    fn with_model<R>(&self, f: impl FnOnce(&mut RmModel, &mut crate::SimCore) -> R) -> R {
+        self.gpu.with_core(|core| f(&mut lock(&self.model), core))
+    }
+}
+
+impl Rm for SimRm {
+    fn client(&self) -> Handle {
+        self.client
+    }
+
+    fn abi(&self) -> RmAbi {
+        self.abi
+    }
+
+    fn alloc(&mut self, parent: Handle, class: u32, params: &mut [u8]) -> Result<Handle, RmError> {
+        let h = Handle(self.next);
+        self.next += 1;
+        let caller = self.caller();
+        self.with_model(|m, core| m.alloc(core, caller, parent, h, class, params))
+            .map_err(|status| RmError::Status {
+                op: RmOp::Alloc { parent, class },
+                status,
+            })?;
+        Ok(h)
+    }
+
+    fn control(&mut self, object: Handle, cmd: u32, params: &mut [u8]) -> Result<(), RmError> {
+        let caller = self.caller();
+        self.with_model(|m, core| m.control(core, caller, object, cmd, params))
+            .map_err(|status| RmError::Status {
+                op: RmOp::Control { object, cmd },
+                status,
+            })
+    }
+
+    fn free(&mut self, object: Handle) -> Result<(), RmError> {
+        let caller = self.caller();
+        self.with_model(|m, core| m.free(core, caller, Handle(0), object))
+            .map_err(|status| RmError::Status {
+                op: RmOp::Free { object },
+                status,
+            })
+    }
+}
+
+/// Memory of the simulated GPU, as the device layer sees it.
+#[derive(Debug)]
+pub struct SimMemory {
+    handle: Handle,
+    va: u64,
+    size: u64,
+    location: Location,
+    cpu: Option<CpuMapping>,
+}
+
+impl GpuMemory for SimMemory {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn gpu_va(&self) -> u64 {
+        self.va
+    }
+    fn location(&self) -> Location {
+        self.location
+    }
+    fn rm_handle(&self) -> Option<Handle> {
+        Some(self.handle)
+    }
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), HalError> {
+        match &self.cpu {
+            Some(m) => m.read(offset, dst),
+            None => Err(HalError::Unsupported(
+                "CPU access to device memory allocated without cpu_access",
+            )),
+        }
+    }
+    fn write(&self, offset: u64, src: &[u8]) -> Result<(), HalError> {
+        match &self.cpu {
+            Some(m) => m.write(offset, src),
+            None => Err(HalError::Unsupported(
+                "CPU access to device memory allocated without cpu_access",
+            )),
+        }
+    }
+}
+
+/// The usermode block of the simulated GPU (BAR0 + 0xbb0000).
+#[derive(Debug, Clone)]
+pub struct SimUsermode {
+    bar0: SimBar0,
+}
+
+impl Mmio for SimUsermode {
+    fn size(&self) -> usize {
+        USERMODE_BLOCK_SIZE
+    }
+    fn read32(&self, offset: usize) -> u32 {
+        if offset >= USERMODE_BLOCK_SIZE {
+            return u32::MAX;
+        }
+        self.bar0.read32(USERMODE_BASE + offset)
+    }
+    fn write32(&self, offset: usize, value: u32) {
+        if offset < USERMODE_BLOCK_SIZE {
+            self.bar0.write32(USERMODE_BASE + offset, value)
+        }
+    }
+}
+
+/// The simulator as a device-layer backend.
+pub struct SimBackend {
+    gpu: Arc<SimGpu>,
+    model: Arc<Mutex<RmModel>>,
+    rm: SimRm,
+    objs: Option<RmObjects>,
+    virt: Option<Handle>,
+    usermode: Option<Handle>,
+    existing: Option<(Handle, Handle)>,
+}
+
+impl std::fmt::Debug for SimBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimBackend")
+            .field("chip", &self.gpu.model().chipset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimBackend {
+    /// A fresh simulated GPU of `model` (virtual time if `virtual_time`) with its RM and a
+    /// client.
+    pub fn new(model: ChipModel, virtual_time: bool) -> Result<Self, String> {
+        let mut cfg = SimConfig::new(model);
+        cfg.virtual_time = virtual_time;
+        let gpu = SimGpu::new(cfg);
+        let rm = RmModel::install(&gpu)?;
+        Self::on(gpu, rm)
+    }
+
+    /// A backend over an existing GPU and RM (the client is created here).
+    pub fn on(gpu: Arc<SimGpu>, model: Arc<Mutex<RmModel>>) -> Result<Self, String> {
+        let rm = SimRm {
+            gpu: gpu.clone(),
+            model: model.clone(),
+            client: CLIENT,
+            next: FIRST_HANDLE,
+            abi: RmAbi::R580,
+        };
+        let caller = rm.caller();
+        rm.with_model(|m, core| {
+            m.alloc(
+                core,
+                caller,
+                Handle(0),
+                CLIENT,
+                nvbare_core::rm::class::NV01_ROOT,
+                &mut [],
+            )
+        })
+        .map_err(|s| format!("creating the RM client failed: {s}"))?;
+        Ok(SimBackend {
+            gpu,
+            model,
+            rm,
+            objs: None,
+            virt: None,
+            usermode: None,
+            existing: None,
+        })
+    }
+
+    /// Speaks the `abi` struct layouts to the RM (default r580, what the kernel-driver adapter
+    /// sends; r570 is what GSP-RM firmware 570.144, and so the bare-metal path, expects).
+    pub fn with_abi(mut self, abi: RmAbi) -> Self {
+        self.rm.abi = abi;
+        self
+    }
+
+    /// Allocates `NV01_DEVICE_0` and `NV20_SUBDEVICE_0` here and hands them to the device
+    /// layer through [`Backend::existing_device`], as the kernel-driver adapter (whose
+    /// `KernelGpu` owns them) will. They outlive the `Device`.
+    pub fn with_existing_device(mut self) -> Result<Self, String> {
+        let mut p0080 = nvbare_core::rm::alloc::NV0080_ALLOC_PARAMETERS {
+            hClientShare: CLIENT.0,
+            vaMode: nvbare_core::rm::alloc::NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES,
+            ..Default::default()
+        };
+        let device = self
+            .rm
+            .alloc(
+                CLIENT,
+                nvbare_core::rm::class::NV01_DEVICE_0,
+                p0080.as_mut_bytes(),
+            )
+            .map_err(|e| e.to_string())?;
+        let mut p2080 = nvbare_core::rm::alloc::NV2080_ALLOC_PARAMETERS { subDeviceId: 0 };
+        let subdevice = self
+            .rm
+            .alloc(
+                device,
+                nvbare_core::rm::class::NV20_SUBDEVICE_0,
+                p2080.as_mut_bytes(),
+            )
+            .map_err(|e| e.to_string())?;
+        self.existing = Some((device, subdevice));
+        Ok(self)
+    }
+
+    /// The simulated GPU.
+    pub fn gpu(&self) -> &Arc<SimGpu> {
+        &self.gpu
+    }
+
+    /// The RM model.
+    pub fn model(&self) -> MutexGuard<'_, RmModel> {
+        lock(&self.model)
+    }
+
+    /// The RM model, shared (it outlives the backend).
+    pub fn model_arc(&self) -> Arc<Mutex<RmModel>> {
+        self.model.clone()
+    }
+
+    /// The host (channels) of the GPU.
+    pub fn fifo(&self) -> Arc<Mutex<Fifo>> {
+        self.model().fifo().clone()
+    }
+
+    /// The channel id of channel object `h`.
+    pub fn chid(&self, h: Handle) -> Option<u32> {
+        self.model().chid(CLIENT, h)
+    }
+
+    /// Fault injection: the host stops fetching channel `h` (its `GPGet` freezes).
+    pub fn freeze_channel(&self, h: Handle) -> bool {
+        let Some(chid) = self.chid(h) else {
+            return false;
+        };
+        crate::fifo::lock(&self.fifo()).freeze(chid);
+        true
+    }
+
+    /// Undoes [`SimBackend::freeze_channel`] and lets the host run again.
+    pub fn thaw_channel(&self, h: Handle) -> bool {
+        let Some(chid) = self.chid(h) else {
+            return false;
+        };
+        let fifo = self.fifo();
+        self.gpu.with_core(|core| {
+            let mut f = crate::fifo::lock(&fifo);
+            f.thaw(chid);
+            f.run_all(core);
+        });
+        true
+    }
+
+    /// Writes `bytes` at GPU VA `va` of the device's VA space (as another agent would).
+    pub fn write_gpu(&self, va: u64, bytes: &[u8]) -> Result<(), String> {
+        let objs = self.objs.ok_or("not attached")?;
+        let space = self
+            .model()
+            .address_space(CLIENT, objs.vaspace)
+            .map_err(|s| s.to_string())?;
+        let fifo = self.fifo();
+        self.gpu.with_core(|core| {
+            crate::gpu_mem::gpu_write(core, &*space, va, bytes, crate::gpu_mem::Access::Write)
+                .map_err(|f| f.to_string())?;
+            // A write other agents can see: re-evaluate blocked and spinning channels.
+            crate::fifo::lock(&fifo).run_all(core);
+            Ok(())
+        })
+    }
+
+    /// The clock.
+    pub fn sim_clock(&self) -> Arc<SimClock> {
+        self.gpu.clock()
+    }
+}
+
+impl Backend for SimBackend {
+    type Rm = SimRm;
+    type Memory = SimMemory;
+    type Usermode = SimUsermode;
+    type Clock = SimClock;
+
+    fn describe(&self) -> String {
+        format!(
+            "sim:{} (simulated {})",
+            self.gpu.model().chipset.name().to_ascii_lowercase(),
+            self.gpu.model().board
+        )
+    }
+
+    fn rm(&mut self) -> &mut SimRm {
+        &mut self.rm
+    }
+
+    fn clock(&self) -> &SimClock {
+        self.gpu.clock_ref()
+    }
+
+    fn chipset(&self) -> Option<Chipset> {
+        // Like the kernel driver, the backend learns the chip from RM (MC_GET_ARCH_INFO).
+        None
+    }
+
+    fn existing_device(&self) -> Option<(Handle, Handle)> {
+        self.existing
+    }
+
+    fn detach(&mut self) {
+        // The RM objects this backend created under the device (they go with the device
+        // object when the device layer frees it, but not when the device is ours).
+        for h in [self.usermode.take(), self.virt.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = self.rm.free(h);
+        }
+        self.objs = None;
+    }
+
+    fn vaspace_params(&self) -> VaSpaceAlloc {
+        // What the kernel-driver adapter sends (UVM needs these flags), so the sim exercises
+        // the same struct.
+        VaSpaceAlloc {
+            index: NV_VASPACE_ALLOCATION_INDEX_GPU_NEW,
+            flags: NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING
+                | NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED,
+            va_size: 0x1_ffff_fb00_0000,
+            va_base: 0x1000,
+            big_page_size: 0,
+            pasid: 0,
+        }
+    }
+
+    fn attach(&mut self, objects: &RmObjects) -> Result<(), BackendError> {
+        let mut v = NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS {
+            offset: VA_WINDOW.0,
+            limit: VA_WINDOW.1,
+            hVASpace: objects.vaspace.0,
+            _pad0: 0,
+        };
+        let virt = self
+            .rm
+            .alloc(objects.device, NV01_MEMORY_VIRTUAL, v.as_mut_bytes())?;
+        self.objs = Some(*objects);
+        self.virt = Some(virt);
+        Ok(())
+    }
+
+    fn alloc_memory(&mut self, req: &MemoryRequest) -> Result<SimMemory, BackendError> {
+        let objs = self.objs.ok_or(BackendError::Unsupported(
+            "allocating memory before the VA space exists",
+        ))?;
+        let virt = self
+            .virt
+            .ok_or(BackendError::Unsupported("memory before attach"))?;
+        let size = req.size.max(1).next_multiple_of(4096);
+        let huge = size >= 8 << 20;
+        let (class, mut attr_bits, ty) = match req.location {
+            Location::Device => (
+                NV01_MEMORY_LOCAL_USER,
+                attr::PHYSICALITY_CONTIGUOUS | attr::LOCATION_VIDMEM,
+                NVOS32_TYPE_IMAGE,
+            ),
+            Location::Host => (
+                NV01_MEMORY_SYSTEM,
+                attr::PHYSICALITY_CONTIGUOUS | attr::LOCATION_PCI | attr::COHERENCY_CACHED,
+                if req.purpose == Purpose::Notifier {
+                    NVOS32_TYPE_NOTIFIER
+                } else {
+                    NVOS32_TYPE_IMAGE
+                },
+            ),
+        };
+        if huge {
+            attr_bits |= attr::PAGE_SIZE_HUGE;
+        } else {
+            attr_bits |= attr::PAGE_SIZE_4KB;
+        }
+        let mut p = NV_MEMORY_ALLOCATION_PARAMS {
+            owner: objs.client.0,
+            r#type: ty,
+            flags: NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT
+                | NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE
+                | NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED,
+            attr: attr_bits,
+            attr2: attr::ATTR2_GPU_CACHEABLE_YES,
+            size,
+            alignment: req.align.max(4096),
+            ..Default::default()
+        };
+        let h = self.rm.alloc(objs.device, class, p.as_mut_bytes())?;
+        let size = p.size;
+        let client = objs.client;
+        let mapped = lock(&self.model).map_memory_dma(client, virt, h, 0, size, 0, 0);
+        let va = match mapped {
+            Ok(va) => va,
+            Err(status) => {
+                let _ = self.rm.free(h);
+                return Err(BackendError::Rm(RmError::Status {
+                    op: RmOp::Alloc {
+                        parent: objs.device,
+                        class,
+                    },
+                    status,
+                }));
+            }
+        };
+        let cpu = if req.cpu_access || req.location == Location::Host {
+            Some(
+                lock(&self.model)
+                    .cpu_map(client, h)
+                    .map_err(|s| BackendError::Other(format!("CPU mapping failed: {s}")))?,
+            )
+        } else {
+            None
+        };
+        Ok(SimMemory {
+            handle: h,
+            va,
+            size,
+            location: req.location,
+            cpu,
+        })
+    }
+
+    fn free_memory(&mut self, mem: SimMemory) -> Result<(), BackendError> {
+        let client = self.rm.client;
+        let _ = lock(&self.model).unmap_memory_dma(client, mem.handle, mem.va);
+        self.rm.free(mem.handle)?;
+        Ok(())
+    }
+
+    fn map_usermode(&mut self, class: u32) -> Result<SimUsermode, BackendError> {
+        let parent = match self.existing {
+            Some((_, subdevice)) => subdevice,
+            None => self.objs_or_subdevice()?,
+        };
+        self.usermode = Some(self.rm.alloc(parent, class, &mut [])?);
+        Ok(SimUsermode {
+            bar0: self.gpu.bar0(),
+        })
+    }
+}
+
+impl SimBackend {
+    fn objs_or_subdevice(&self) -> Result<Handle, BackendError> {
+        // map_usermode runs before attach: find the subdevice the device layer created.
+        self.model()
+            .first_of_class(CLIENT, nvbare_core::rm::class::NV20_SUBDEVICE_0)
+            .ok_or(BackendError::Unsupported(
+                "usermode before the subdevice exists",
+            ))
+    }
+}

@@ -1,0 +1,329 @@
+//! The compute engine: compute-class methods and QMD launches.
+//!
+//! `SEND_PCAS_A` latches a QMD address; `SEND_SIGNALING_PCAS2_B` with a scheduling action
+//! launches it. A launch reads the QMD in the layout of the channel's compute class (V03_00
+//! below Hopper, V04_00 on Hopper, V05_00 on Blackwell, Mesa's rule), decodes it with the
+//! core's field tables (contract B), checks its version fields and resources, finds the kernel
+//! model whose code matches the bytes at `PROGRAM_ADDRESS` ([`kernels`]), and runs it over
+//! grid x block with every access through the channel's address space. Then it performs the
+//! QMD's release semaphores.
+//!
+//! Failures become the SM error state and RC a real GPU would give: unknown code is an
+//! `ILLEGAL_INSTR_ENCODING` warp error (GR exception, Xid 13); a load or store to an unmapped
+//! address is an MMU fault (Xid 31) naming the address; a kernel that never finishes leaves the
+//! channel busy (it is re-checked on later doorbells, so `spin_forever` completes if the host
+//! sets its release flag).
+
+pub mod kernels;
+mod run;
+
+use nvbare_core::channel::launch::DriverArea;
+use nvbare_core::channel::methods::compute as m;
+use nvbare_core::channel::qmd::{LaunchDesc, Qmd};
+use nvbare_core::chip::QmdVersion;
+use nvbare_core::rm::class::{BLACKWELL_COMPUTE_A, HOPPER_COMPUTE_A, class_name};
+use nvbare_core::rm::ctrl::{NV83DE_SM_ERROR_STATE_REGISTERS, rc, warp_esr};
+
+pub use kernels::{Behavior, KernelModel, KernelRegistry};
+
+use crate::bar0::SimCore;
+use crate::fifo::RcInfo;
+use crate::fifo::exec::{Ctx, Step};
+use crate::gpu_mem::{Access, AddressSpace, gpu_read, gpu_write};
+
+/// Latched compute-class registers and a grid still running.
+#[derive(Debug, Default)]
+pub(crate) struct ComputeRegs {
+    qmd_addr: u64,
+    shared_window: [u32; 2],
+    local_window: [u32; 2],
+    local_memory: [u32; 2],
+    local_non_throttled: [u32; 3],
+    /// A grid that has not finished (a spinning kernel), with what to do when it does.
+    pending: Option<Pending>,
+    /// The last QMD launched, decoded.
+    pub(crate) last: Option<LaunchDesc>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    /// The flag the kernel polls (`None`: it never finishes).
+    poll_va: Option<u64>,
+    /// Release semaphores of its QMD.
+    releases: Vec<Release>,
+    /// For traces.
+    what: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Release {
+    addr: u64,
+    payload: u64,
+    wide: bool,
+    timestamp: bool,
+}
+
+/// The QMD layout a compute class uses (Mesa `nak/qmd.rs`: Blackwell classes V05_00, Hopper
+/// V04_00, Ampere/Ada V03_00).
+pub fn qmd_version_for_class(class: u32) -> QmdVersion {
+    if class >= BLACKWELL_COMPUTE_A {
+        QmdVersion::V05_00
+    } else if class >= HOPPER_COMPUTE_A {
+        QmdVersion::V04_00
+    } else {
+        QmdVersion::V03_00
+    }
+}
+
+/// An SM exception raised by the compute engine (GR exception, Xid 13).
+fn sm_exception(engine: u32, warp_error: u32, pc: u64, addr: u64, reason: String) -> Step {
+    let regs = NV83DE_SM_ERROR_STATE_REGISTERS {
+        hwwGlobalEsr: 0,
+        hwwWarpEsr: warp_error,
+        hwwWarpEsrPc: pc as u32,
+        hwwGlobalEsrReportMask: 0,
+        hwwWarpEsrReportMask: 0xffff_ffff,
+        _pad0: 0,
+        hwwEsrAddr: addr,
+        hwwWarpEsrPc64: pc,
+        hwwCgaEsr: 0,
+        hwwCgaEsrReportMask: 0,
+    };
+    Step::Rc(RcInfo {
+        code: rc::ROBUST_CHANNEL_GR_EXCEPTION,
+        engine_type: engine,
+        reason: format!("{} ({reason})", warp_esr::name(warp_error)),
+        mmu_fault: None,
+        sm_error: Some((0, regs)),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn method(
+    r: &mut ComputeRegs,
+    core: &mut SimCore,
+    space: &dyn AddressSpace,
+    ctx: &Ctx<'_>,
+    engine: u32,
+    class: u32,
+    method: u32,
+    data: u32,
+) -> Step {
+    match method {
+        m::NO_OPERATION
+        | m::WAIT_FOR_IDLE
+        | m::PM_TRIGGER
+        | m::SEND_PCAS_B
+        | m::SET_SHADER_CACHE_CONTROL
+        | m::SET_SM_TIMEOUT_INTERVAL
+        | m::INVALIDATE_SHADER_CACHES_NO_WFI => {}
+        m::SET_SHADER_SHARED_MEMORY_WINDOW_A => r.shared_window[0] = data,
+        m::SET_SHADER_SHARED_MEMORY_WINDOW_B => r.shared_window[1] = data,
+        m::SET_SHADER_LOCAL_MEMORY_WINDOW_A => r.local_window[0] = data,
+        m::SET_SHADER_LOCAL_MEMORY_WINDOW_B => r.local_window[1] = data,
+        m::SET_SHADER_LOCAL_MEMORY_A => r.local_memory[0] = data,
+        m::SET_SHADER_LOCAL_MEMORY_B => r.local_memory[1] = data,
+        m::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A => r.local_non_throttled[0] = data,
+        m::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B => r.local_non_throttled[1] = data,
+        m::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C => r.local_non_throttled[2] = data,
+        m::SEND_PCAS_A => r.qmd_addr = (data as u64) << 8,
+        m::SEND_SIGNALING_PCAS2_B => {
+            // SCHEDULE (2), INVALIDATE_COPY_SCHEDULE (3), PREFETCH_SCHEDULE (9),
+            // INVALIDATE_PREFETCH_COPY_SCHEDULE (10), ..._FORCE_REQUIRE_SCHEDULING (11) launch.
+            return match data & 0xf {
+                0 | 1 | 8 => Step::Ok,
+                2 | 3 | 9 | 10 | 11 => launch(r, core, space, ctx, engine, class),
+                a => sm_exception(
+                    engine,
+                    warp_esr::ILLEGAL_INSTR_PARAM,
+                    0,
+                    0,
+                    format!("PCAS action {a} is not modelled"),
+                ),
+            };
+        }
+        _ => {
+            return Step::Rc(RcInfo {
+                code: rc::ROBUST_CHANNEL_GR_EXCEPTION,
+                engine_type: engine,
+                reason: format!(
+                    "{} method {method:#x} is not modelled",
+                    class_name(class).unwrap_or("compute")
+                ),
+                mmu_fault: None,
+                sm_error: None,
+            });
+        }
+    }
+    Step::Ok
+}
+
+/// Re-checks a grid that did not finish; `Some(step)` when it has now finished (or failed).
+pub(crate) fn poll_pending(
+    r: &mut ComputeRegs,
+    core: &mut SimCore,
+    space: &dyn AddressSpace,
+    engine: u32,
+) -> Option<Step> {
+    let p = r.pending.as_ref()?;
+    let poll_va = p.poll_va?;
+    let mut b = [0u8; 4];
+    if let Err(f) = gpu_read(core, space, poll_va, &mut b, Access::Read) {
+        r.pending = None;
+        return Some(Step::Rc(RcInfo::mmu(engine, f, "kernel load")));
+    }
+    if u32::from_le_bytes(b) == 0 {
+        return None;
+    }
+    let p = r.pending.take()?;
+    core.trace(format!("compute: {} finished", p.what));
+    Some(release_all(core, space, engine, &p.releases))
+}
+
+fn release_all(core: &mut SimCore, space: &dyn AddressSpace, engine: u32, rel: &[Release]) -> Step {
+    for r in rel {
+        let bytes = r.payload.to_le_bytes();
+        let n = if r.wide { 8 } else { 4 };
+        if let Err(f) = gpu_write(core, space, r.addr, &bytes[..n], Access::Write) {
+            return Step::Rc(RcInfo::mmu(engine, f, "QMD release semaphore"));
+        }
+        if r.timestamp {
+            let ts = core.clock.nanos().to_le_bytes();
+            if let Err(f) = gpu_write(core, space, r.addr + 8, &ts, Access::Write) {
+                return Step::Rc(RcInfo::mmu(engine, f, "QMD release timestamp"));
+            }
+        }
+    }
+    Step::Ok
+}
+
+/// Reads a QMD field that is named differently per layout; `None` if neither name exists.
+fn field(q: &Qmd, names: &[&str]) -> Option<u64> {
+    names.iter().find_map(|n| q.get(n).ok())
+}
+
+fn releases(q: &Qmd, d: &LaunchDesc) -> Vec<Release> {
+    let mut out = Vec::new();
+    for (i, rel) in d.release.iter().enumerate() {
+        let Some((addr, payload)) = *rel else {
+            continue;
+        };
+        let wide = field(
+            q,
+            &[
+                &format!("RELEASE{i}_PAYLOAD64B"),
+                &format!("RELEASE_PAYLOAD64B({i})"),
+            ],
+        )
+        .unwrap_or(0)
+            != 0;
+        // STRUCTURE_SIZE 0 = FOUR_WORDS: payload then timestamp.
+        let four = field(
+            q,
+            &[
+                &format!("RELEASE{i}_STRUCTURE_SIZE"),
+                &format!("RELEASE_STRUCTURE_SIZE({i})"),
+            ],
+        )
+        .unwrap_or(0)
+            == 0;
+        out.push(Release {
+            addr,
+            payload: if wide { payload } else { payload & 0xffff_ffff },
+            wide,
+            timestamp: four,
+        });
+    }
+    out
+}
+
+fn launch(
+    r: &mut ComputeRegs,
+    core: &mut SimCore,
+    space: &dyn AddressSpace,
+    ctx: &Ctx<'_>,
+    engine: u32,
+    class: u32,
+) -> Step {
+    let qmd_va = r.qmd_addr;
+    let v = qmd_version_for_class(class);
+    if v != ctx.chip.info().qmd {
+        return sm_exception(
+            engine,
+            warp_esr::ILLEGAL_INSTR_PARAM,
+            0,
+            qmd_va,
+            format!(
+                "{} uses {v:?} but this chip's QMD is {:?}",
+                class_name(class).unwrap_or("compute class"),
+                ctx.chip.info().qmd
+            ),
+        );
+    }
+    let mut bytes = vec![0u8; v.size()];
+    if let Err(f) = gpu_read(core, space, qmd_va, &mut bytes, Access::Read) {
+        return Step::Rc(RcInfo::mmu(engine, f, "QMD fetch"));
+    }
+    let qmd = match Qmd::from_bytes(v, &bytes) {
+        Ok(q) => q,
+        Err(e) => return bad_qmd(engine, qmd_va, e.to_string()),
+    };
+    if let Err(e) = qmd.check_version() {
+        return bad_qmd(engine, qmd_va, e.to_string());
+    }
+    let d = match qmd.launch_desc() {
+        Ok(d) => d,
+        Err(e) => return bad_qmd(engine, qmd_va, e.to_string()),
+    };
+    let rel = releases(&qmd, &d);
+    r.last = Some(d);
+    match run::grid(core, space, ctx, &d) {
+        run::GridEnd::Done => release_all(core, space, engine, &rel),
+        run::GridEnd::Fault { fault, pc, kernel } => {
+            let mut info = RcInfo::mmu(engine, fault, &format!("kernel {kernel}"));
+            info.sm_error = Some((
+                0,
+                NV83DE_SM_ERROR_STATE_REGISTERS {
+                    hwwEsrAddr: fault.va,
+                    hwwWarpEsrPc64: pc,
+                    hwwWarpEsrPc: pc as u32,
+                    ..Default::default()
+                },
+            ));
+            Step::Rc(info)
+        }
+        run::GridEnd::Exception {
+            warp_error,
+            pc,
+            addr,
+            reason,
+        } => sm_exception(engine, warp_error, pc, addr, reason),
+        run::GridEnd::Spinning { poll_va, kernel } => {
+            let what = match poll_va {
+                Some(va) => format!("kernel {kernel} (QMD at {qmd_va:#x}) polls {va:#x}"),
+                None => format!("kernel {kernel} (QMD at {qmd_va:#x}) never completes"),
+            };
+            r.pending = Some(Pending {
+                poll_va,
+                releases: rel,
+                what: what.clone(),
+            });
+            Step::Hang(what)
+        }
+    }
+}
+
+fn bad_qmd(engine: u32, qmd_va: u64, why: String) -> Step {
+    sm_exception(
+        engine,
+        warp_esr::ILLEGAL_INSTR_PARAM,
+        0,
+        qmd_va,
+        format!("QMD at {qmd_va:#x}: {why}"),
+    )
+}
+
+/// The constant-bank-0 driver area layout a kernel of shader model `sm` reads.
+pub(crate) fn driver_area(sm: u32) -> DriverArea {
+    DriverArea::for_sm(sm)
+}

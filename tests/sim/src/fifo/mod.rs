@@ -1,0 +1,491 @@
+//! The host ("FIFO") front end: channels, the doorbell, GPFIFO and pushbuffer execution.
+//!
+//! RM registers every channel it creates here ([`Fifo::add_channel`]): where its GPFIFO ring is
+//! (a GPU VA in the channel's address space), where USERD is (a physical location, as in RAMFC),
+//! the error notifier, and the work-submit token. A write of a token to the doorbell
+//! (`NV_VIRTUAL_FUNCTION_DOORBELL`, BAR0 0xbb0090 = usermode `NOTIFY_CHANNEL_PENDING`) makes the
+//! host fetch that channel's new GP entries (`GPGet` up to `GPPut` from USERD) and execute their
+//! pushbuffers: host methods here, copy-engine methods in [`crate::ce`], compute methods in
+//! [`crate::compute`]. Every fetch and every engine access goes through the channel's
+//! [`AddressSpace`].
+//!
+//! Execution is synchronous with the doorbell write, which keeps tests deterministic. A channel
+//! whose semaphore acquire is not satisfied stops there (its `GPGet` stays on that entry) and is
+//! retried on every later doorbell and after every semaphore release; it never blocks the
+//! process. A fault "RCs" the channel's whole TSG, as RM does (`RC_NOTIFIER_SCOPE_TSG`): the
+//! error notifiers get the `ROBUST_CHANNEL_*` code, the fault is recorded for the debugger
+//! controls, and the channels stop executing.
+
+pub(crate) mod exec;
+mod host;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use nvbare_core::chip::Chipset;
+use nvbare_core::rm::ctrl::{
+    NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_ENTRY, NV83DE_SM_ERROR_STATE_REGISTERS, NvNotification,
+};
+use zerocopy::IntoBytes;
+
+use crate::bar0::{MmioEngine, SimCore};
+use crate::compute::KernelRegistry;
+use crate::gpu_mem::{AddressSpace, Aperture};
+use crate::rm::chips::ChipRm;
+
+pub use exec::RcInfo;
+
+/// BAR0 offset of the doorbell (`NV_VIRTUAL_FUNCTION_DOORBELL`).
+pub const DOORBELL_OFFSET: u32 = 0x00bb_0090;
+
+/// A physical location (what RAMFC holds for USERD, what RM knows of a notifier).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhysLoc {
+    /// VRAM or host memory.
+    pub aperture: Aperture,
+    /// Physical (VRAM) or bus (host) address.
+    pub addr: u64,
+}
+
+impl PhysLoc {
+    /// Reads `dst.len()` bytes at `self + off`.
+    pub fn read(&self, core: &SimCore, off: u64, dst: &mut [u8]) -> Result<(), String> {
+        let a = self.addr.checked_add(off).ok_or("address overflow")?;
+        match self.aperture {
+            Aperture::Vram => core.vram.read(a, dst).map_err(|e| e.to_string()),
+            Aperture::SysCoherent | Aperture::SysNonCoherent => {
+                core.host.read(a, dst).map_err(|e| e.to_string())
+            }
+            Aperture::Peer(_) => Err("peer memory is not modelled".into()),
+        }
+    }
+
+    /// Writes `src` at `self + off`.
+    pub fn write(&self, core: &SimCore, off: u64, src: &[u8]) -> Result<(), String> {
+        let a = self.addr.checked_add(off).ok_or("address overflow")?;
+        match self.aperture {
+            Aperture::Vram => core.vram.write(a, src).map_err(|e| e.to_string()),
+            Aperture::SysCoherent | Aperture::SysNonCoherent => {
+                core.host.write(a, src).map_err(|e| e.to_string())
+            }
+            Aperture::Peer(_) => Err("peer memory is not modelled".into()),
+        }
+    }
+
+    /// Reads a little-endian u32.
+    pub fn read_u32(&self, core: &SimCore, off: u64) -> Result<u32, String> {
+        let mut b = [0; 4];
+        self.read(core, off, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Writes a little-endian u32.
+    pub fn write_u32(&self, core: &SimCore, off: u64, v: u32) -> Result<(), String> {
+        self.write(core, off, &v.to_le_bytes())
+    }
+}
+
+/// What RM tells the host about a new channel.
+#[derive(Clone)]
+pub struct ChannelDesc {
+    /// Channel id.
+    pub chid: u32,
+    /// Work-submit token (chid | runlist << 16).
+    pub token: u32,
+    /// Identity of the channel's TSG (RC scope).
+    pub tsg: u64,
+    /// The GPFIFO class the channel was allocated with.
+    pub class: u32,
+    /// `NV2080_ENGINE_TYPE_*` of the channel's runlist.
+    pub engine_type: u32,
+    /// The channel's address space.
+    pub space: Arc<dyn AddressSpace>,
+    /// GPU VA of the GPFIFO ring.
+    pub gpfifo_va: u64,
+    /// Ring entries.
+    pub entries: u32,
+    /// USERD.
+    pub userd: PhysLoc,
+    /// The error notifier (`NvNotification[3]`), if the client gave one.
+    pub notifier: Option<PhysLoc>,
+}
+
+impl std::fmt::Debug for ChannelDesc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelDesc")
+            .field("chid", &self.chid)
+            .field("token", &self.token)
+            .field("class", &self.class)
+            .field("gpfifo_va", &self.gpfifo_va)
+            .field("entries", &self.entries)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A channel's execution state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChannelState {
+    /// Fetching and executing whatever `GPPut` offers.
+    Running,
+    /// Waiting for a semaphore acquire to be satisfied.
+    Blocked {
+        /// Semaphore address.
+        addr: u64,
+        /// Value waited for.
+        payload: u64,
+    },
+    /// Stuck in a kernel that does not finish.
+    Hung {
+        /// What is running.
+        what: String,
+    },
+    /// Torn down by RC.
+    Faulted(RcInfo),
+}
+
+/// What the debugger controls report for a channel.
+#[derive(Debug, Clone, Default)]
+pub struct ErrorRecord {
+    /// SM error states by SM index.
+    pub sm_errors: BTreeMap<u32, NV83DE_SM_ERROR_STATE_REGISTERS>,
+    /// MMU faults, most recent last (at most 4 kept, like `READ_MMU_FAULT_INFO`).
+    pub mmu_faults: Vec<NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_ENTRY>,
+    /// Whether an MMU fault occurred since the last clear.
+    pub mmu_fault_valid: bool,
+}
+
+/// One channel as the host sees it.
+pub struct Channel {
+    desc: ChannelDesc,
+    scheduled: bool,
+    state: ChannelState,
+    /// Classes of the engine objects RM allocated on this channel.
+    objects: Vec<u32>,
+    /// Class bound to each subchannel by `SET_OBJECT`.
+    subchannels: [Option<u32>; 8],
+    /// Next GP entry to fetch.
+    gp_get: u32,
+    cursor: Option<exec::Cursor>,
+    regs: exec::Regs,
+    errors: ErrorRecord,
+    /// Counts, for tests and traces.
+    pub stats: ChannelStats,
+}
+
+/// Counters of what a channel did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChannelStats {
+    /// GP entries completed.
+    pub gp_entries: u64,
+    /// Methods executed.
+    pub methods: u64,
+    /// Semaphore releases.
+    pub releases: u64,
+    /// Copy-engine transfers.
+    pub copies: u64,
+    /// Grids launched.
+    pub launches: u64,
+    /// `NON_STALL_INTERRUPT`s raised.
+    pub nonstall_interrupts: u64,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("desc", &self.desc)
+            .field("state", &self.state)
+            .field("gp_get", &self.gp_get)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Channel {
+    /// Registration data.
+    pub fn desc(&self) -> &ChannelDesc {
+        &self.desc
+    }
+
+    /// Execution state.
+    pub fn state(&self) -> &ChannelState {
+        &self.state
+    }
+
+    /// Fault records.
+    pub fn errors(&self) -> &ErrorRecord {
+        &self.errors
+    }
+
+    /// The last QMD this channel launched, as the compute engine decoded it.
+    pub fn last_launch(&self) -> Option<&nvbare_core::channel::qmd::LaunchDesc> {
+        self.regs.compute.last.as_ref()
+    }
+
+    /// Clears the SM error states and the MMU-fault flag (`CLEAR_ALL_SM_ERROR_STATES`).
+    pub fn clear_errors(&mut self) {
+        self.errors.sm_errors.clear();
+        self.errors.mmu_fault_valid = false;
+    }
+}
+
+/// The host: all channels of the GPU.
+pub struct Fifo {
+    chip: Chipset,
+    rm: ChipRm,
+    kernels: Arc<KernelRegistry>,
+    channels: BTreeMap<u32, Channel>,
+    /// Test hook: channels whose doorbell is ignored (a stalled PBDMA).
+    frozen: Vec<u32>,
+}
+
+impl std::fmt::Debug for Fifo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fifo")
+            .field("chip", &self.chip)
+            .field("channels", &self.channels.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Most scheduling passes one doorbell runs (each pass is bounded by the entries in the rings,
+/// so this only guards against a model bug).
+const MAX_PASSES: usize = 10_000;
+
+impl Fifo {
+    /// The host of a `chip` GPU that runs kernels from `kernels`.
+    pub fn new(chip: Chipset, rm: ChipRm, kernels: Arc<KernelRegistry>) -> Self {
+        Fifo {
+            chip,
+            rm,
+            kernels,
+            channels: BTreeMap::new(),
+            frozen: Vec::new(),
+        }
+    }
+
+    /// The chip.
+    pub fn chip(&self) -> Chipset {
+        self.chip
+    }
+
+    /// What the chip's RM reports (classes, GR facts).
+    pub fn chip_rm(&self) -> ChipRm {
+        self.rm
+    }
+
+    /// Registers a channel (RM calls this when a GPFIFO object is allocated).
+    pub fn add_channel(&mut self, desc: ChannelDesc) {
+        let chid = desc.chid;
+        self.channels.insert(
+            chid,
+            Channel {
+                desc,
+                scheduled: false,
+                state: ChannelState::Running,
+                objects: Vec::new(),
+                subchannels: [None; 8],
+                gp_get: 0,
+                cursor: None,
+                regs: exec::Regs::default(),
+                errors: ErrorRecord::default(),
+                stats: ChannelStats::default(),
+            },
+        );
+    }
+
+    /// Removes a channel (RM frees it; whatever it was running stops).
+    pub fn remove_channel(&mut self, chid: u32) -> Option<Channel> {
+        self.frozen.retain(|&c| c != chid);
+        self.channels.remove(&chid)
+    }
+
+    /// Records an engine object of `class` allocated on channel `chid`.
+    pub fn add_object(&mut self, chid: u32, class: u32) {
+        if let Some(c) = self.channels.get_mut(&chid) {
+            c.objects.push(class);
+        }
+    }
+
+    /// Forgets an engine object.
+    pub fn remove_object(&mut self, chid: u32, class: u32) {
+        if let Some(c) = self.channels.get_mut(&chid)
+            && let Some(i) = c.objects.iter().position(|&o| o == class)
+        {
+            c.objects.remove(i);
+            for s in c.subchannels.iter_mut() {
+                if *s == Some(class) {
+                    *s = None;
+                }
+            }
+        }
+    }
+
+    /// Enables or disables scheduling of the channels of TSG `tsg` (`GPFIFO_SCHEDULE`).
+    pub fn set_scheduled(&mut self, tsg: u64, enable: bool) {
+        for c in self.channels.values_mut() {
+            if c.desc.tsg == tsg {
+                c.scheduled = enable;
+            }
+        }
+    }
+
+    /// A channel by id.
+    pub fn channel(&self, chid: u32) -> Option<&Channel> {
+        self.channels.get(&chid)
+    }
+
+    /// A channel by id, mutably.
+    pub fn channel_mut(&mut self, chid: u32) -> Option<&mut Channel> {
+        self.channels.get_mut(&chid)
+    }
+
+    /// Fault injection: the host ignores doorbells of channel `chid` (its `GPGet` stops
+    /// advancing, as with a stalled PBDMA), until [`Fifo::thaw`].
+    pub fn freeze(&mut self, chid: u32) {
+        if !self.frozen.contains(&chid) {
+            self.frozen.push(chid);
+        }
+    }
+
+    /// Undoes [`Fifo::freeze`].
+    pub fn thaw(&mut self, chid: u32) {
+        self.frozen.retain(|&c| c != chid);
+    }
+
+    /// A doorbell write of `token`: runs that channel and every other runnable channel until
+    /// none makes progress.
+    pub fn doorbell(&mut self, core: &mut SimCore, token: u32) {
+        let known = self.channels.values().any(|c| c.desc.token == token);
+        if !known {
+            core.trace(format!(
+                "host: doorbell for unknown work-submit token {token:#x} ignored"
+            ));
+            return;
+        }
+        self.run_all(core);
+    }
+
+    /// Runs every runnable channel until no channel makes progress.
+    pub fn run_all(&mut self, core: &mut SimCore) {
+        for _ in 0..MAX_PASSES {
+            let ids: Vec<u32> = self.channels.keys().copied().collect();
+            let mut progress = false;
+            for chid in ids {
+                if self.frozen.contains(&chid) {
+                    continue;
+                }
+                match self.step_channel(core, chid) {
+                    exec::Outcome::Progress => progress = true,
+                    exec::Outcome::Idle => {}
+                    exec::Outcome::Rc(info) => {
+                        self.rc(core, chid, info);
+                        progress = true;
+                    }
+                }
+            }
+            if !progress {
+                return;
+            }
+        }
+        core.trace("host: scheduling pass limit reached".to_string());
+    }
+
+    fn step_channel(&mut self, core: &mut SimCore, chid: u32) -> exec::Outcome {
+        let kernels = self.kernels.clone();
+        let chip = self.chip;
+        let Some(ch) = self.channels.get_mut(&chid) else {
+            return exec::Outcome::Idle;
+        };
+        if !ch.scheduled {
+            return exec::Outcome::Idle;
+        }
+        exec::run(
+            ch,
+            core,
+            &exec::Ctx {
+                chip,
+                kernels: &kernels,
+            },
+        )
+    }
+
+    /// Tears down the TSG of channel `chid`: every channel of the group stops, gets the error
+    /// notifier written, and keeps the fault for the debugger.
+    fn rc(&mut self, core: &mut SimCore, chid: u32, info: RcInfo) {
+        let Some(tsg) = self.channels.get(&chid).map(|c| c.desc.tsg) else {
+            return;
+        };
+        core.trace(format!(
+            "host: RC on channel {chid}: {} ({})",
+            info.code, info.reason
+        ));
+        let now = core.clock.nanos();
+        for c in self.channels.values_mut().filter(|c| c.desc.tsg == tsg) {
+            c.state = ChannelState::Faulted(info.clone());
+            c.cursor = None;
+            if let Some(n) = c.desc.notifier {
+                let note = NvNotification {
+                    timeStamp: [(now >> 32) as u32, now as u32],
+                    info32: info.code,
+                    info16: info.engine_type as u16,
+                    status: 0,
+                };
+                // Everything but status first, then status (RM's order).
+                let _ = n.write(core, 0, &note.as_bytes()[..14]);
+                let _ = n.write(core, 14, &0xffffu16.to_le_bytes());
+            }
+        }
+        if let Some(c) = self.channels.get_mut(&chid) {
+            if let Some(f) = info.mmu_fault {
+                c.errors.mmu_fault_valid = true;
+                if c.errors.mmu_faults.len() >= 4 {
+                    c.errors.mmu_faults.remove(0);
+                }
+                c.errors.mmu_faults.push(f);
+            }
+            if let Some((sm, regs)) = info.sm_error {
+                c.errors.sm_errors.insert(sm, regs);
+            }
+        }
+    }
+}
+
+/// The doorbell register as a BAR0 engine.
+pub struct DoorbellEngine {
+    fifo: Arc<Mutex<Fifo>>,
+}
+
+impl std::fmt::Debug for DoorbellEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DoorbellEngine")
+    }
+}
+
+impl DoorbellEngine {
+    /// The doorbell of `fifo`.
+    pub fn new(fifo: Arc<Mutex<Fifo>>) -> Self {
+        DoorbellEngine { fifo }
+    }
+}
+
+/// Locks a fifo, surviving a poisoned lock.
+pub fn lock(fifo: &Mutex<Fifo>) -> MutexGuard<'_, Fifo> {
+    fifo.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl MmioEngine for DoorbellEngine {
+    fn name(&self) -> &'static str {
+        "doorbell"
+    }
+
+    fn claims(&self, offset: u32) -> bool {
+        offset == DOORBELL_OFFSET
+    }
+
+    fn read(&mut self, _core: &mut SimCore, _offset: u32) -> u32 {
+        0
+    }
+
+    fn write(&mut self, core: &mut SimCore, _offset: u32, value: u32) {
+        lock(&self.fifo).doorbell(core, value);
+    }
+}
