@@ -3,7 +3,6 @@
 //! * `rpc`: GSP RPC round trips on the simulator (`bench_rpc`).
 //! * `mm`: page-table map/unmap on the simulator's backing store (tables in sim VRAM written
 //!   through BAR1, TLB invalidates through the simulated MMU), and allocator fragmentation.
-//! * `rpc`: GSP RPC round trips against the simulator's GSP-RM emulator (`bench_rpc`).
 
 use std::io::Write;
 use std::time::Instant;
