@@ -123,6 +123,9 @@ enum Command {
         #[arg(long, default_value_t = 2 << 20)]
         size: u64,
     },
+    /// Boot GSP-RM from a cold GPU (FWSEC + booter, or FSP chain of trust), print the phases
+    /// and GSP-RM's static info, unload, and boot again.
+    Boot(cmd::boot::BootArgs),
     /// Fetch GSP firmware r570.144 into the cache, or inspect a firmware file.
     Fw {
         #[command(subcommand)]
@@ -202,6 +205,7 @@ fn main() -> ExitCode {
             },
         ),
         Command::Fw { command } => cmd::fw::run(&mut out, command),
+        Command::Boot(args) => cmd::boot::run(&mut out, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

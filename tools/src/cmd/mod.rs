@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_rpc;
 pub mod bind;
+pub mod boot;
 pub mod decode;
 pub mod decode_pushbuf;
 pub mod demo;
