@@ -320,7 +320,9 @@ pub trait Backend {
         Ok(())
     }
 
-    /// Called after a channel was allocated (kernel driver: `UVM_REGISTER_CHANNEL`).
+    /// Called after a channel, its engine object and its work-submit token exist, before the
+    /// channel group is scheduled (kernel driver: `UVM_REGISTER_CHANNEL`, which maps the
+    /// channel's context buffers into a UVM-owned VA space).
     fn channel_created(&mut self, channel: Handle) -> Result<(), BackendError> {
         let _ = channel;
         Ok(())
