@@ -19,13 +19,18 @@
 //!     (`ENABLE_PAGE_FAULTING | IS_EXTERNALLY_OWNED`), memory is mapped as UVM external ranges
 //!     at addresses of our own choosing (reserved in this process's address space, below
 //!     2^40), and every channel is registered with UVM;
+//! * rings (GPFIFO + USERD) and command memory (pushbuffers, QMDs, constant bank 0) in video
+//!   memory that the CPU writes through a write-combined BAR1 mapping, as tinygrad places its
+//!   GPFIFO area: the GPU fetches them from its own memory instead of across PCIe
+//!   (`NVBARE_KMOD_CMDS=host` keeps them in host memory);
 //! * the doorbell: the usermode object mapped through `/dev/nvidiaN` ([`UsermodeWindow`]);
 //! * a [`HostClock`].
 //!
 //! `NVBARE_KMOD_VA=uvm` selects the UVM mode (`rm` is the default).
 
 use nvbare_core::device::{
-    Backend, BackendError, GpuMemory, Location, MemoryRequest as DeviceMemoryRequest, RmObjects,
+    Backend, BackendError, GpuMemory, Location, MemoryRequest as DeviceMemoryRequest, Purpose,
+    RmObjects,
 };
 use nvbare_core::hal::{HalError, check_range};
 use nvbare_core::mm::{FitPolicy, RangeAllocator};
@@ -104,12 +109,13 @@ impl std::fmt::Display for VaMode {
     }
 }
 
-/// What backs host memory on the CPU side.
+/// What gives the CPU access to an allocation.
 #[derive(Debug)]
 enum HostBacking {
     /// Our own pages, registered with RM as an OS descriptor.
     Pages(HostMemory),
-    /// `NV01_MEMORY_SYSTEM` mapped through a control file.
+    /// An RM mapping: `NV01_MEMORY_SYSTEM` through a control file, or video memory through
+    /// BAR1 (write-combined).
     Mapped(CpuMapping),
 }
 
@@ -233,6 +239,10 @@ pub struct KernelBackend {
     reservation: Option<VaReservation>,
     /// Host allocations that fell back to `NV01_MEMORY_SYSTEM` (reported once).
     fallback_warned: bool,
+    /// Put GPFIFO rings (with USERD) and command memory in video memory, written by the CPU
+    /// through BAR1, as tinygrad does: the GPU then fetches GP entries, pushbuffers, QMDs and
+    /// constant banks from its own memory instead of across PCIe.
+    cmds_in_vram: bool,
     index: u32,
 }
 
@@ -254,7 +264,24 @@ impl KernelBackend {
             )
             .map_err(|e| KmodError::Invalid(format!("GPU VA window: {e:?}")))?,
         );
-        log::debug!("nvidia:{index}: {mode}");
+        let cmds_in_vram = match std::env::var("NVBARE_KMOD_CMDS").as_deref() {
+            Err(_) | Ok("") | Ok("vram") => true,
+            Ok("host") => false,
+            Ok(other) => {
+                return Err(KmodError::Invalid(format!(
+                    "NVBARE_KMOD_CMDS={other:?}: use `vram` (rings and command memory in video \
+                     memory, the default) or `host`"
+                )));
+            }
+        };
+        log::debug!(
+            "nvidia:{index}: {mode}, rings and commands in {}",
+            if cmds_in_vram {
+                "video memory"
+            } else {
+                "host memory"
+            }
+        );
         Ok(KernelBackend {
             uvm: None,
             gpu,
@@ -265,6 +292,7 @@ impl KernelBackend {
             va,
             reservation: None,
             fallback_warned: false,
+            cmds_in_vram,
             index,
         })
     }
@@ -438,6 +466,63 @@ impl KernelBackend {
         }
     }
 
+    /// Video memory the CPU writes through BAR1, for rings and command memory.
+    fn alloc_vram_for_cpu(
+        &mut self,
+        req: &DeviceMemoryRequest,
+        objs: RmObjects,
+    ) -> Result<KernelMemory, BackendError> {
+        let size = req.size.max(1).checked_next_multiple_of(PAGE_SIZE).ok_or(
+            BackendError::OutOfMemory {
+                requested: req.size,
+                location: Location::Device,
+            },
+        )?;
+        let r = MemoryRequest {
+            size,
+            location: MemoryLocation::Vidmem,
+            page_size: GpuPageSize::Small,
+            contiguous: true,
+        };
+        let device_req = DeviceMemoryRequest {
+            location: Location::Device,
+            ..*req
+        };
+        let handle = self
+            .gpu
+            .rm()
+            .alloc_memory(objs.device, &r)
+            .map_err(|e| kmod_to_backend(e, &device_req))?;
+        let cpu = {
+            let (rm, node) = self.gpu.rm_and_node();
+            rm.map_cpu(node, objs.device, handle, 0, size, 0, None)
+        };
+        let cpu = match cpu {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = self.gpu.rm().free(handle);
+                return Err(BackendError::Other(format!(
+                    "mapping video memory for the CPU (BAR1): {e}"
+                )));
+            }
+        };
+        match self.map_gpu(&device_req, handle, size, GpuPageSize::Small, objs) {
+            Ok((va, map)) => Ok(KernelMemory {
+                handle,
+                va,
+                size,
+                location: Location::Device,
+                map,
+                host: Some(HostBacking::Mapped(cpu)),
+            }),
+            Err(e) => {
+                drop(cpu);
+                let _ = self.gpu.rm().free(handle);
+                Err(e)
+            }
+        }
+    }
+
     fn alloc_uvm_va(&mut self, len: u64) -> Result<u64, BackendError> {
         self.va
             .alloc(len, 2 << 20)
@@ -560,6 +645,21 @@ impl Backend for KernelBackend {
 
     fn alloc_memory(&mut self, req: &DeviceMemoryRequest) -> Result<KernelMemory, BackendError> {
         let objs = self.objs()?;
+        if self.cmds_in_vram
+            && req.location == Location::Host
+            && matches!(req.purpose, Purpose::Ring | Purpose::Commands)
+        {
+            match self.alloc_vram_for_cpu(req, objs) {
+                Ok(m) => return Ok(m),
+                Err(e) => {
+                    log::warn!(
+                        "rings and command memory stay in host memory: video memory for them \
+                         failed ({e})"
+                    );
+                    self.cmds_in_vram = false;
+                }
+            }
+        }
         let (handle, size, host, page) = self.alloc_object(req, objs.device)?;
         match self.map_gpu(req, handle, size, page, objs) {
             Ok((va, map)) => {
