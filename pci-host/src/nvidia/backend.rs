@@ -22,7 +22,8 @@
 //! * rings (GPFIFO + USERD) and command memory (pushbuffers, QMDs, constant bank 0) in video
 //!   memory that the CPU writes through a write-combined BAR1 mapping, as tinygrad places its
 //!   GPFIFO area: the GPU fetches them from its own memory instead of across PCIe
-//!   (`NVBARE_KMOD_CMDS=host` keeps them in host memory);
+//!   (`NVBARE_KMOD_CMDS=host` keeps them in host memory, `vram4k` uses 4 KiB GPU pages instead of
+//!   64 KiB);
 //! * the doorbell: the usermode object mapped through `/dev/nvidiaN` ([`UsermodeWindow`]);
 //! * a [`HostClock`].
 //!
@@ -243,6 +244,8 @@ pub struct KernelBackend {
     /// through BAR1, as tinygrad does: the GPU then fetches GP entries, pushbuffers, QMDs and
     /// constant banks from its own memory instead of across PCIe.
     cmds_in_vram: bool,
+    /// GPU page size of that video memory.
+    cmds_page: GpuPageSize,
     index: u32,
 }
 
@@ -264,13 +267,16 @@ impl KernelBackend {
             )
             .map_err(|e| KmodError::Invalid(format!("GPU VA window: {e:?}")))?,
         );
-        let cmds_in_vram = match std::env::var("NVBARE_KMOD_CMDS").as_deref() {
-            Err(_) | Ok("") | Ok("vram") => true,
-            Ok("host") => false,
+        let (cmds_in_vram, cmds_page) = match std::env::var("NVBARE_KMOD_CMDS").as_deref() {
+            // 64 KiB pages measured faster on the H200 than 4 KiB ones (docs/benchmarks.md).
+            Err(_) | Ok("") | Ok("vram") => (true, GpuPageSize::Big),
+            Ok("vram4k") => (true, GpuPageSize::Small),
+            Ok("host") => (false, GpuPageSize::Small),
             Ok(other) => {
                 return Err(KmodError::Invalid(format!(
                     "NVBARE_KMOD_CMDS={other:?}: use `vram` (rings and command memory in video \
-                     memory, the default) or `host`"
+                     memory with 64 KiB GPU pages, the default), `vram4k` (4 KiB pages) or \
+                     `host`"
                 )));
             }
         };
@@ -293,6 +299,7 @@ impl KernelBackend {
             reservation: None,
             fallback_warned: false,
             cmds_in_vram,
+            cmds_page,
             index,
         })
     }
@@ -481,9 +488,13 @@ impl KernelBackend {
         let r = MemoryRequest {
             size,
             location: MemoryLocation::Vidmem,
-            page_size: GpuPageSize::Small,
+            page_size: self.cmds_page,
             contiguous: true,
         };
+        let size = r.rounded_size().ok_or(BackendError::OutOfMemory {
+            requested: req.size,
+            location: Location::Device,
+        })?;
         let device_req = DeviceMemoryRequest {
             location: Location::Device,
             ..*req
@@ -506,7 +517,7 @@ impl KernelBackend {
                 )));
             }
         };
-        match self.map_gpu(&device_req, handle, size, GpuPageSize::Small, objs) {
+        match self.map_gpu(&device_req, handle, size, self.cmds_page, objs) {
             Ok((va, map)) => Ok(KernelMemory {
                 handle,
                 va,

@@ -93,6 +93,9 @@ pub struct GpuBench {
     pub back_to_back_us: f64,
     /// Launches in the back-to-back run.
     pub launches: u32,
+    /// CPU time per launch in the back-to-back run (until the last launch call returned), µs:
+    /// when it is close to `back_to_back_us` the CPU is the bottleneck, otherwise the GPU.
+    pub submit_us: f64,
     /// Bytes per bandwidth copy.
     pub copy_bytes: u64,
     /// GB/s (10^9 bytes per second).
@@ -174,6 +177,7 @@ fn measure<B: CliBackend>(
     for _ in 0..launches {
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
     }
+    let submit_us = us(t.elapsed()) / f64::from(launches);
     dev.synchronize().map_err(rt("synchronize"))?;
     let back_to_back_us = us(t.elapsed()) / f64::from(launches);
 
@@ -223,6 +227,7 @@ fn measure<B: CliBackend>(
         launch_sync,
         back_to_back_us,
         launches,
+        submit_us,
         copy_bytes,
         h2d_gbps,
         d2h_gbps,
@@ -262,7 +267,7 @@ impl GpuBench {
         format!(
             "{{\"backend\":\"nvbare\",\"device\":{},\"launch_sync_us\":{{\"median\":{},\"p10\":{},\
              \"p90\":{},\"n\":{}}},\"back_to_back_us_per_launch\":{},\"launches\":{},\
-             \"copy_bytes\":{},\"h2d_gbps\":{},\"d2h_gbps\":{},\"d2d_gbps\":{},\
+             \"submit_us_per_launch\":{},\"copy_bytes\":{},\"h2d_gbps\":{},\"d2h_gbps\":{},\"d2d_gbps\":{},\
              \"copy4_h2d_us\":{},\"open_s\":{}}}",
             json_str(&self.device),
             num(l.median),
@@ -271,6 +276,7 @@ impl GpuBench {
             l.n,
             num(self.back_to_back_us),
             self.launches,
+            num(self.submit_us),
             self.copy_bytes,
             num(self.h2d_gbps),
             num(self.d2h_gbps),
@@ -290,8 +296,8 @@ impl GpuBench {
             l.median, l.p10, l.p90, l.n
         ));
         s.push_str(&format!(
-            "  back-to-back launches      {:.3} µs/launch ({} launches)\n",
-            self.back_to_back_us, self.launches
+            "  back-to-back launches      {:.3} µs/launch ({} launches; CPU {:.3} µs/launch)\n",
+            self.back_to_back_us, self.launches, self.submit_us
         ));
         s.push_str(&format!(
             "  H2D / D2H / D2D            {:.1} / {:.1} / {:.1} GB/s ({} bytes, pinned host)\n",
