@@ -27,9 +27,9 @@
 //! | `rm_handle` | memory object | memory object | `None` |
 //! | `phys` | — | — | physical range (for `prepare_channel`) |
 //! | usermode | BAR0 0xbb0000 of the simulated GPU | usermode object + mmap | BAR0 0xbb0000 |
-//! | `attach` | nothing | UVM register GPU + VA space | `SET_PAGE_DIRECTORY` |
+//! | `attach` | nothing | `NV01_MEMORY_VIRTUAL` window (RM VA) or UVM register GPU + VA space | `SET_PAGE_DIRECTORY` |
 //! | `prepare_channel` | nothing | nothing | `instanceMem`/`ramfcMem`/`userdMem`/`mthdbufMem`/`errorNotifierMem` |
-//! | `channel_created` | nothing | `UVM_REGISTER_CHANNEL` | nothing |
+//! | `channel_created` | nothing | `UVM_REGISTER_CHANNEL` (UVM VA) | nothing |
 
 use alloc::string::String;
 use core::fmt;
