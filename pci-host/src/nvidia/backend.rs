@@ -170,8 +170,8 @@ pub struct KernelMemory {
     size: u64,
     location: Location,
     map: GpuMap,
-    // Dropped after the RM object is freed (free_memory frees the object first), so RM never
-    // holds an OS descriptor of unmapped pages longer than needed.
+    // Our own pages are dropped after the RM object is freed (RM pinned them for the OS
+    // descriptor); an RM CPU mapping is dropped before its object.
     host: Option<HostBacking>,
 }
 
@@ -697,9 +697,14 @@ impl Backend for KernelBackend {
         }
     }
 
-    fn free_memory(&mut self, mem: KernelMemory) -> Result<(), BackendError> {
+    fn free_memory(&mut self, mut mem: KernelMemory) -> Result<(), BackendError> {
         let objs = self.objs()?;
         let mut first_err = None;
+        // An RM CPU mapping goes before its object (as `stress` and the usermode window do);
+        // our own pages go after it (RM unpins them when the OS descriptor is freed).
+        if matches!(mem.host, Some(HostBacking::Mapped(_))) {
+            drop(mem.host.take());
+        }
         match mem.map {
             GpuMap::Rm(m) => {
                 if let Some(virt) = self.virt
