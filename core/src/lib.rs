@@ -8,6 +8,9 @@
 //! * [`rm`]: the Resource Manager API as data and the [`rm::Rm`] trait.
 //! * [`channel`]: GPFIFO, pushbuffers, semaphores, the doorbell, QMDs and launch helpers.
 //! * `device` (feature `device`, needs a heap): the device layer over a `Backend`.
+//! * [`falcon`]: falcon and RISC-V engine control (GSP, SEC2): reset, IMEM/DMEM loads, HS boot.
+//! * [`gsp`]: the GSP-RM message queue and RPCs, and [`gsp::boot`], the bare-metal boot
+//!   (`docs/boot.md`).
 //!
 //! The crate needs no heap. The optional `alloc` feature only adds conveniences; the `device`
 //! feature (which implies `alloc`) adds the device layer.
@@ -22,6 +25,7 @@ pub mod channel;
 pub mod chip;
 #[cfg(feature = "device")]
 pub mod device;
+pub mod falcon;
 pub mod gsp;
 pub mod hal;
 pub mod mm;

@@ -17,8 +17,12 @@
 
 use crate::hal::{HalError, Mmio};
 
+pub mod falcon;
+pub mod fsp;
+pub mod fuse;
 pub mod gsp;
 pub mod mmu;
+pub mod pbus;
 pub mod pfb;
 pub mod pgc6;
 pub mod pmc;
@@ -81,6 +85,14 @@ pub trait RelativeRegister: Copy + From<u32> + Into<u32> {
     /// Writes the register of instance `E`.
     fn write_of<E: RegisterBase<Self::Family>, M: Mmio + ?Sized>(self, bar: &M) {
         bar.write32(Self::offset_of::<E>(), self.into())
+    }
+
+    /// Read-modify-write of the register of instance `E`.
+    fn update_of<E: RegisterBase<Self::Family>, M: Mmio + ?Sized>(
+        bar: &M,
+        f: impl FnOnce(Self) -> Self,
+    ) {
+        f(Self::read_of::<E, M>(bar)).write_of::<E, M>(bar)
     }
 
     /// Reads the register in a block whose base is only known at run time.

@@ -34,6 +34,7 @@ mod crc32;
 mod error;
 
 pub mod binhdr;
+pub mod boot;
 pub mod booter;
 pub mod bootloader;
 pub mod cubin;
@@ -51,6 +52,7 @@ pub mod vbios;
 #[cfg(feature = "testutil")]
 pub mod testutil;
 
+pub use boot::FirmwareSet;
 pub use booter::BooterImage;
 pub use bootloader::{GenericBootloader, RiscvBootloader};
 pub use detect::FirmwareFile;

@@ -27,9 +27,9 @@
 //! | `rm_handle` | memory object | memory object | `None` |
 //! | `phys` | — | — | physical range (for `prepare_channel`) |
 //! | usermode | BAR0 0xbb0000 of the simulated GPU | usermode object + mmap | BAR0 0xbb0000 |
-//! | `attach` | nothing | UVM register GPU + VA space | `SET_PAGE_DIRECTORY` |
+//! | `attach` | nothing | `NV01_MEMORY_VIRTUAL` window (RM VA) or UVM register GPU + VA space | `SET_PAGE_DIRECTORY` |
 //! | `prepare_channel` | nothing | nothing | `instanceMem`/`ramfcMem`/`userdMem`/`mthdbufMem`/`errorNotifierMem` |
-//! | `channel_created` | nothing | `UVM_REGISTER_CHANNEL` | nothing |
+//! | `channel_created` | nothing | `UVM_REGISTER_CHANNEL` (UVM VA) | nothing |
 //! | `enable_peer` | peer ports of a `SimSystem` | `UVM_ENABLE_PEER_ACCESS` (PCIe peers) | BAR1 window or NVLink peer id |
 //! | `map_peer_memory` | import the peer's memory object, `MAP_MEMORY_DMA` | UVM external mapping for this GPU's UUID | `PteAttrs::peer` / `peer_bar1` PTEs |
 //!
@@ -358,7 +358,9 @@ pub trait Backend {
         Ok(())
     }
 
-    /// Called after a channel was allocated (kernel driver: `UVM_REGISTER_CHANNEL`).
+    /// Called after a channel, its engine object and its work-submit token exist, before the
+    /// channel group is scheduled (kernel driver: `UVM_REGISTER_CHANNEL`, which maps the
+    /// channel's context buffers into a UVM-owned VA space).
     fn channel_created(&mut self, channel: Handle) -> Result<(), BackendError> {
         let _ = channel;
         Ok(())

@@ -499,7 +499,6 @@ impl<B: Backend> Inner<B> {
                 .backend
                 .rm()
                 .alloc(tsg, classes.gpfifo, p.as_mut_bytes())?;
-            self.backend.channel_created(h)?;
             let obj = self.backend.rm().alloc(h, engine_class, &mut [])?;
             let mut t = NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS::default();
             self.backend.rm().control(
@@ -507,6 +506,9 @@ impl<B: Backend> Inner<B> {
                 NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
                 t.as_mut_bytes(),
             )?;
+            // After the engine object: its context buffers exist by now, and UVM maps them
+            // when the channel is registered (the order CUDA and tinygrad use).
+            self.backend.channel_created(h)?;
             let c = &mut self.chans[ci];
             c.handle = h;
             c.object = obj;

@@ -18,6 +18,7 @@ use core::time::Duration;
 use crate::hal::{HalError, PollError};
 use crate::rm::RmStatus;
 
+pub mod boot;
 pub mod events;
 pub mod log;
 pub mod msgq;

@@ -26,6 +26,17 @@ register! {
     }
 }
 
+register! {
+    /// BSI scratch 14: SEC2 sets BOOT_STAGE_3_HANDOFF once it has reloaded GSP-RM (the CPU
+    /// sequencer's CORE_RESUME waits for it; `dev_gc6_island_addendum.h`).
+    pub NV_PGC6_BSI_SECURE_SCRATCH_14 @ 0x0011_80f8 {
+        #[bits(26)] __: u32,
+        /// 26:26 BOOT_STAGE_3_HANDOFF (1 = done)
+        #[bits(1)] pub boot_stage_3_handoff: bool,
+        #[bits(5)] __: u8,
+    }
+}
+
 /// `NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_0_GFW_BOOT_PROGRESS_COMPLETED`.
 pub const GFW_BOOT_PROGRESS_COMPLETED: u8 = 0xff;
 

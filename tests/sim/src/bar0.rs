@@ -87,6 +87,9 @@ pub trait MmioEngine: Send {
 
     /// A write of a claimed register.
     fn write(&mut self, core: &mut SimCore, offset: u32, value: u32);
+
+    /// A PCI function reset (FLR): return to the power-on state.
+    fn reset(&mut self, _core: &mut SimCore) {}
 }
 
 /// The GPU timer in the usermode block (`NVC361_TIME_0/1` at BAR0 0xbb0080/0xbb0084).

@@ -23,6 +23,7 @@ use nvbare_core::regs::{Register, RegisterArray};
 
 pub mod backend;
 pub mod bar0;
+pub mod boot;
 pub mod ce;
 pub mod clock;
 pub mod compute;
@@ -225,6 +226,15 @@ impl SimGpu {
         self.lock().core.trace.clone()
     }
 
+    /// Returns every engine to its power-on state (a PCI function reset).
+    fn reset_engines(&self) {
+        let mut st = self.lock();
+        let State { core, engines } = &mut *st;
+        for e in engines.iter_mut() {
+            e.reset(core);
+        }
+    }
+
     fn mmio_read(&self, offset: usize) -> u32 {
         if check_mmio(offset, BAR0_SIZE).is_err() {
             return u32::MAX;
@@ -329,6 +339,7 @@ impl PciConfig for SimPci {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .resets += 1;
+        self.gpu.reset_engines();
         Ok(())
     }
 }

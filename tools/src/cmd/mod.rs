@@ -1,9 +1,11 @@
 //! Subcommands, one module each.
 
 pub mod bench;
+pub mod bench_gpu;
 pub mod bench_p2p;
 pub mod bench_rpc;
 pub mod bind;
+pub mod boot;
 pub mod decode;
 pub mod decode_pushbuf;
 pub mod demo;

@@ -512,6 +512,12 @@ impl GspEmulator {
         });
     }
 
+    /// Writes an "injected fault %u" record with `code` to the attached logs (for hardware
+    /// models that make GSP-RM fail).
+    pub fn log_fault_code(&self, core: &mut SimCore, code: u32) {
+        self.lock().log(core, 2, &[code as u64]);
+    }
+
     /// The fake logging image the emulator's log records point into, as (VA, bytes).
     pub fn log_image(&self) -> Vec<(u64, Vec<u8>)> {
         self.lock().log_image.clone()

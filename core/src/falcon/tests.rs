@@ -1,0 +1,252 @@
+//! Register-sequence tests of the falcon driver against a small fake (the simulator's falcon
+//! model checks behaviour end to end in `tests/sim`).
+
+extern crate std;
+
+use core::cell::{Cell, RefCell};
+use core::time::Duration;
+use std::collections::BTreeMap;
+use std::vec::Vec;
+
+use super::*;
+use crate::regs::falcon::{Gsp, Sec2};
+
+/// Registers in a map, a write log, and a few behaviours: reset scrubbing, halting on start.
+struct Fake {
+    regs: RefCell<BTreeMap<usize, u32>>,
+    writes: RefCell<Vec<(usize, u32)>>,
+    scrub_forever: bool,
+    halt_on_start: bool,
+}
+
+impl Fake {
+    fn new() -> Self {
+        Fake {
+            regs: RefCell::new(BTreeMap::new()),
+            writes: RefCell::new(Vec::new()),
+            scrub_forever: false,
+            halt_on_start: true,
+        }
+    }
+    fn set(&self, off: usize, v: u32) {
+        self.regs.borrow_mut().insert(off, v);
+    }
+    fn get(&self, off: usize) -> u32 {
+        self.regs.borrow().get(&off).copied().unwrap_or(0)
+    }
+    fn writes_to(&self, off: usize) -> Vec<u32> {
+        self.writes
+            .borrow()
+            .iter()
+            .filter(|(o, _)| *o == off)
+            .map(|(_, v)| *v)
+            .collect()
+    }
+}
+
+const GSP: usize = 0x11_0000;
+
+impl Mmio for Fake {
+    fn size(&self) -> usize {
+        16 << 20
+    }
+    fn read32(&self, offset: usize) -> u32 {
+        match offset - (offset & 0xfff_f000) {
+            // HWCFG2: RISC-V present, reset ready, scrubbing as configured.
+            0x0f4 if offset & !0xfff == GSP || offset & !0xfff == 0x84_0000 => {
+                (1 << 10) | (1 << 31) | ((self.scrub_forever as u32) << 12)
+            }
+            // DMATRFCMD: idle, never full.
+            0x118 => 0x2,
+            _ => self.get(offset),
+        }
+    }
+    fn write32(&self, offset: usize, value: u32) {
+        self.writes.borrow_mut().push((offset, value));
+        if offset == GSP + 0x100 && value & 2 != 0 && self.halt_on_start {
+            self.set(GSP + 0x100, 1 << 4);
+            self.set(GSP + 0x40, 0);
+            return;
+        }
+        self.set(offset, value);
+    }
+}
+
+struct FakeClock(Cell<Duration>);
+impl Clock for FakeClock {
+    fn now(&self) -> Duration {
+        let t = self.0.get() + Duration::from_nanos(100);
+        self.0.set(t);
+        t
+    }
+    fn delay(&self, d: Duration) {
+        self.0.set(self.0.get() + d)
+    }
+}
+
+fn clock() -> FakeClock {
+    FakeClock(Cell::new(Duration::ZERO))
+}
+
+#[test]
+fn reset_toggles_the_engine_and_writes_boot0() {
+    let bar = Fake::new();
+    bar.set(0, 0x1920_00a1);
+    let c = clock();
+    let f: Falcon<'_, Gsp, _, _> = Falcon::new(&bar, &c, FalconHal::Ga102);
+    f.reset().unwrap();
+    assert_eq!(bar.writes_to(GSP + 0x3c0), [1, 0]);
+    assert_eq!(bar.get(GSP + 0x084), 0x1920_00a1);
+    f.reset_into_riscv().unwrap();
+    assert_eq!(bar.get(0x11_1668), 0x111);
+}
+
+#[test]
+fn scrubbing_that_never_ends_times_out() {
+    let mut bar = Fake::new();
+    bar.scrub_forever = true;
+    let c = clock();
+    let f: Falcon<'_, Sec2, _, _> = Falcon::new(&bar, &c, FalconHal::Ga102);
+    let e = f.reset().unwrap_err();
+    assert!(
+        matches!(e, FalconError::Timeout { engine: "SEC2", .. }),
+        "{e}"
+    );
+    assert!(c.0.get() >= MEM_SCRUB_TIMEOUT);
+}
+
+#[test]
+fn gh100_reset_waits_for_the_status_machine() {
+    let bar = Fake::new();
+    let c = clock();
+    let f: Falcon<'_, Gsp, _, _> = Falcon::new(&bar, &c, FalconHal::Gh100);
+    // The fake's RESET_STATUS reads back the written value's bits 10:8, i.e. 0 = ASSERTED
+    // after the assert write and stays 0 after deassert: DEASSERTED never comes.
+    let e = f.reset().unwrap_err();
+    assert!(matches!(e, FalconError::Timeout { .. }), "{e}");
+    assert_eq!(bar.writes_to(GSP + 0x3c0), [1, 0]);
+}
+
+#[test]
+fn hs_execution_programs_dma_brom_and_mailboxes() {
+    let bar = Fake::new();
+    let c = clock();
+    let f: Falcon<'_, Gsp, _, _> = Falcon::new(&bar, &c, FalconHal::Ga102);
+    let load = HsLoad {
+        code_offset: 0x100,
+        imem_pa: 0,
+        imem_va: 0x100,
+        imem_size: 0x200,
+        data_offset: 0x400,
+        dmem_pa: 0,
+        dmem_size: 0x100,
+        brom: BromParams {
+            pkc_data_offset: 0x10,
+            engine_id_mask: 1,
+            ucode_id: 3,
+        },
+    };
+    let (m0, m1) = f
+        .execute_hs(0x1_0000_0000, 0x1000, &load, Some((0xdead_b000, 7)), 1)
+        .unwrap();
+    assert_eq!((m0, m1), (0, 7));
+    // IMEM: base biased by -imem_va, two 256-byte blocks with FB offsets = VA.
+    assert_eq!(
+        bar.writes_to(GSP + 0x110),
+        [
+            ((0x1_0000_0000u64 + 0x100 - 0x100) >> 8) as u32,
+            (0x1_0000_0400u64 >> 8) as u32
+        ]
+    );
+    assert_eq!(bar.writes_to(GSP + 0x11c), [0x100, 0x200, 0]);
+    assert_eq!(bar.writes_to(GSP + 0x114), [0, 0x100, 0]);
+    let cmds = bar.writes_to(GSP + 0x118);
+    assert_eq!(cmds.len(), 3);
+    assert_eq!(cmds[0], (1 << 4) | (1 << 2) | (6 << 8));
+    assert_eq!(cmds[2], 6 << 8);
+    assert_eq!(bar.get(0x11_1210), 0x10);
+    assert_eq!(bar.get(0x11_119c), 1);
+    assert_eq!(bar.get(0x11_1198), 3);
+    assert_eq!(bar.get(0x11_1180), 1);
+    assert_eq!(bar.get(GSP + 0x104), 0x100);
+    assert_eq!(bar.get(GSP + 0x624) & 0x80, 0x80);
+    assert_eq!(bar.get(GSP + 0x600), 0b101);
+}
+
+#[test]
+fn hs_load_outside_the_image_is_refused_before_touching_hardware() {
+    let bar = Fake::new();
+    let c = clock();
+    let f: Falcon<'_, Gsp, _, _> = Falcon::new(&bar, &c, FalconHal::Ga102);
+    let load = HsLoad {
+        code_offset: 0xf00,
+        imem_size: 0x200,
+        dmem_size: 0x100,
+        ..Default::default()
+    };
+    assert!(matches!(
+        f.execute_hs(0x1000, 0x1000, &load, None, 1),
+        Err(FalconError::BadLoad { .. })
+    ));
+    assert!(bar.writes.borrow().is_empty());
+}
+
+#[test]
+fn a_falcon_that_never_halts_times_out() {
+    let mut bar = Fake::new();
+    bar.halt_on_start = false;
+    let c = clock();
+    let f: Falcon<'_, Gsp, _, _> = Falcon::new(&bar, &c, FalconHal::Ga102);
+    let load = HsLoad {
+        imem_size: 0x100,
+        data_offset: 0x100,
+        dmem_size: 0x100,
+        ..Default::default()
+    };
+    let e = f.execute_hs(0x1000, 0x1000, &load, None, 1).unwrap_err();
+    assert!(matches!(e, FalconError::Timeout { .. }), "{e}");
+}
+
+#[test]
+fn pio_loads_write_tags_and_words() {
+    let bar = Fake::new();
+    let c = clock();
+    let f: Falcon<'_, Gsp, _, _> = Falcon::new(&bar, &c, FalconHal::Ga102);
+    let code: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+    f.load_imem_pio(0x200, 0x1000, &code, true).unwrap();
+    assert_eq!(
+        bar.writes_to(GSP + 0x180),
+        [(2 << 8) | (1 << 24) | (1 << 28)]
+    );
+    assert_eq!(bar.writes_to(GSP + 0x188), [0x10, 0x11]);
+    let words = bar.writes_to(GSP + 0x184);
+    assert_eq!(words.len(), 128);
+    assert_eq!(words[0], 0x0302_0100);
+    assert_eq!(words[74], u32::from_le_bytes([40, 41, 42, 43]));
+    assert_eq!(words[75], 0);
+    assert_eq!(words[127], 0);
+    f.load_dmem_pio(0x104, &[1, 2, 3, 4, 5]).unwrap();
+    assert_eq!(
+        bar.writes_to(GSP + 0x1c0),
+        [(1 << 8) | (1 << 2) | (1 << 24)]
+    );
+    assert_eq!(bar.writes_to(GSP + 0x1c4), [0x0403_0201, 5]);
+    assert!(f.load_dmem_pio(2, &[0]).is_err());
+}
+
+#[test]
+fn fuse_versions_follow_the_highest_set_bit() {
+    let bar = Fake::new();
+    bar.set(0x82_4148, 0b1); // SEC2 ucode 3
+    bar.set(0x82_41e0, 0b100); // GSP ucode 9
+    assert_eq!(ucode_fuse_version(&bar, FuseEngine::Sec2, 3), 1);
+    assert_eq!(ucode_fuse_version(&bar, FuseEngine::Gsp, 9), 3);
+    assert_eq!(ucode_fuse_version(&bar, FuseEngine::Gsp, 0), 0);
+    assert_eq!(ucode_fuse_version(&bar, FuseEngine::Gsp, 17), 0);
+    assert_eq!(
+        FuseEngine::from_engine_id_mask(0x400),
+        Some(FuseEngine::Gsp)
+    );
+    assert_eq!(FuseEngine::from_engine_id_mask(1), Some(FuseEngine::Sec2));
+    assert_eq!(FuseEngine::from_engine_id_mask(0x100), None);
+}

@@ -1,0 +1,285 @@
+//! `nvbare boot`: bring GSP-RM up from a cold GPU with the real r570.144 firmware, print the
+//! phases with timings and GSP-RM's static info, unload, and do it again.
+//!
+//! `--device sim:CHIP` runs on the simulated GPU with its boot hardware
+//! (`nvbare_sim::boot`). [`boot_cycles`] is generic over the `hal` traits, so `vfio:BDF` can use
+//! it once the bare-metal backend opens a `VfioGpu` (`bar0()/dma()/pci()/clock()`).
+
+use std::fmt;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nvbare_core::chip::Chipset;
+use nvbare_core::gsp::boot::{
+    BootError, BootHw, BootObserver, BootOptions, BootPhase, BootReport, RunningGsp, boot,
+};
+use nvbare_core::gsp::log::{LogImage, Segments};
+use nvbare_core::gsp::sysinfo::GspStaticConfigInfo;
+use nvbare_core::hal::{Clock, DmaAllocator, Mmio, PciConfig};
+use nvbare_gsp_firmware::FirmwareSet;
+use nvbare_gsp_firmware::boot::ReadError;
+use nvbare_sim::boot::{BootModel, BootSimConfig, SimFirmware, boot_hw};
+use nvbare_sim::{ChipModel, SimConfig, SimGpu};
+
+use crate::{CliError, DeviceSpec};
+
+/// Options of `nvbare boot`.
+#[derive(clap::Args, Debug)]
+pub struct BootArgs {
+    /// sim:CHIP (ad102, gh100, gb202); vfio:BDF once the bare-metal backend is wired.
+    #[arg(long, short, default_value = "sim:gh100")]
+    pub device: DeviceSpec,
+    /// Boot/unload cycles.
+    #[arg(long, default_value_t = 2)]
+    pub cycles: u32,
+    /// Firmware directory (default: $NVBARE_FIRMWARE_DIR or ~/.cache/nvbare/firmware).
+    #[arg(long)]
+    pub firmware_dir: Option<PathBuf>,
+    /// Reset the GPU (PCI function reset) if a GSP is found running, instead of refusing.
+    #[arg(long)]
+    pub reset: bool,
+    /// Print the GSP's LIBOS log after each boot.
+    #[arg(long)]
+    pub log: bool,
+}
+
+/// The firmware cache directory (the fetch script's rule).
+pub fn firmware_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("NVBARE_FIRMWARE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".cache"))
+        .join("nvbare")
+        .join("firmware")
+}
+
+/// Loads and checks a chip's firmware files from `dir`.
+pub fn load_firmware(chip: Chipset, dir: &std::path::Path) -> Result<FirmwareSet, CliError> {
+    FirmwareSet::load(chip, |p| {
+        std::fs::read(dir.join(p)).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => ReadError::NotFound,
+            _ => ReadError::Io(e.to_string()),
+        })
+    })
+    .map_err(|e| CliError::Runtime(format!("{e} (firmware directory {})", dir.display())))
+}
+
+fn io(e: std::io::Error) -> CliError {
+    CliError::Runtime(format!("writing output: {e}"))
+}
+
+/// Prints phases as they finish (with what happened in them), and the report of a failure.
+struct Printer<'a> {
+    out: &'a mut dyn Write,
+    pending: Vec<String>,
+}
+
+impl<'a> Printer<'a> {
+    fn new(out: &'a mut dyn Write) -> Self {
+        Printer {
+            out,
+            pending: Vec::new(),
+        }
+    }
+
+    fn flush_details(&mut self) {
+        for d in self.pending.drain(..) {
+            let _ = writeln!(self.out, "      {d}");
+        }
+    }
+}
+
+impl BootObserver for Printer<'_> {
+    fn phase_finished(&mut self, phase: BootPhase, elapsed: Duration) {
+        let _ = writeln!(
+            self.out,
+            "  {:<40} {:>10.3} ms",
+            phase.name(),
+            elapsed.as_secs_f64() * 1e3
+        );
+        self.flush_details();
+    }
+    fn detail(&mut self, _phase: BootPhase, what: fmt::Arguments<'_>) {
+        self.pending.push(what.to_string());
+    }
+    fn failed(&mut self, error: &BootError, report: &BootReport) {
+        let _ = writeln!(self.out, "  {:<40} FAILED", error.phase.name());
+        self.flush_details();
+        let _ = writeln!(self.out, "  {error}");
+        for l in report.to_string().lines() {
+            let _ = writeln!(self.out, "    {l}");
+        }
+    }
+}
+
+/// Prints GSP-RM's static info.
+pub fn print_static_info(out: &mut dyn Write, s: &GspStaticConfigInfo) -> std::io::Result<()> {
+    let short_len = s
+        .gpuShortNameString
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(64);
+    let short = String::from_utf8_lossy(&s.gpuShortNameString[..short_len]);
+    writeln!(out, "  GSP static info")?;
+    writeln!(
+        out,
+        "    name              {} ({short})",
+        s.gpu_name().unwrap_or("?")
+    )?;
+    writeln!(
+        out,
+        "    framebuffer       {} MiB, {}-bit bus",
+        s.fb_length >> 20,
+        s.fb_bus_width
+    )?;
+    writeln!(out, "    L2 cache          {} KiB", s.l2_cache_size >> 10)?;
+    writeln!(
+        out,
+        "    BAR1/BAR2 PDB     {:#x} / {:#x}",
+        s.bar1PdeBase, s.bar2PdeBase
+    )?;
+    writeln!(
+        out,
+        "    internal handles  client {:#x}, device {:#x}, subdevice {:#x}",
+        s.hInternalClient, s.hInternalDevice, s.hInternalSubdevice
+    )?;
+    let n = s.fbRegionInfoParams.numFBRegions.min(16);
+    writeln!(out, "    FB regions        {n}")?;
+    Ok(())
+}
+
+/// Boots, prints static info, unloads, `cycles` times, on any hardware the `hal` traits reach.
+pub fn boot_cycles<M, D, C, P>(
+    out: &mut dyn Write,
+    hw: &BootHw<M, D, C, P>,
+    fw: &FirmwareSet,
+    opts: &BootOptions<'_>,
+    cycles: u32,
+    print_log: bool,
+    log_image: Option<&dyn LogImage>,
+) -> Result<(), CliError>
+where
+    M: Mmio + Clone,
+    D: DmaAllocator,
+    C: Clock + Clone,
+    P: PciConfig,
+{
+    for cycle in 1..=cycles {
+        writeln!(out, "boot {cycle}/{cycles}").map_err(io)?;
+        let t0 = hw.clock.now();
+        let mut p = Printer::new(&mut *out);
+        let r = boot(hw, fw, opts, &mut p);
+        p.flush_details();
+        let booted = r.map_err(|e| CliError::Runtime(format!("{e}")))?;
+        let took = hw.clock.now().saturating_sub(t0);
+        writeln!(
+            out,
+            "  GSP-RM running after {:.3} ms",
+            took.as_secs_f64() * 1e3
+        )
+        .map_err(io)?;
+        print_static_info(out, booted.static_info()).map_err(io)?;
+        let l = booted.fb_layout();
+        writeln!(out, "  FB reservations (for core::mm)").map_err(io)?;
+        for r in l.reservations() {
+            writeln!(
+                out,
+                "    {:#014x} +{:>8} KiB  {:?}",
+                r.base,
+                r.size >> 10,
+                r.owner
+            )
+            .map_err(io)?;
+        }
+        if print_log {
+            writeln!(out, "  GSP log").map_err(io)?;
+            booted.state().read_logs(log_image, &mut |l| {
+                let _ = writeln!(out, "    {l}");
+            });
+        }
+        writeln!(out, "unload {cycle}/{cycles}").map_err(io)?;
+        let mut p = Printer::new(&mut *out);
+        let r = booted.unload(hw, &mut p, log_image);
+        p.flush_details();
+        let r = r.map_err(|e| CliError::Runtime(format!("{e}")))?;
+        if r.suspend_timed_out {
+            writeln!(out, "  (GSP-RM did not report suspended; torn down anyway)").map_err(io)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `nvbare boot`.
+pub fn run(out: &mut dyn Write, args: BootArgs) -> Result<(), CliError> {
+    let chip = match args.device {
+        DeviceSpec::Sim(c) => c,
+        other => {
+            return Err(CliError::Usage(format!(
+                "nvbare boot runs on sim:ad102, sim:gh100 or sim:gb202 for now; {other} needs \
+                 the bare-metal backend (vfio:BDF is wired once it lands)"
+            )));
+        }
+    };
+    let model = ChipModel::for_chipset(chip).ok_or_else(|| {
+        CliError::Usage(format!(
+            "the simulator has no {chip} (it has {})",
+            ChipModel::names().collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    let dir = args.firmware_dir.clone().unwrap_or_else(firmware_dir);
+    writeln!(
+        out,
+        "loading r570.144 firmware for {chip} from {}",
+        dir.display()
+    )
+    .map_err(io)?;
+    let fw = load_firmware(chip, &dir)?;
+    let sim_fw = SimFirmware::load(chip, &dir).map_err(CliError::Runtime)?;
+    let gpu = SimGpu::new(SimConfig::new(model));
+    let boot_model = BootModel::install(&gpu, BootSimConfig::new(Arc::new(sim_fw)));
+    let hw = boot_hw(&gpu);
+    let image = boot_model.log_image();
+    let segs: Vec<(u64, &[u8])> = image.iter().map(|(a, b)| (*a, b.as_slice())).collect();
+    let log_image = Segments(&segs);
+    let opts = BootOptions {
+        running_gsp: if args.reset {
+            RunningGsp::Reset
+        } else {
+            RunningGsp::Refuse
+        },
+        log_image: Some(&log_image),
+        ..BootOptions::default()
+    };
+    writeln!(out, "device    {} ({})", model.board, args.device).map_err(io)?;
+    let r = boot_cycles(
+        out,
+        &hw,
+        &fw,
+        &opts,
+        args.cycles,
+        args.log,
+        Some(&log_image),
+    );
+    let errors = boot_model.errors();
+    if !errors.is_empty() {
+        writeln!(out, "the simulated boot hardware saw problems:").map_err(io)?;
+        for e in &errors {
+            writeln!(out, "  {e}").map_err(io)?;
+        }
+    }
+    r?;
+    let s = boot_model.stats();
+    writeln!(
+        out,
+        "done: {} GSP-RM start(s), {} unload(s), {} GPU reset(s)",
+        s.gsp_rm_starts, s.suspends, s.resets
+    )
+    .map_err(io)?;
+    Ok(())
+}

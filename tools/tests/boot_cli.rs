@@ -1,0 +1,69 @@
+//! `nvbare boot` as a user runs it: the simulated GPUs with the real r570.144 firmware.
+
+use std::process::{Command, Output};
+
+use nvbare_gsp_firmware::testutil;
+
+fn nvbare(args: &[&str], firmware: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nvbare"))
+        .args(args)
+        .env_remove("NVBARE_LOG")
+        .env("NVBARE_FIRMWARE_DIR", firmware)
+        .output()
+        .expect("run nvbare")
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+#[test]
+fn boot_prints_phases_static_info_and_boots_again_after_unload() {
+    let dir = testutil::require_firmware_dir();
+    for (dev, phase, name) in [
+        ("sim:ad102", "booter_load (SEC2)", "AD102"),
+        ("sim:gh100", "FSP chain of trust", "GH100"),
+        ("sim:gb202", "FSP chain of trust", "GB202"),
+    ] {
+        let o = nvbare(&["boot", "--device", dev], &dir);
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "{dev}: {out}\n{}", text(&o.stderr));
+        for want in [
+            "boot 1/2",
+            "unload 1/2",
+            "boot 2/2",
+            "unload 2/2",
+            "GSP static info",
+            "GSP-RM running after",
+            name,
+            phase,
+            "2 GSP-RM start(s), 2 unload(s), 0 GPU reset(s)",
+        ] {
+            assert!(out.contains(want), "{dev}: missing {want:?} in\n{out}");
+        }
+    }
+}
+
+#[test]
+fn missing_firmware_names_the_file_and_the_fetch_script() {
+    let empty = std::env::temp_dir().join(format!("nvbare-boot-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = nvbare(&["boot", "--device", "sim:ad102"], &empty);
+    let err = text(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("fetch-firmware.sh"), "{err}");
+    assert!(err.contains("ad102"), "{err}");
+    let _ = std::fs::remove_dir(&empty);
+}
+
+#[test]
+fn devices_the_boot_cannot_run_on_are_usage_errors() {
+    let dir = testutil::require_firmware_dir();
+    let o = nvbare(&["boot", "--device", "vfio:0000:01:00.0"], &dir);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("bare-metal backend"),
+        "{}",
+        text(&o.stderr)
+    );
+}
