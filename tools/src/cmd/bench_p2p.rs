@@ -10,6 +10,9 @@
 //!   only start once the CPU opened a gate; nothing of B's may complete before;
 //! * an event: A's pull of B's buffer waits for B's gated work, with no other ordering.
 //!
+//! On `nvidia:A,nvidia:B` both GPUs are opened together (`KernelBackend::open_group`: UVM VA
+//! mode, one UVM VA space) so each can map the other's memory.
+//!
 //! Bandwidth: `--size` bytes (default 1 GiB, 64 MiB on the simulator), `--reps` copies per
 //! direction after one warm-up, each copy timed from submission to completion on both devices
 //! (like a synchronous `cudaMemcpyPeer`); GB/s = 10^9 bytes/s of data moved one way. The
@@ -146,9 +149,42 @@ pub fn run(out: &mut dyn Write, args: P2pArgs) -> Result<(), CliError> {
             let _keep: Arc<SimSystem> = sys.clone();
             bench(out, &args, &a, &b, size, opened, "simulator")
         }
-        DevicePair(a, b) => Err(CliError::Runtime(format!(
-            "{a},{b}: two devices of one kind are needed, and over the nvidia kernel driver the \
-             device layer is not in this build yet; use --devices sim:CHIP,sim:CHIP"
+        #[cfg(feature = "nvidia-kmod")]
+        DevicePair(DeviceSpec::Nvidia(ia), DeviceSpec::Nvidia(ib)) => {
+            if ia == ib {
+                return Err(CliError::Usage(format!(
+                    "--devices nvidia:{ia},nvidia:{ib}: two different GPUs are needed"
+                )));
+            }
+            let t = Instant::now();
+            // Opened together: one UVM VA space, so each can map the other's memory.
+            let mut group = nvbare_pci_host::nvidia::KernelBackend::open_group(&[ia, ib])?;
+            let (Some(bb), Some(ba)) = (group.pop(), group.pop()) else {
+                return Err(CliError::Runtime("opening the GPU pair failed".into()));
+            };
+            let a = Device::open(ba, opts)
+                .map_err(|e| CliError::Runtime(format!("opening nvidia:{ia}: {e}")))?;
+            let b = Device::open(bb, opts)
+                .map_err(|e| CliError::Runtime(format!("opening nvidia:{ib}: {e}")))?;
+            let opened = t.elapsed();
+            bench(
+                out,
+                &args,
+                &a,
+                &b,
+                args.size.unwrap_or(1 << 30),
+                opened,
+                "nvidia.ko",
+            )
+        }
+        #[cfg(not(feature = "nvidia-kmod"))]
+        DevicePair(DeviceSpec::Nvidia(ia), DeviceSpec::Nvidia(_)) => {
+            let _ = opts;
+            Err(crate::kmod::not_built(ia))
+        }
+        DevicePair(a, b) => Err(CliError::Usage(format!(
+            "{a},{b}: two devices of one kind are needed: sim:CHIP,sim:CHIP (one simulated host) \
+             or nvidia:N,nvidia:M (vfio: has no device layer yet)"
         ))),
     }
 }
@@ -696,9 +732,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("same architecture"), "{e}");
-        let e = run(&mut Vec::new(), args("nvidia:0,nvidia:1"))
+        let e = run(&mut Vec::new(), args("sim:gh100,nvidia:1"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("sim:CHIP,sim:CHIP"), "{e}");
+        assert!(e.contains("two devices of one kind"), "{e}");
+        let e = run(&mut Vec::new(), args("nvidia:1,nvidia:1"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("two different GPUs"), "{e}");
     }
 }
