@@ -51,6 +51,10 @@ fi
 
 NVBARE="${NVBARE:-target/release/nvbare}"
 NVCC="${NVCC:-nvcc}"
+# A toolkit installed but not on PATH (the usual /usr/local/cuda).
+if ! command -v "$NVCC" >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+    NVCC=/usr/local/cuda/bin/nvcc
+fi
 CUDA_P2P="${CUDA_P2P:-target/cuda_p2p}"
 BENCH_DIR="${BENCH_DIR:-target/bench}"
 src=tools/bench/cuda_p2p.cu
