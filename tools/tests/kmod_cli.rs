@@ -131,3 +131,18 @@ fn an_unsupported_kmod_va_mode_is_a_clear_error() {
     assert!(!err.contains("panicked"), "{err}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn bench_p2p_without_a_driver_explains_and_fails() {
+    let root = scratch("p2p");
+    let o = nvbare(
+        &["bench", "p2p", "--devices", "nvidia:0,nvidia:1", "--json"],
+        Some(&root),
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no nvidia kernel driver is loaded"), "{err}");
+    assert!(o.stdout.is_empty(), "no JSON without a result");
+    assert!(!err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}

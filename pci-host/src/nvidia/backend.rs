@@ -29,9 +29,11 @@
 //!
 //! `NVBARE_KMOD_VA=uvm` selects the UVM mode (`rm` is the default).
 
+use std::sync::{Arc, Mutex};
+
 use nvbare_core::device::{
-    Backend, BackendError, GpuMemory, Location, MemoryRequest as DeviceMemoryRequest, Purpose,
-    RmObjects,
+    Backend, BackendError, GpuMemory, Location, MemoryRequest as DeviceMemoryRequest, PeerMapping,
+    PeerPathInfo, Purpose, RmObjects,
 };
 use nvbare_core::hal::{HalError, check_range};
 use nvbare_core::mm::{FitPolicy, RangeAllocator};
@@ -216,7 +218,8 @@ impl GpuMemory for KernelMemory {
 /// The UVM side of [`VaMode::Uvm`].
 #[derive(Debug)]
 struct UvmState {
-    uvm: Uvm,
+    /// The UVM VA space: this backend's own, or its [`PeerGroup`]'s.
+    uvm: Arc<Uvm>,
     uuid: GpuUuid,
     /// Registered channels and the VA UVM got for each.
     channels: Vec<(Handle, u64)>,
@@ -247,9 +250,108 @@ pub struct KernelBackend {
     /// GPU page size of that video memory.
     cmds_page: GpuPageSize,
     index: u32,
+    /// The backends opened together with this one ([`KernelBackend::open_group`]); last, so
+    /// the shared UVM fd and window reservation outlive this backend's RM client.
+    group: Option<Arc<PeerGroup>>,
+}
+
+/// What [`KernelBackend`]s opened together share so that they can be peers (docs/multi-gpu.md):
+///
+/// * one UVM VA space (one `/dev/nvidia-uvm` fd): UVM maps one GPU's memory for another only
+///   when both are registered in the same VA space, and enables peers per VA space
+///   (`UVM_ENABLE_PEER_ACCESS`; NVLink peers when the second GPU registers);
+/// * the process's VA window, reserved once and split between the backends, because external
+///   ranges of one UVM VA space live in one address space: a buffer is mapped for its peer at
+///   the VA its owner uses.
+#[derive(Debug)]
+pub struct PeerGroup {
+    uvm: Arc<Uvm>,
+    /// GPU pairs `UVM_ENABLE_PEER_ACCESS` succeeded for (unordered).
+    enabled: Mutex<Vec<(GpuUuid, GpuUuid)>>,
+    _reservation: Option<VaReservation>,
+}
+
+impl PeerGroup {
+    fn is_enabled(&self, a: GpuUuid, b: GpuUuid) -> bool {
+        self.enabled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|&p| p == (a, b) || p == (b, a))
+    }
+
+    fn set_enabled(&self, a: GpuUuid, b: GpuUuid, on: bool) {
+        let mut e = self.enabled.lock().unwrap_or_else(|e| e.into_inner());
+        e.retain(|&p| p != (a, b) && p != (b, a));
+        if on {
+            e.push((a, b));
+        }
+    }
+}
+
+fn peer_unsupported(reason: impl Into<String>) -> BackendError {
+    BackendError::PeerUnsupported {
+        reason: reason.into(),
+    }
 }
 
 impl KernelBackend {
+    /// Opens GPUs `indices` as a group that can be peers: UVM VA mode (whatever
+    /// `NVBARE_KMOD_VA` says), one shared UVM VA space, the VA window split between them.
+    pub fn open_group(indices: &[u32]) -> Result<Vec<KernelBackend>, KmodError> {
+        let n = indices.len() as u64;
+        if n == 0 {
+            return Err(KmodError::Invalid("a group needs at least one GPU".into()));
+        }
+        let mut backends = Vec::with_capacity(indices.len());
+        for &i in indices {
+            backends.push(Self::open_with(i, VaMode::Uvm)?);
+        }
+        let uvm = match backends.first() {
+            Some(b) => Arc::new(Uvm::open(b.gpu.driver())?),
+            None => return Err(KmodError::Invalid("a group needs at least one GPU".into())),
+        };
+        let group = Arc::new(PeerGroup {
+            uvm,
+            enabled: Mutex::new(Vec::new()),
+            _reservation: reserve_window(),
+        });
+        for (b, (base, len)) in backends.iter_mut().zip(group_windows(n)) {
+            *b.va = RangeAllocator::new(base, len, PAGE_SIZE, FitPolicy::FirstFit)
+                .map_err(|e| KmodError::Invalid(format!("GPU VA window: {e:?}")))?;
+            b.group = Some(group.clone());
+        }
+        Ok(backends)
+    }
+
+    /// The peer group of this backend and `peer`, and both GPUs' UUIDs, or why they are not
+    /// peers.
+    fn peer_of<'a>(
+        &'a self,
+        peer: &KernelBackend,
+    ) -> Result<(&'a Arc<PeerGroup>, GpuUuid, GpuUuid), BackendError> {
+        let hint = "open both GPUs together (KernelBackend::open_group; `nvbare bench p2p` \
+                    does): peers share one UVM VA space";
+        let (Some(g), Some(pg)) = (&self.group, &peer.group) else {
+            return Err(peer_unsupported(format!(
+                "nvidia:{} and nvidia:{} were opened separately; {hint}",
+                self.index, peer.index
+            )));
+        };
+        if !Arc::ptr_eq(g, pg) {
+            return Err(peer_unsupported(format!(
+                "nvidia:{} and nvidia:{} belong to different groups; {hint}",
+                self.index, peer.index
+            )));
+        }
+        let (Some(a), Some(b)) = (&self.uvm, &peer.uvm) else {
+            return Err(peer_unsupported(
+                "peer access before both devices are attached to UVM",
+            ));
+        };
+        Ok((g, a.uuid, b.uuid))
+    }
+
     /// Opens GPU `index` (`/dev/nvidiaN`) with the VA mode from `NVBARE_KMOD_VA`.
     pub fn open(index: u32) -> Result<KernelBackend, KmodError> {
         Self::open_with(index, VaMode::from_env()?)
@@ -301,6 +403,7 @@ impl KernelBackend {
             cmds_in_vram,
             cmds_page,
             index,
+            group: None,
         })
     }
 
@@ -629,15 +732,20 @@ impl Backend for KernelBackend {
                 self.virt = Some(virt);
             }
             VaMode::Uvm => {
-                if self.reservation.is_none() {
+                if self.reservation.is_none() && self.group.is_none() {
                     self.reservation = reserve_window();
                 }
                 let uuid = self
                     .gpu
                     .uuid()
                     .map_err(|e| BackendError::Other(e.to_string()))?;
-                let uvm =
-                    Uvm::open(self.gpu.driver()).map_err(|e| BackendError::Other(e.to_string()))?;
+                let uvm = match &self.group {
+                    Some(g) => g.uvm.clone(),
+                    None => Arc::new(
+                        Uvm::open(self.gpu.driver())
+                            .map_err(|e| BackendError::Other(e.to_string()))?,
+                    ),
+                };
                 uvm.register_gpu(uuid, self.gpu.rm_ref())
                     .and_then(|()| {
                         uvm.register_gpu_va_space(uuid, self.gpu.rm_ref(), objects.vaspace)
@@ -792,7 +900,24 @@ impl Backend for KernelBackend {
             if let Err(e) = u.uvm.unregister_gpu_va_space(u.uuid) {
                 log::debug!("UVM_UNREGISTER_GPU_VASPACE: {e}");
             }
-            // Closing the UVM fd releases the rest.
+            if let Some(g) = &self.group {
+                // The shared fd stays open: unregister the GPU (UVM disables its peers).
+                if let Err(e) = u.uvm.unregister_gpu(u.uuid) {
+                    log::debug!("UVM_UNREGISTER_GPU: {e}");
+                }
+                let pairs: Vec<_> = g
+                    .enabled
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .copied()
+                    .filter(|&(a, b)| a == u.uuid || b == u.uuid)
+                    .collect();
+                for (a, b) in pairs {
+                    g.set_enabled(a, b, false);
+                }
+            }
+            // Closing the UVM fd (the last user of it) releases the rest.
             drop(u);
         }
         if let Some(v) = self.virt.take() {
@@ -800,6 +925,88 @@ impl Backend for KernelBackend {
         }
         self.objs = None;
     }
+
+    fn enable_peer(&mut self, peer: &KernelBackend) -> Result<PeerPathInfo, BackendError> {
+        let (g, a, b) = self.peer_of(peer)?;
+        let g = g.clone();
+        let ids = [self.gpu.card().gpu_id, peer.gpu.card().gpu_id];
+        let caps = super::peer::p2p_caps(self.gpu.rm(), ids)
+            .map_err(|e| peer_unsupported(format!("RM's P2P capability query failed ({e})")))?;
+        let link = caps.link().ok_or_else(|| {
+            peer_unsupported(format!(
+                "nvidia:{} and nvidia:{}: {} (`nvidia-smi topo -p2p rw` shows the same)",
+                self.index,
+                peer.index,
+                caps.why_not()
+            ))
+        })?;
+        if caps.needs_uvm_enable() && !g.is_enabled(a, b) {
+            g.uvm.enable_peer_access(a, b).map_err(|e| {
+                peer_unsupported(format!(
+                    "RM reports {link} between nvidia:{} and nvidia:{}, but UVM refused peer \
+                     access: {e}",
+                    self.index, peer.index
+                ))
+            })?;
+            g.set_enabled(a, b, true);
+        }
+        Ok(PeerPathInfo {
+            link: link.to_string(),
+            peer_id: caps.peer_ids[0].and_then(|id| u8::try_from(id).ok()),
+        })
+    }
+
+    fn map_peer_memory(
+        &mut self,
+        peer: &KernelBackend,
+        mem: &KernelMemory,
+    ) -> Result<PeerMapping, BackendError> {
+        let (g, a, _) = self.peer_of(peer)?;
+        if !matches!(mem.map, GpuMap::Uvm) {
+            return Err(peer_unsupported(
+                "the peer's memory is not in a UVM range (open both GPUs with open_group)",
+            ));
+        }
+        // The owner's external range exists; this adds this GPU's mapping of it, at the same VA.
+        g.uvm
+            .map_external_allocation(
+                a,
+                peer.gpu.rm_ref(),
+                mem.handle,
+                mem.va,
+                mem.size,
+                0,
+                mem.location == Location::Host,
+            )
+            .map_err(|e| {
+                BackendError::Other(format!(
+                    "mapping {} bytes of nvidia:{}'s {} at GPU VA {:#x} for nvidia:{}: {e}",
+                    mem.size, peer.index, mem.location, mem.va, self.index
+                ))
+            })?;
+        Ok(PeerMapping {
+            va: mem.va,
+            size: mem.size,
+            location: mem.location,
+            token: 0,
+        })
+    }
+
+    fn unmap_peer_memory(&mut self, mapping: PeerMapping) -> Result<(), BackendError> {
+        let (Some(g), Some(u)) = (&self.group, &self.uvm) else {
+            return Err(peer_unsupported("no peer mappings outside a group"));
+        };
+        g.uvm
+            .unmap_external(u.uuid, mapping.va, mapping.size)
+            .map_err(|e| BackendError::Other(format!("removing a peer mapping: {e}")))
+    }
+}
+
+/// The parts of the VA window the `n` GPUs of a group allocate from: equal, 2 MiB-aligned,
+/// disjoint (one UVM VA space holds them all).
+fn group_windows(n: u64) -> impl Iterator<Item = (u64, u64)> {
+    let part = ((VA_WINDOW_END - VA_WINDOW_BASE) / n.max(1)) & !((2 << 20) - 1);
+    (0..n).map(move |k| (VA_WINDOW_BASE + k * part, part))
 }
 
 /// Reserves `[VA_WINDOW_BASE, VA_WINDOW_END)` of this process's address space, so nothing the
@@ -826,6 +1033,21 @@ mod tests {
         const { assert!(VA_WINDOW_END <= 1 << 40) };
         assert_eq!(VA_WINDOW_BASE % (2 << 20), 0);
         assert_eq!(VA_WINDOW_END % (2 << 20), 0);
+    }
+
+    #[test]
+    fn group_windows_are_disjoint_aligned_and_inside_the_window() {
+        for n in 1..=8u64 {
+            let w: Vec<_> = group_windows(n).collect();
+            assert_eq!(w.len() as u64, n);
+            for (i, &(base, len)) in w.iter().enumerate() {
+                assert!(len >= 2 << 20 && len % (2 << 20) == 0);
+                assert!(base >= VA_WINDOW_BASE && base + len <= VA_WINDOW_END);
+                if let Some(&(next, _)) = w.get(i + 1) {
+                    assert!(base + len <= next);
+                }
+            }
+        }
     }
 
     #[test]

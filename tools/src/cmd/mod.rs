@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_gpu;
+pub mod bench_p2p;
 pub mod bench_rpc;
 pub mod bind;
 pub mod boot;
