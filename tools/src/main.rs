@@ -1,5 +1,8 @@
 //! `nvbare`: drive NVIDIA GPUs without the nvidia kernel module.
 
+// Doc comments on clap arguments are `--help` text (`sim[:CHIP]`), not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

@@ -4,7 +4,7 @@
 //! launches and fault reports; this backend supplies what differs on the kernel driver
 //! (docs/device.md, "For the kernel-driver adapter"):
 //!
-//! * the RM: [`KernelRm`] (`NV_ESC_RM_ALLOC` / `_CONTROL` / `_FREE` on `/dev/nvidiactl`), with
+//! * the RM: [`KernelRm`](super::KernelRm) (`NV_ESC_RM_ALLOC` / `_CONTROL` / `_FREE` on `/dev/nvidiactl`), with
 //!   the device and subdevice [`KernelGpu`] already holds ([`Backend::existing_device`]);
 //! * memory: video memory is `NV01_MEMORY_LOCAL_USER`; host memory is this process's own
 //!   anonymous pages registered as `NV01_MEMORY_SYSTEM_OS_DESCRIPTOR` (RM pins them; the CPU
