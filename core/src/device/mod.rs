@@ -96,9 +96,11 @@ pub struct DeviceOptions {
     /// [`Device::flush`]: work queued since then does not start until one of those happens,
     /// so a program that waits for a kernel by other means (polling memory) must flush first.
     pub deferred_submits: u32,
-    /// `MEMBAR_TYPE` of the QMD release semaphore that completes a launch: `FE_SYSMEMBAR`
-    /// (true, the default; what Mesa and tinygrad use) or `NONE` (false; an experiment: every
-    /// CTA already ends with `CWD_MEMBAR_TYPE` = `L1_SYSMEMBAR`).
+    /// `MEMBAR_TYPE` of the QMD release semaphore that completes a launch: `NONE` (false, the
+    /// default, as tinygrad leaves it) or `FE_SYSMEMBAR` (true). Every CTA already ends with a
+    /// system-scope membar (`CWD_MEMBAR_TYPE` = `L1_SYSMEMBAR`), so a kernel's stores are
+    /// visible system-wide before the grid completes and the release is written; the extra
+    /// front-end membar cost 0.7 µs per launch + sync on the H200 (docs/benchmarks.md).
     pub release_sysmembar: bool,
     /// [`Device::dtod_copy`] between two device-memory buffers uses the copy kernel (when one
     /// is installed, [`Device::install_copy_kernel`]) from this many bytes up; smaller copies
@@ -122,7 +124,7 @@ impl Default for DeviceOptions {
             perf_boost: true,
             doorbell_fence: DoorbellFence::Store,
             deferred_submits: 0,
-            release_sysmembar: true,
+            release_sysmembar: false,
             kernel_copy_min_bytes: 256 << 10,
             copy_kernel_block: 512,
             copy_kernel_ctas_per_sm: 4,

@@ -108,7 +108,7 @@ pub(super) struct Templates {
 impl Templates {
     /// The QMD for `d`: a cached template patched, or a fresh build cached for next time.
     /// `sysmembar` false builds the release semaphore with `MEMBAR_TYPE` = `NONE` instead of
-    /// `FE_SYSMEMBAR` ([`super::DeviceOptions::release_sysmembar`]).
+    /// `FE_SYSMEMBAR` ([`super::DeviceOptions::release_sysmembar`]); the template keeps it.
     pub(super) fn qmd(
         &mut self,
         v: QmdVersion,

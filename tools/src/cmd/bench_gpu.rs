@@ -14,7 +14,7 @@
 //! D2D uses `dtod_copy` (the copy kernel for large copies when it is installed); the copy
 //! engine's D2D rate is reported too (`d2d_ce_gbps`). `--probe` adds where a launch's time goes
 //! (`Device::probe_submit_path` and a GPU-timer split of the round trip). The tuning options
-//! (`--fence`, `--defer`, `--no-release-membar`, `--copy-*`, `--no-runtime`) set the
+//! (`--fence`, `--defer`, `--release-sysmembar`, `--copy-*`, `--no-runtime`) set the
 //! `DeviceOptions` of the same name, to measure what each costs.
 //!
 //! All times are `std::time::Instant` (`CLOCK_MONOTONIC`). Progress goes to stderr.
@@ -65,9 +65,9 @@ pub struct GpuBenchArgs {
     /// Submissions queued before a doorbell (DeviceOptions::deferred_submits; 0 = every one).
     #[arg(long, default_value_t = 0)]
     pub defer: u32,
-    /// QMD release semaphore without FE_SYSMEMBAR (DeviceOptions::release_sysmembar = false).
+    /// QMD release semaphore with FE_SYSMEMBAR (DeviceOptions::release_sysmembar = true).
     #[arg(long)]
-    pub no_release_membar: bool,
+    pub release_sysmembar: bool,
     /// Threads per CTA of the copy kernel.
     #[arg(long)]
     pub copy_block: Option<u32>,
@@ -77,6 +77,15 @@ pub struct GpuBenchArgs {
     /// Do not install the runtime kernels (every copy on the copy engine).
     #[arg(long)]
     pub no_runtime: bool,
+    /// Install the copy kernel from this cubin instead of the built-in runtime (to try
+    /// variants of `nvbare_copy`).
+    #[arg(long)]
+    pub runtime_cubin: Option<std::path::PathBuf>,
+    /// Check device-to-device copies on both engines (odd sizes, offsets, 64 MiB; 1 MiB on the
+    /// simulator) before
+    /// measuring; a mismatch fails the run.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 /// `--fence` values.
@@ -102,7 +111,7 @@ impl GpuBenchArgs {
                 FenceArg::Full => DoorbellFence::Full,
             },
             deferred_submits: self.defer,
-            release_sysmembar: !self.no_release_membar,
+            release_sysmembar: self.release_sysmembar,
             copy_kernel_block: self.copy_block.unwrap_or(d.copy_kernel_block),
             copy_kernel_ctas_per_sm: self.copy_ctas_per_sm.unwrap_or(d.copy_kernel_ctas_per_sm),
             ..d
@@ -208,6 +217,54 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// Copies known bytes device to device on the copy engine and on the copy kernel (when
+/// installed), at odd sizes and offsets and `big` bytes, and compares what arrives.
+fn verify_copies<B: CliBackend>(dev: &Device<B>, big: usize) -> Result<(), CliError> {
+    let n = big + 4096;
+    progress(&format!(
+        "verifying device-to-device copies ({n} bytes, odd sizes and offsets)"
+    ));
+    let data: Vec<u8> = (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let src = dev.htod_copy(&data).map_err(rt("upload"))?;
+    let mut dst = dev.alloc::<u8>(n).map_err(rt("device memory"))?;
+    let mut paths = vec![CopyPath::CopyEngine];
+    if dev.has_copy_kernel() {
+        paths.push(CopyPath::Kernel);
+    }
+    let cases = [
+        (0, 0, n),
+        (0, 0, big),
+        (1, 1, 1),
+        (3, 3, 15),
+        (5, 5, 4099),
+        (7, 9, 100_003),
+        (16, 0, big / 8 + 13),
+        (11, 11, big / 2 + 1),
+    ];
+    for path in paths {
+        for (i, &(so, d_o, len)) in cases.iter().enumerate() {
+            let zeros = vec![0u8; n];
+            dev.htod_copy_into(&zeros, &mut dst).map_err(rt("clear"))?;
+            dev.dtod_copy_range(&src, so, &mut dst, d_o, len, path)
+                .map_err(rt("copy"))?;
+            let got = dev.dtoh_copy(&dst).map_err(rt("download"))?;
+            let ok = got.get(d_o..d_o + len) == data.get(so..so + len)
+                && got[..d_o].iter().all(|&b| b == 0)
+                && got[d_o + len..].iter().all(|&b| b == 0);
+            if !ok {
+                return Err(CliError::Runtime(format!(
+                    "{path:?} copy case {i} ({len} bytes from offset {so} to offset {d_o}) \
+                     delivered wrong bytes"
+                )));
+            }
+        }
+    }
+    progress("device-to-device copies verified");
+    Ok(())
+}
+
 /// Runs the measurements on an open device.
 fn measure<B: CliBackend>(
     dev: &Device<B>,
@@ -235,6 +292,9 @@ fn measure<B: CliBackend>(
         .map_err(|e| CliError::Runtime(format!("loading {name}: {e}")))?;
     let empty = m.function("empty").map_err(rt("empty"))?;
     let one = LaunchConfig::for_num_elems(1);
+    if args.verify {
+        verify_copies(dev, if hw { 64 << 20 } else { 1 << 20 })?;
+    }
 
     progress(&format!(
         "launch + sync: 200 warm-up, {round_trips} timed ({name})"
@@ -506,7 +566,16 @@ pub fn run(out: &mut dyn Write, args: GpuBenchArgs) -> Result<(), CliError> {
     let opts = args.device_options();
     progress(&format!("opening {}", args.device));
     let t = Instant::now();
-    let any = open_device_with(args.device, opts, !args.no_runtime)?;
+    let builtin = !args.no_runtime && args.runtime_cubin.is_none();
+    let any = open_device_with(args.device, opts, builtin)?;
+    if let Some(p) = &args.runtime_cubin {
+        let bytes = std::fs::read(p)
+            .map_err(|e| CliError::Runtime(format!("reading {}: {e}", p.display())))?;
+        let cubin = nvbare_gsp_firmware::cubin::Cubin::parse(&bytes)
+            .map_err(|e| CliError::Runtime(format!("{}: {e}", p.display())))?;
+        with_device!(&any, dev => dev.install_copy_kernel(&cubin))
+            .map_err(|e| CliError::Runtime(format!("installing {}: {e}", p.display())))?;
+    }
     let open_s = t.elapsed().as_secs_f64();
     let r = with_device!(&any, dev => measure(dev, &args, open_s))?;
     drop(any);
@@ -547,10 +616,12 @@ mod tests {
             probe: true,
             fence: FenceArg::Store,
             defer: 0,
-            no_release_membar: false,
+            release_sysmembar: false,
             copy_block: None,
             copy_ctas_per_sm: None,
             no_runtime: false,
+            runtime_cubin: None,
+            verify: true,
         };
         let mut out = Vec::new();
         run(&mut out, args).unwrap();
