@@ -83,8 +83,42 @@ macro_rules! with_device {
     };
 }
 
-/// Opens `spec` with `opts`: the simulator, or a GPU through the nvidia kernel driver.
+/// Opens `spec` with `opts`: the simulator, or a GPU through the nvidia kernel driver; then
+/// installs the runtime kernels (the copy kernel large device-to-device copies use). A device
+/// without a runtime cubin, or one that refuses it, keeps copying on the copy engine (logged).
 pub fn open_device(spec: DeviceSpec, opts: DeviceOptions) -> Result<AnyDevice, CliError> {
+    open_device_with(spec, opts, true)
+}
+
+/// [`open_device`], installing the runtime kernels only when `runtime` is set.
+pub fn open_device_with(
+    spec: DeviceSpec,
+    opts: DeviceOptions,
+    runtime: bool,
+) -> Result<AnyDevice, CliError> {
+    let any = open_bare(spec, opts)?;
+    if runtime {
+        crate::with_device!(&any, dev => install_runtime(dev));
+    }
+    Ok(any)
+}
+
+fn install_runtime<B: Backend>(dev: &Device<B>) {
+    use nvbare_gsp_firmware::program::LoadCubin;
+    match dev.install_runtime() {
+        Ok(true) => {}
+        Ok(false) => log::info!(
+            "no runtime cubin for sm_{}: device-to-device copies use the copy engine",
+            dev.info().sm
+        ),
+        Err(e) => log::warn!(
+            "the runtime kernels did not load ({e}): device-to-device copies use the copy \
+             engine"
+        ),
+    }
+}
+
+fn open_bare(spec: DeviceSpec, opts: DeviceOptions) -> Result<AnyDevice, CliError> {
     match spec {
         DeviceSpec::Sim(cs) => {
             let model = ChipModel::for_chipset(cs)
