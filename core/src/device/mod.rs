@@ -120,6 +120,12 @@ pub struct DeviceOptions {
     /// CTAs per SM of the copy kernel: its grid is at most this many times the SM count (each
     /// thread loops over the vectors beyond that).
     pub copy_kernel_ctas_per_sm: u32,
+    /// QMD fields set after the QMD is built, by their name in NVIDIA's QMD header
+    /// (`CWD_MEMBAR_TYPE`, `INVALIDATE_TEXTURE_DATA_CACHE`, ...), for measuring what a field
+    /// costs (`nvbare bench --qmd FIELD=VALUE`). An unknown field or a value too wide for it
+    /// fails the launch. Values that break the memory model are the caller's responsibility:
+    /// leave this empty outside experiments.
+    pub qmd_overrides: [Option<(&'static str, u64)>; 4],
 }
 
 impl Default for DeviceOptions {
@@ -140,6 +146,7 @@ impl Default for DeviceOptions {
             // of 256-thread CTAs beat one full-occupancy wave that loops (4052 vs 3843 GB/s).
             copy_kernel_block: 256,
             copy_kernel_ctas_per_sm: 256,
+            qmd_overrides: [None; 4],
         }
     }
 }

@@ -1370,6 +1370,7 @@ impl<B: Backend> Inner<B> {
         }
         let qmd_version = info.qmd;
         let release_membar = opts.release_sysmembar;
+        let overrides = opts.qmd_overrides;
         let dirty = self.caches_dirty;
         let scratch = core::mem::take(&mut self.scratch);
         let mut templates = core::mem::take(&mut self.templates);
@@ -1383,7 +1384,7 @@ impl<B: Backend> Inner<B> {
         let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
             desc.cbufs[0] = Some((va, cb_size));
             let qmd_va = va + cb_size as u64;
-            let qmd = templates.qmd(qmd_version, &patch, key, &desc, release_membar)?;
+            let qmd = templates.qmd(qmd_version, &patch, key, &desc, release_membar, &overrides)?;
             cmds.write(off, &scratch)?;
             cmds.write(off + cb_size as u64, qmd.as_bytes())?;
             if dirty {

@@ -86,6 +86,35 @@ pub struct GpuBenchArgs {
     /// measuring; a mismatch fails the run.
     #[arg(long)]
     pub verify: bool,
+    /// Set a QMD field after the QMD is built, by its name in NVIDIA's QMD header (up to 4;
+    /// e.g. `--qmd CWD_MEMBAR_TYPE=0`), to measure what it costs
+    /// (DeviceOptions::qmd_overrides). Experiments only: some values break the memory model.
+    #[arg(long = "qmd", value_parser = parse_qmd_override)]
+    pub qmd: Vec<(String, u64)>,
+}
+
+/// `FIELD=VALUE` (VALUE decimal or 0x-hex).
+fn parse_qmd_override(s: &str) -> Result<(String, u64), String> {
+    let (f, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected FIELD=VALUE, e.g. CWD_MEMBAR_TYPE=0"))?;
+    let f = f.trim();
+    if f.is_empty()
+        || !f
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_()".contains(c))
+    {
+        return Err(format!(
+            "`{f}` is not a QMD field name (e.g. CWD_MEMBAR_TYPE)"
+        ));
+    }
+    let v = v.trim();
+    let n = match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => v.parse(),
+    }
+    .map_err(|_| format!("`{v}`: expected a number (decimal or 0x-hex)"))?;
+    Ok((f.to_string(), n))
 }
 
 /// `--fence` values.
@@ -101,9 +130,20 @@ pub enum FenceArg {
 
 impl GpuBenchArgs {
     /// The device options these arguments ask for.
-    pub fn device_options(&self) -> DeviceOptions {
+    pub fn device_options(&self) -> Result<DeviceOptions, CliError> {
         let d = DeviceOptions::default();
-        DeviceOptions {
+        if self.qmd.len() > d.qmd_overrides.len() {
+            return Err(CliError::Usage(format!(
+                "at most {} --qmd overrides",
+                d.qmd_overrides.len()
+            )));
+        }
+        let mut qmd_overrides = d.qmd_overrides;
+        for (slot, (f, v)) in qmd_overrides.iter_mut().zip(&self.qmd) {
+            // The device options hold `&'static str`; a CLI run sets these once.
+            *slot = Some((&*Box::leak(f.clone().into_boxed_str()), *v));
+        }
+        Ok(DeviceOptions {
             timeout: Duration::from_millis(self.timeout_ms),
             doorbell_fence: match self.fence {
                 FenceArg::Store => DoorbellFence::Store,
@@ -114,8 +154,9 @@ impl GpuBenchArgs {
             release_sysmembar: self.release_sysmembar,
             copy_kernel_block: self.copy_block.unwrap_or(d.copy_kernel_block),
             copy_kernel_ctas_per_sm: self.copy_ctas_per_sm.unwrap_or(d.copy_kernel_ctas_per_sm),
+            qmd_overrides,
             ..d
-        }
+        })
     }
 }
 
@@ -563,7 +604,7 @@ impl GpuBench {
 
 /// Runs `nvbare bench [--device DEV] [--json]`.
 pub fn run(out: &mut dyn Write, args: GpuBenchArgs) -> Result<(), CliError> {
-    let opts = args.device_options();
+    let opts = args.device_options()?;
     progress(&format!("opening {}", args.device));
     let t = Instant::now();
     let builtin = !args.no_runtime && args.runtime_cubin.is_none();
@@ -622,6 +663,7 @@ mod tests {
             no_runtime: false,
             runtime_cubin: None,
             verify: true,
+            qmd: vec![],
         };
         let mut out = Vec::new();
         run(&mut out, args).unwrap();
