@@ -13,6 +13,8 @@
 #              when OUT is a directory (the benchmark JSON then goes to OUT/bench too)
 #   SEED       seed for the random inputs (default: from the clock; printed, so a failure can be replayed)
 #   NVCC       for the CUDA baseline (see tools/bench/compare.sh)
+#   STEP_TIMEOUT  wall-clock limit of each step in seconds (default 120)
+#   NVBARE_KMOD_VA  rm (default) or uvm: how the adapter maps GPU memory (docs/kernel-adapter.md)
 #
 # Every step prints PASS, FAIL or SKIP; the exit status is non-zero if any step failed.
 set -uo pipefail
@@ -35,13 +37,14 @@ while [ $# -gt 0 ]; do
         --device) device="${2:?--device needs a value}"; shift 2 ;;
         --device=*) device="${1#--device=}"; shift ;;
         --skip-bench) skip_bench=1; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "hw-check.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 
 NVBARE="${NVBARE:-target/release/nvbare}"
 SEED="${SEED:-$(date +%s)}"
+STEP_TIMEOUT="${STEP_TIMEOUT:-120}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/nvbare-hw-check.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
@@ -58,7 +61,7 @@ step() { printf '\n==> %s\n' "$*"; }
 # echoes both, returns CMD's status.
 run_logged() {
     local name="$1"; shift
-    timeout --kill-after=10 300 "$@" >"$work/$name.out" 2>"$work/$name.err"
+    timeout --kill-after=10 "$STEP_TIMEOUT" "$@" >"$work/$name.out" 2>"$work/$name.err"
     local rc=$?
     cat "$work/$name.out"
     cat "$work/$name.err" >&2
@@ -97,18 +100,15 @@ step "demo: nvbare demo --device $device"
 if run_logged demo "$NVBARE" demo --device "$device"; then record "demo" PASS; else record "demo" FAIL; fi
 
 # ---------------------------------------------------------------------------------------------
-# Kernel launches.
-#
-# TODO(lead): align with the final `nvbare run` syntax (designed by the device work). This
-# script assumes:
-#   nvbare run --device DEV CUBIN KERNEL [--grid X] [--block X] [--timeout SECS] [ARG...]
-#   ARG = u32:N | f32:X | buf:PATH     (buf: a device buffer initialized from the file PATH; after
-#                                       the kernel its contents are written back to PATH)
-# It must exit non-zero with a message naming the faulting address on an MMU fault, and
-# non-zero with a message containing "timed out" when the kernel does not finish in time.
+# Kernel launches: nvbare run --device DEV CUBIN KERNEL --grid X --block X --arg ARG... --save DIR
+#   ARG = u32:N | buf:TYPExLEN[=@FILE]   (@FILE: initial contents, raw little-endian)
+#   --save DIR writes every buffer afterwards to DIR/arg<N>.bin
+# A fault exits non-zero with the fault report (MMU fault address) on stderr; a kernel that does
+# not finish within --timeout-ms exits non-zero with a "timed out" message.
 run_kernel() { # run_kernel NAME KERNEL [nvbare run args...]
     local name="$1" kernel="$2"; shift 2
-    run_logged "$name" "$NVBARE" run --device "$device" "$CUBIN" "$kernel" "$@"
+    mkdir -p "$work/$name.save"
+    run_logged "$name" "$NVBARE" run --device "$device" "$CUBIN" "$kernel" --save "$work/$name.save" "$@"
 }
 # ---------------------------------------------------------------------------------------------
 
@@ -133,9 +133,10 @@ if run_kernel empty empty --grid 1 --block 1; then record "kernel empty" PASS; e
 
 step "kernel add1 (random u32, n not a multiple of the block)"
 n=1000003; pad=1021
-gen u32 $((n + pad)) "$work/add1.buf"; cp "$work/add1.buf" "$work/add1.in"
-if run_kernel add1 add1 --grid $(((n + 255) / 256)) --block 256 "buf:$work/add1.buf" "u32:$n"; then
-    if python3 - "$work/add1.in" "$work/add1.buf" "$n" <<'EOF'
+gen u32 $((n + pad)) "$work/add1.in"
+if run_kernel add1 add1 --grid $(((n + 255) / 256)) --block 256 \
+    --arg "buf:u32x$((n + pad))=@$work/add1.in" --arg "u32:$n"; then
+    if python3 - "$work/add1.in" "$work/add1.save/arg0.bin" "$n" <<'EOF'
 import struct, sys
 a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read(); n = int(sys.argv[3])
 x = struct.unpack(f"<{len(a)//4}I", a); y = struct.unpack(f"<{len(b)//4}I", b)
@@ -151,10 +152,11 @@ fi
 
 step "kernel vector_add (random f32)"
 n=777777
-gen f32 $n "$work/a.buf"; gen f32 $n "$work/b.buf"; gen zero $n "$work/c.buf"
+gen f32 $n "$work/a.buf"; gen f32 $n "$work/b.buf"
 if run_kernel vector_add vector_add --grid $(((n + 127) / 128)) --block 128 \
-    "buf:$work/a.buf" "buf:$work/b.buf" "buf:$work/c.buf" "u32:$n"; then
-    if python3 - "$work/a.buf" "$work/b.buf" "$work/c.buf" <<'EOF'
+    --arg "buf:f32x$n=@$work/a.buf" --arg "buf:f32x$n=@$work/b.buf" --arg "buf:f32x$n" \
+    --arg "u32:$n"; then
+    if python3 - "$work/a.buf" "$work/b.buf" "$work/vector_add.save/arg2.bin" <<'EOF'
 import struct, sys
 v = [open(p, "rb").read() for p in sys.argv[1:4]]
 a, b, c = (struct.unpack(f"<{len(x)//4}f", x) for x in v)
@@ -169,8 +171,7 @@ else
 fi
 
 step "kernel oob_write (must report an MMU fault naming the address)"
-gen zero 1024 "$work/oob.buf"
-run_kernel oob oob_write --grid 1 --block 1 "buf:$work/oob.buf"
+run_kernel oob oob_write --grid 1 --block 1 --arg "buf:u32x1024" --timeout-ms 10000
 rc=$?
 # The kernel stores at buf + 2^40: the reported address must be at least 2^40.
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] && grep -qi 'fault' "$work/oob.err" &&
@@ -186,7 +187,7 @@ else
 fi
 
 step "kernel spin_forever (must time out with a clear error)"
-run_kernel spin spin_forever --grid 1 --block 1 --timeout 5
+run_kernel spin spin_forever --grid 1 --block 1 --timeout-ms 5000
 rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] && grep -qi 'timed out' "$work/spin.err"; then
     record "spin_forever times out" PASS
@@ -209,7 +210,7 @@ before="$(counts)"
 if [ -z "$before" ]; then
     record "early exit frees RM objects" SKIP "RM object counts unavailable (run as root)"
 else
-    "$NVBARE" run --device "$device" "$CUBIN" spin_forever --grid 1 --block 1 --timeout 60 \
+    "$NVBARE" run --device "$device" "$CUBIN" spin_forever --grid 1 --block 1 --timeout-ms 60000 \
         >/dev/null 2>&1 &
     pid=$!
     sleep 3
@@ -233,7 +234,7 @@ fi
 
 if [ -z "$skip_bench" ]; then
     step "benchmarks against CUDA"
-    if NVBARE="$NVBARE" tools/bench/compare.sh --device "$device"; then
+    if NVBARE="$NVBARE" timeout --kill-after=10 $((STEP_TIMEOUT * 2)) tools/bench/compare.sh --device "$device"; then
         record "benchmark table" PASS
     else
         record "benchmark table" FAIL

@@ -1,6 +1,6 @@
 //! Typed GPU registers, named as in NVIDIA's `dev_*.h` headers.
 //!
-//! Each register is a `bitfield-struct` newtype over `u32`, declared with [`register!`] and one
+//! Each register is a `bitfield-struct` newtype over `u32`, declared with [`register!`](crate::register!) and one
 //! of three placements:
 //!
 //! * fixed: `NV_PMC_BOOT_0 @ 0x0000_0000`, read with [`Register::read`];

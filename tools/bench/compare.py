@@ -18,6 +18,7 @@ METRICS = [
     ("launch+sync p10", ("launch_sync_us", "p10"), "us", True, None),
     ("launch+sync p90", ("launch_sync_us", "p90"), "us", True, None),
     ("back-to-back", ("back_to_back_us_per_launch",), "us/launch", True, ("abs", 0.5)),
+    ("  of which CPU", ("submit_us_per_launch",), "us/launch", True, None),
     ("H2D 1 GiB pinned", ("h2d_gbps",), "GB/s", False, ("cuda",)),
     ("D2H 1 GiB pinned", ("d2h_gbps",), "GB/s", False, ("cuda",)),
     ("D2D 1 GiB", ("d2d_gbps",), "GB/s", False, ("cuda",)),

@@ -1,5 +1,8 @@
 //! `nvbare`: drive NVIDIA GPUs without the nvidia kernel module.
 
+// Doc comments on clap arguments are `--help` text (`sim[:CHIP]`), not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -65,7 +68,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         shared: u32,
         /// One per kernel parameter, in order: TYPE:VALUE (u32:5, f32:1.5, u64:0x10) or
-        /// buf:TYPExLEN[=zeros|iota|VALUE] (buf:u32x1024=iota).
+        /// buf:TYPExLEN[=zeros|iota|VALUE|@FILE] (buf:u32x1024=iota; @FILE: raw little-endian).
         #[arg(long = "arg", value_name = "ARG")]
         args: Vec<cmd::run::RunArg>,
         /// Elements of each buffer to print afterwards.
@@ -74,6 +77,9 @@ enum Command {
         /// Timeout of every wait, in milliseconds.
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
+        /// Write every buffer afterwards to DIR/arg<N>.bin (raw little-endian).
+        #[arg(long, value_name = "DIR")]
+        save: Option<std::path::PathBuf>,
     },
     /// Decode raw GPU data structures (QMDs) with NVIDIA's field names.
     Decode {
@@ -99,10 +105,14 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Measure a subsystem (results go in docs/benchmarks.md).
+    /// Launch, copy and open costs on a device (nvbare bench [--device DEV] [--json]), or a
+    /// subsystem (bench mm, bench rpc); results go in docs/benchmarks.md.
+    #[command(args_conflicts_with_subcommands = true)]
     Bench {
         #[command(subcommand)]
-        what: cmd::bench::BenchCommand,
+        what: Option<cmd::bench::BenchCommand>,
+        #[command(flatten)]
+        gpu: cmd::bench_gpu::GpuBenchArgs,
     },
     /// Leak check: many alloc/free cycles (and launches), RM object count and free VRAM must
     /// come back to their starting values (nvidia:N; RM object counts need root).
@@ -165,6 +175,7 @@ fn main() -> ExitCode {
             args,
             print,
             timeout_ms,
+            save,
         } => cmd::run::run(
             &mut out,
             device,
@@ -177,6 +188,7 @@ fn main() -> ExitCode {
                 args,
                 print,
                 timeout: std::time::Duration::from_millis(timeout_ms),
+                save,
             },
         ),
         Command::Bind {
@@ -187,7 +199,10 @@ fn main() -> ExitCode {
         Command::Unbind { bdf, dry_run } => {
             cmd::bind::run_unbind(&mut out, &Sysfs::from_env(), bdf, dry_run)
         }
-        Command::Bench { what } => cmd::bench::run(&mut out, what),
+        Command::Bench {
+            what: Some(what), ..
+        } => cmd::bench::run(&mut out, what),
+        Command::Bench { what: None, gpu } => cmd::bench_gpu::run(&mut out, gpu),
         Command::Stress {
             device,
             counts,

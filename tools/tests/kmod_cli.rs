@@ -81,3 +81,68 @@ fn stress_refuses_non_nvidia_devices() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("nvidia:N"));
 }
+
+#[test]
+fn device_commands_without_a_driver_explain_and_fail() {
+    let root = scratch("devcmds");
+    let cubin = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/cubins/kernels_sm90_cuda13.cubin"
+    );
+    for args in [
+        &["demo", "--device", "nvidia:0"][..],
+        &["bench", "--device", "nvidia:0", "--json"][..],
+        &["run", "--device", "nvidia:0", cubin, "empty"][..],
+        &[
+            "stress",
+            "--device",
+            "nvidia:0",
+            "--alloc-free",
+            "1",
+            "--launches",
+            "1",
+        ][..],
+    ] {
+        let o = nvbare(args, Some(&root));
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("no nvidia kernel driver is loaded"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn an_unsupported_kmod_va_mode_is_a_clear_error() {
+    let root = scratch("vamode");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nvbare"));
+    c.args(["demo", "--device", "nvidia:0"])
+        .env("NVBARE_DEV_ROOT", &root)
+        .env("NVBARE_PROC_ROOT", &root)
+        .env("NVBARE_KMOD_VA", "bogus");
+    let o = c.output().expect("run nvbare");
+    // The mode is checked before anything is opened.
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("NVBARE_KMOD_VA=\"bogus\""), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn bench_p2p_without_a_driver_explains_and_fails() {
+    let root = scratch("p2p");
+    let o = nvbare(
+        &["bench", "p2p", "--devices", "nvidia:0,nvidia:1", "--json"],
+        Some(&root),
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no nvidia kernel driver is loaded"), "{err}");
+    assert!(o.stdout.is_empty(), "no JSON without a result");
+    assert!(!err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}

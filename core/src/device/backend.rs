@@ -27,9 +27,14 @@
 //! | `rm_handle` | memory object | memory object | `None` |
 //! | `phys` | — | — | physical range (for `prepare_channel`) |
 //! | usermode | BAR0 0xbb0000 of the simulated GPU | usermode object + mmap | BAR0 0xbb0000 |
-//! | `attach` | nothing | UVM register GPU + VA space | `SET_PAGE_DIRECTORY` |
+//! | `attach` | nothing | `NV01_MEMORY_VIRTUAL` window (RM VA) or UVM register GPU + VA space | `SET_PAGE_DIRECTORY` |
 //! | `prepare_channel` | nothing | nothing | `instanceMem`/`ramfcMem`/`userdMem`/`mthdbufMem`/`errorNotifierMem` |
-//! | `channel_created` | nothing | `UVM_REGISTER_CHANNEL` | nothing |
+//! | `channel_created` | nothing | `UVM_REGISTER_CHANNEL` (UVM VA) | nothing |
+//! | `enable_peer` | peer ports of a `SimSystem` | `UVM_ENABLE_PEER_ACCESS` (PCIe peers) | BAR1 window or NVLink peer id |
+//! | `map_peer_memory` | import the peer's memory object, `MAP_MEMORY_DMA` | UVM external mapping for this GPU's UUID | `PteAttrs::peer` / `peer_bar1` PTEs |
+//!
+//! Peer hooks default to [`BackendError::PeerUnsupported`], so a backend without them keeps
+//! working alone and two of its devices get a clear error instead of a link.
 
 use alloc::string::String;
 use core::fmt;
@@ -202,6 +207,12 @@ pub enum BackendError {
     },
     /// The backend cannot do this (yet).
     Unsupported(&'static str),
+    /// Peer-to-peer access between two devices is not possible (no P2P path, GPUs in
+    /// different IOMMU domains, different chips, or a backend without peer support).
+    PeerUnsupported {
+        /// Why, in words.
+        reason: String,
+    },
     /// Anything else, with a message saying what to do.
     Other(String),
 }
@@ -219,6 +230,9 @@ impl fmt::Display for BackendError {
                 "out of {location}: {requested} bytes requested; free buffers or ask for less"
             ),
             BackendError::Unsupported(what) => write!(f, "{what} is not supported by this backend"),
+            BackendError::PeerUnsupported { reason } => {
+                write!(f, "peer-to-peer access is not possible: {reason}")
+            }
             BackendError::Other(s) => f.write_str(s),
         }
     }
@@ -236,6 +250,30 @@ impl From<HalError> for BackendError {
     fn from(e: HalError) -> Self {
         BackendError::Hal(e)
     }
+}
+
+/// How a backend reaches a peer GPU (what [`Backend::enable_peer`] reports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerPathInfo {
+    /// The link, in words (`NVLink`, `PCIe P2P`, `PCIe BAR1 P2P`, `simulated P2P`).
+    pub link: String,
+    /// The peer id this GPU's page tables use for the peer (PTE `PEER_ID`), when the path uses
+    /// the PEER aperture; `None` for BAR1 (SYS aperture) paths or when RM does not say.
+    pub peer_id: Option<u8>,
+}
+
+/// Another device's memory mapped into this device's VA space
+/// ([`Backend::map_peer_memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerMapping {
+    /// GPU VA in this device's VA space (below 2^40, like every other mapping).
+    pub va: u64,
+    /// Bytes mapped.
+    pub size: u64,
+    /// Where the memory lives: the peer's video memory or host memory.
+    pub location: Location,
+    /// The backend's own bookkeeping (an RM handle, a VA), handed back on unmap.
+    pub token: u64,
 }
 
 /// What the device layer needs from the platform. See the [device module](crate::device) and
@@ -320,7 +358,9 @@ pub trait Backend {
         Ok(())
     }
 
-    /// Called after a channel was allocated (kernel driver: `UVM_REGISTER_CHANNEL`).
+    /// Called after a channel, its engine object and its work-submit token exist, before the
+    /// channel group is scheduled (kernel driver: `UVM_REGISTER_CHANNEL`, which maps the
+    /// channel's context buffers into a UVM-owned VA space).
     fn channel_created(&mut self, channel: Handle) -> Result<(), BackendError> {
         let _ = channel;
         Ok(())
@@ -337,5 +377,44 @@ pub trait Backend {
     /// stream return nothing; the device layer also reads the channels' error notifiers.
     fn poll_events(&mut self) -> Option<RmEvent> {
         None
+    }
+
+    /// Makes the peer's video memory reachable from this GPU (kernel driver:
+    /// `UVM_ENABLE_PEER_ACCESS` for PCIe peers, nothing for NVLink peers, which UVM enables at
+    /// registration; bare metal: a BAR1 or NVLink path; simulator: a peer port). The device
+    /// layer calls it in both directions ([`Device::enable_peer_access`]), so it must succeed
+    /// when access is already enabled. When there is no direct path it fails with
+    /// [`BackendError::PeerUnsupported`], saying why; it never falls back to host memory.
+    ///
+    /// [`Device::enable_peer_access`]: super::Device::enable_peer_access
+    fn enable_peer(&mut self, peer: &Self) -> Result<PeerPathInfo, BackendError> {
+        let _ = peer;
+        Err(BackendError::PeerUnsupported {
+            reason: alloc::format!("the {} backend has no peer support", self.describe()),
+        })
+    }
+
+    /// Maps `mem`, an allocation of `peer`, into this device's VA space below 2^40. Video
+    /// memory needs [`Backend::enable_peer`] first; host memory of the peer does not (it is
+    /// system memory both GPUs reach). Freed with [`Backend::unmap_peer_memory`] before `mem`
+    /// is freed by its owner.
+    fn map_peer_memory(
+        &mut self,
+        peer: &Self,
+        mem: &Self::Memory,
+    ) -> Result<PeerMapping, BackendError> {
+        let _ = (peer, mem);
+        Err(BackendError::PeerUnsupported {
+            reason: alloc::format!("the {} backend cannot map a peer's memory", self.describe()),
+        })
+    }
+
+    /// Removes a mapping made by [`Backend::map_peer_memory`] (the device layer has waited for
+    /// every use of it).
+    fn unmap_peer_memory(&mut self, mapping: PeerMapping) -> Result<(), BackendError> {
+        let _ = mapping;
+        Err(BackendError::PeerUnsupported {
+            reason: alloc::format!("the {} backend has no peer mappings", self.describe()),
+        })
     }
 }

@@ -225,6 +225,16 @@ pub enum DeviceError {
     BadRange(String),
     /// The device is unusable after an earlier failure; reopen it.
     Dead(String),
+    /// Two devices cannot reach each other's memory directly (no P2P path, different IOMMU
+    /// domains, different chips, or a backend without peer support).
+    PeerUnavailable {
+        /// The device that wanted access.
+        from: String,
+        /// The peer.
+        to: String,
+        /// Why, in words.
+        reason: String,
+    },
 }
 
 impl fmt::Display for DeviceError {
@@ -269,6 +279,12 @@ impl fmt::Display for DeviceError {
             ),
             DeviceError::BadRange(s) => f.write_str(s),
             DeviceError::Dead(s) => write!(f, "the device is unusable ({s}): reopen it"),
+            DeviceError::PeerUnavailable { from, to, reason } => write!(
+                f,
+                "{from} cannot reach {to} directly: {reason}; nvbare does not fall back to \
+                 copies through host memory on its own: open the link with \
+                 PeerMode::AllowHostStaging (slower) to allow that (CLI: --mode staged)"
+            ),
         }
     }
 }

@@ -19,11 +19,11 @@ impl<T: FromBytes + IntoBytes + Immutable + KnownLayout + Copy> DeviceRepr for T
 /// A buffer of `len` elements of `T` in GPU memory, freed when dropped (after the GPU has
 /// finished with it).
 pub struct DeviceBuffer<'d, B: Backend, T: DeviceRepr> {
-    dev: &'d Device<B>,
-    slot: usize,
-    generation: u32,
-    len: usize,
-    va: u64,
+    pub(super) dev: &'d Device<B>,
+    pub(super) slot: usize,
+    pub(super) generation: u32,
+    pub(super) len: usize,
+    pub(super) va: u64,
     location: Location,
     _t: PhantomData<T>,
 }

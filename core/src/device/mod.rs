@@ -18,6 +18,13 @@
 //! let out: Vec<u32> = dev.dtoh_copy(&buf)?;       // waits for the kernel, then copies
 //! ```
 //!
+//! Several devices in one process reach each other through a [`PeerLink`]
+//! ([`Device::enable_peer_access`]): peer mappings ([`PeerLink::map`]), copies from one GPU's
+//! memory to another's on a copy engine ([`PeerLink::copy`], [`Device::dtod_peer_copy`]),
+//! cross-device waits ([`Device::record_event`], [`PeerLink::wait_event`],
+//! [`PeerLink::semaphore`]); without a direct path only an explicit
+//! [`PeerMode::AllowHostStaging`] copies through host memory (`docs/multi-gpu.md`).
+//!
 //! Work is ordered like one CUDA stream: every submission on one channel first waits (a host
 //! `SEM_EXECUTE` acquire) for everything submitted before on the other. Each channel has a
 //! 64-bit timeline semaphore, released by the QMD's release semaphore (compute) or a
@@ -43,6 +50,7 @@ mod error;
 mod memory;
 mod module;
 mod ops;
+mod peer;
 mod program;
 mod template;
 
@@ -53,12 +61,13 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
 
 pub use backend::{
-    Backend, BackendError, GpuMemory, Location, MemoryRequest, PhysRange, Purpose, RmEvent,
-    RmObjects,
+    Backend, BackendError, GpuMemory, Location, MemoryRequest, PeerMapping, PeerPathInfo,
+    PhysRange, Purpose, RmEvent, RmObjects,
 };
 pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
 pub use memory::{DeviceBuffer, DeviceRepr};
 pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module};
+pub use peer::{Event, PeerBuffer, PeerLink, PeerMode, PeerPath, PeerSemaphore};
 pub use program::{ConstBankDesc, KernelDesc, ParamDesc, Program, ProgramError};
 
 use crate::chip::{ChipInfo, Chipset, QmdVersion};

@@ -502,7 +502,6 @@ impl<B: Backend> Inner<B> {
                 .backend
                 .rm()
                 .alloc(tsg, classes.gpfifo, p.as_mut_bytes())?;
-            self.backend.channel_created(h)?;
             let obj = self.backend.rm().alloc(h, engine_class, &mut [])?;
             let mut t = NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS::default();
             self.backend.rm().control(
@@ -510,6 +509,9 @@ impl<B: Backend> Inner<B> {
                 NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
                 t.as_mut_bytes(),
             )?;
+            // After the engine object: its context buffers exist by now, and UVM maps them
+            // when the channel is registered (the order CUDA and tinygrad use).
+            self.backend.channel_created(h)?;
             let c = &mut self.chans[ci];
             c.handle = h;
             c.object = obj;
@@ -571,7 +573,7 @@ impl<B: Backend> Inner<B> {
     // ------------------------------------------------------------------------------------------
     // Submission and waiting.
 
-    fn check_alive(&self) -> Result<(), DeviceError> {
+    pub(super) fn check_alive(&self) -> Result<(), DeviceError> {
         match &self.dead {
             Some(why) => Err(DeviceError::Dead(why.clone())),
             None => Ok(()),
@@ -1398,6 +1400,102 @@ impl<B: Backend> Inner<B> {
         self.check_alive()?;
         self.submit(info, opts, COMPUTE, 0, |pb, _, _| {
             pb.host_acquire64_geq(addr, value)?;
+            Ok(false)
+        })
+        .map(|_| ())
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Peers (see `peer.rs`): what another device needs to order its work against this one.
+
+    /// Timeline values submitted on the compute and copy channels.
+    pub(super) fn submitted(&self) -> [u64; 2] {
+        [self.chans[COMPUTE].submitted, self.chans[COPY].submitted]
+    }
+
+    /// Byte offsets of the compute and copy timelines in the semaphore page.
+    pub(super) fn sem_offsets(&self) -> [u64; 2] {
+        [self.chans[COMPUTE].sem_offset, self.chans[COPY].sem_offset]
+    }
+
+    /// The memory of a live slot.
+    pub(super) fn slot_mem(&self, slot: usize, generation: u32) -> Result<&B::Memory, DeviceError> {
+        match self.slots.get(slot) {
+            Some(s) if s.generation == generation => {
+                s.mem.as_ref().ok_or(DeviceError::ForeignObject("buffer"))
+            }
+            _ => Err(DeviceError::ForeignObject("buffer")),
+        }
+    }
+
+    /// Copy-engine copy of `len` bytes between GPU VAs (either may be a peer mapping) after
+    /// 64-bit semaphore acquires `(address, value)` (another device's timelines); returns the
+    /// copy timeline value that marks its end. A value of 0 is already reached and skipped.
+    pub(super) fn copy_after(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        src: u64,
+        dst: u64,
+        len: u64,
+        acquires: &[(u64, u64)],
+    ) -> Result<u64, DeviceError> {
+        self.check_alive()?;
+        let mut done = 0;
+        let mut v = self.chans[COPY].submitted;
+        let mut first = true;
+        while done < len || first {
+            let n = (len - done).min(MAX_COPY_CHUNK);
+            let waits = if first { acquires } else { &[] };
+            v = self.submit(info, opts, COPY, 0, |pb, _, _| {
+                for &(addr, value) in waits.iter().filter(|w| w.1 > 0) {
+                    pb.host_acquire64_geq(addr, value)?;
+                }
+                if n > 0 {
+                    pb.ce_copy(src + done, dst + done, n as u32)?;
+                }
+                Ok(false)
+            })?;
+            done += n;
+            first = false;
+        }
+        Ok(v)
+    }
+
+    /// Makes all later work wait for the 64-bit semaphores `(address, value)`: one acquire
+    /// submission on the copy channel, which the compute channel's next submission waits for
+    /// (the cross-channel rule of `submit`).
+    pub(super) fn acquire(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        acquires: &[(u64, u64)],
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        if acquires.iter().all(|w| w.1 == 0) {
+            return Ok(());
+        }
+        self.submit(info, opts, COPY, 0, |pb, _, _| {
+            for &(addr, value) in acquires.iter().filter(|w| w.1 > 0) {
+                pb.host_acquire64_geq(addr, value)?;
+            }
+            Ok(false)
+        })
+        .map(|_| ())
+    }
+
+    /// Releases `value` at `addr` (copy engine, flushed) after all work submitted so far.
+    pub(super) fn release_after_all(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        addr: u64,
+        value: u64,
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        // `submit` puts a wait for the compute channel's newer work first.
+        self.submit(info, opts, COPY, 0, |pb, _, _| {
+            pb.ce_release64(addr, value, false)?;
             Ok(false)
         })
         .map(|_| ())

@@ -127,6 +127,31 @@ impl PteAttrs {
         }
     }
 
+    /// Another GPU's VRAM through the PEER aperture with peer id `id` (NVLink or PCIe P2P set
+    /// up with that GPU). Not cached in this GPU's L2: RM's default for peer memory
+    /// (`NVOS32_ATTR2_P2P_GPU_CACHEABLE_DEFAULT` = uncached, `dmaIsDefaultGpuUncached_GM107`).
+    /// The id must be below 8 (checked when the PTE is encoded).
+    pub const fn peer(id: u8) -> PteAttrs {
+        PteAttrs {
+            aperture: PteAperture::Peer(id),
+            cached: false,
+            ..PteAttrs::vram()
+        }
+    }
+
+    /// Another GPU's VRAM through its BAR1 over PCIe (BAR1 P2P): system memory at the peer's
+    /// BAR1 bus address, non-coherent (no snoop), uncached, no atomics (PCIe peers have none),
+    /// kind GENERIC_MEMORY, as `dmaAllocBar1P2PMapping_GH100` maps it. Compute the address with
+    /// [`super::peer::PeerBar1Window::bus_address`].
+    pub const fn peer_bar1() -> PteAttrs {
+        PteAttrs {
+            aperture: PteAperture::SysNonCoherent,
+            cached: false,
+            atomics: false,
+            ..PteAttrs::vram()
+        }
+    }
+
     /// The same attributes, read-only.
     pub const fn read_only(self) -> PteAttrs {
         PteAttrs {

@@ -14,6 +14,8 @@
 //! * [`mapper`]: the page-table tree: map and unmap ranges with the largest page size alignment
 //!   allows, table allocation and release, and TLB invalidation after every change.
 //! * [`tlb`]: TLB invalidation through `NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE`.
+//! * [`peer`]: another GPU's memory: its BAR1 window as a PCIe peer reaches it
+//!   ([`peer::PeerBar1Window`]), with [`PteAttrs::peer`] / [`PteAttrs::peer_bar1`] entries.
 //! * [`range`], [`vram`], [`va`]: fixed-capacity allocators for physical VRAM (respecting the
 //!   regions GSP and firmware own, given as an [`vram::FbLayout`]) and for GPU virtual addresses.
 //!
@@ -26,6 +28,7 @@ use crate::hal::{HalError, PollError};
 pub mod entry;
 pub mod format;
 pub mod mapper;
+pub mod peer;
 pub mod range;
 pub mod table_mem;
 #[cfg(test)]
@@ -37,6 +40,7 @@ pub mod vram;
 pub use entry::{PteAperture, PteAttrs, TableAperture};
 pub use format::{MmuFormat, PageSize};
 pub use mapper::{Batch, MapStats, Mapper, Mapping, PageDirectoryBase, TableSlot};
+pub use peer::PeerBar1Window;
 pub use range::{AllocError, FitPolicy, RangeAllocator};
 pub use table_mem::{Bar1Tables, DmaTables, PageTableMemory};
 pub use tlb::{InvalidateKind, MmuInvalidate, TlbInvalidate};
@@ -117,6 +121,18 @@ pub enum MmError {
     },
     /// The page-table region or slot storage given to the mapper cannot be used.
     BadPool(&'static str),
+    /// Peer video memory outside what the peer's BAR1 window exposes (a small BAR1, or an
+    /// address beyond the window).
+    OutsidePeerWindow {
+        /// Peer VRAM address.
+        addr: u64,
+        /// Bytes.
+        len: u64,
+        /// VRAM the window starts at.
+        window_base: u64,
+        /// Window size.
+        window_size: u64,
+    },
     /// Reading or writing page-table memory failed.
     Hal(HalError),
     /// A TLB invalidate did not complete.
@@ -169,6 +185,17 @@ impl fmt::Display for MmError {
                  contains: the tables were overwritten or the device is returning garbage"
             ),
             Self::BadPool(why) => write!(f, "unusable page-table pool: {why}"),
+            Self::OutsidePeerWindow {
+                addr,
+                len,
+                window_base,
+                window_size,
+            } => write!(
+                f,
+                "peer VRAM {addr:#x}+{len:#x} is outside the peer's BAR1 window (VRAM \
+                 {window_base:#x}+{window_size:#x}): BAR1 P2P reaches only what the peer's BAR1 \
+                 maps; resize BAR1 (`nvbare bind` grows it) or use an NVLink peer mapping"
+            ),
             Self::Hal(e) => write!(f, "page-table memory access failed: {e}"),
             Self::InvalidateTimeout(e) => write!(
                 f,

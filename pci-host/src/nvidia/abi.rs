@@ -165,8 +165,9 @@ pub struct NVOS33_PARAMETERS {
     pub flags: u32,
 }
 
-/// `nv_ioctl_nvos33_parameters_with_fd`: `fd` is the `/dev/nvidiaN` file that will be mmapped
-/// (the driver keeps one mmap context per open file, `rm_create_mmap_context`).
+/// `nv_ioctl_nvos33_parameters_with_fd`: `fd` is the file that will be mmapped, `/dev/nvidiaN`
+/// for BAR mappings and `/dev/nvidiactl` for system memory (the driver keeps one mmap context per
+/// open file, `rm_create_mmap_context`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct nv_ioctl_nvos33_parameters_with_fd {

@@ -308,6 +308,44 @@ impl VaReservation {
         })
     }
 
+    /// Reserves exactly `[addr, addr + len)` (page multiples), failing if anything is mapped
+    /// there already (`MAP_FIXED_NOREPLACE`: nothing of the process is replaced).
+    pub fn at(addr: u64, len: u64) -> Result<VaReservation, KmodError> {
+        let bad = || KmodError::Invalid(format!("VA reservation of {len:#x} bytes at {addr:#x}"));
+        if len == 0 || !len.is_multiple_of(PAGE_SIZE) || !addr.is_multiple_of(PAGE_SIZE) {
+            return Err(bad());
+        }
+        let n = usize::try_from(len).map_err(|_| bad())?;
+        let hint = usize::try_from(addr).map_err(|_| bad())?;
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; the new mapping is
+        // anonymous and PROT_NONE.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                hint as *mut c_void,
+                n,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::FIXED_NOREPLACE,
+            )
+        }
+        .map_err(|errno| KmodError::Os {
+            op: "reserving CPU address space at a fixed address (mmap PROT_NONE)",
+            errno,
+        })?;
+        if p as usize != hint {
+            // Kernels before 4.17 treat the flag as a hint.
+            // SAFETY: the mapping was just made by us and holds nothing.
+            let _ = unsafe { rustix::mm::munmap(p, n) };
+            return Err(KmodError::Os {
+                op: "reserving CPU address space at a fixed address",
+                errno: rustix::io::Errno::EXIST,
+            });
+        }
+        let base = NonNull::new(p).ok_or_else(bad)?;
+        Ok(VaReservation {
+            inner: Arc::new(Reserved { base, len: n }),
+        })
+    }
+
     /// First address.
     pub fn base(&self) -> u64 {
         self.inner.base.as_ptr() as u64
@@ -627,10 +665,58 @@ impl KernelRm {
     /// then mmap). `device` is the device or subdevice the object belongs to; `flags` are
     /// `NVOS33_FLAGS_*`. With `at = Some((reservation, addr))`, the mapping is placed at `addr`,
     /// which must lie in `reservation` (so GPU VA and CPU VA can be equal).
+    ///
+    /// This is for objects RM maps through a GPU BAR: video memory (BAR1) and register windows
+    /// such as the usermode block (BAR0). System memory needs [`KernelRm::map_cpu_system`].
     #[allow(clippy::too_many_arguments)]
     pub fn map_cpu(
         &mut self,
         gpu: &GpuNode,
+        device: Handle,
+        memory: Handle,
+        offset: u64,
+        length: u64,
+        flags: u32,
+        at: Option<(&VaReservation, u64)>,
+    ) -> Result<CpuMapping, KmodError> {
+        let file = gpu.open_another()?;
+        self.map_cpu_on(file, device, memory, offset, length, flags, at)
+    }
+
+    /// [`KernelRm::map_cpu`] for system memory (`NV01_MEMORY_SYSTEM`).
+    ///
+    /// RM records the mmap context of a system-memory mapping on the *control* device: when the
+    /// address is in none of the GPU's BARs, `RmCreateMmapContextLocked`
+    /// (`src/nvidia/arch/nvalloc/unix/src/osapi.c`) switches to `nv_get_ctl_state()`, and
+    /// `nv_add_mapping_context_to_file` (`kernel-open/nvidia/nv-usermap.c`) then accepts only
+    /// an fd of `/dev/nvidiactl` (`nv_get_file_private(fd, ctl = true)`), answering
+    /// `NV_ERR_INVALID_ARGUMENT` for a `/dev/nvidiaN` fd. So the mapping gets a freshly opened
+    /// control file, which `nvidia_mmap_helper` (`kernel-open/nvidia/nv-mmap.c`) maps from the
+    /// allocation's page list.
+    #[allow(clippy::too_many_arguments)]
+    pub fn map_cpu_system(
+        &mut self,
+        device: Handle,
+        memory: Handle,
+        offset: u64,
+        length: u64,
+        flags: u32,
+        at: Option<(&VaReservation, u64)>,
+    ) -> Result<CpuMapping, KmodError> {
+        let path = self.client.ctl.paths.ctl();
+        let file = rustix::fs::open(
+            &path,
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| super::error::open_error(path, e))?;
+        self.map_cpu_on(file, device, memory, offset, length, flags, at)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn map_cpu_on(
+        &mut self,
+        file: OwnedFd,
         device: Handle,
         memory: Handle,
         offset: u64,
@@ -652,7 +738,6 @@ impl KernelRm {
                 res.len()
             )));
         }
-        let file = gpu.open_another()?;
         let mut p = nv_ioctl_nvos33_parameters_with_fd {
             params: NVOS33_PARAMETERS {
                 hClient: self.client.handle,
@@ -892,6 +977,20 @@ mod tests {
         assert!(host.read(4096, &mut [0u8; 1]).is_err());
         let mut one = [0u8; 1];
         host.read(4095, &mut one).unwrap();
+    }
+
+    #[test]
+    fn fixed_reservations_do_not_replace_mappings() {
+        let r = VaReservation::new(8 << 20, 2 << 20).unwrap();
+        // Taken already: refused, and the existing reservation is untouched.
+        assert!(VaReservation::at(r.base(), 4096).is_err());
+        let (base, len) = (r.base(), r.len());
+        drop(r);
+        // Free again: reserved exactly there.
+        let again = VaReservation::at(base, len).unwrap();
+        assert_eq!((again.base(), again.len()), (base, len));
+        assert!(VaReservation::at(base + 1, 4096).is_err());
+        assert!(VaReservation::at(base, 0).is_err());
     }
 
     #[test]

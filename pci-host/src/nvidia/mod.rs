@@ -12,24 +12,29 @@
 //! * [`usermode`]: the doorbell page as an [`nvbare_core::hal::Mmio`] window.
 //! * [`vaspace`]: [`UvmVaSpace`], a GPU VA space run by UVM, with memory mapped at chosen VAs.
 //! * [`gpu`]: [`KernelGpu`], one GPU with its device and subdevice, and `nvbare info` queries.
+//! * [`backend`]: [`KernelBackend`], the device layer's `Backend` over all of the above.
+//! * [`peer`]: RM's P2P capabilities of two GPUs (link type, peer ids) for peer access.
 //! * [`abi`], [`uvm_abi`], [`params`]: the ABI structs, each with layout tests.
 //!
 //! All `unsafe` code of the adapter (ioctl, mmap) is in this module tree. `docs/kernel-adapter.md`
 //! describes the design and what has been verified on hardware.
 
 pub mod abi;
+pub mod backend;
 pub mod driver;
 pub mod error;
 pub mod gpu;
 mod ioctl;
 pub mod memory;
 pub mod params;
+pub mod peer;
 pub mod rm;
 pub mod usermode;
 pub mod uvm;
 pub mod uvm_abi;
 pub mod vaspace;
 
+pub use backend::{KernelBackend, KernelMemory, PeerGroup, VaMode};
 pub use driver::{CardInfo, DriverVersion, GpuNode, NvidiaDriver, NvidiaPaths};
 pub use error::{KmodError, SUPPORTED_BRANCH};
 pub use gpu::{GrInfo, KernelGpu, SelectedClasses, VramInfo, select_classes};

@@ -1,10 +1,11 @@
-//! RM alloc and control param structs the adapter itself needs, in their r580 layouts.
+//! RM alloc and control param structs the adapter uses, in their r580 layouts.
 //!
-//! TODO: replace with `nvbare_core::rm::...` once the shared param structs land (the device
-//! work defines them for r570 and r580). These are minimal private copies, checked against
-//! open-gpu-kernel-modules 580.142 (`nvos.h`, `class/cl0080.h`, `class/cl2080.h`,
-//! `ctrl/ctrl0000/ctrl0000gpu.h`, `ctrl0000system.h`, `ctrl/ctrl0080/ctrl0080gpu.h`,
-//! `ctrl/ctrl2080/ctrl2080gpu.h`, `ctrl2080fb.h`, `ctrl2080gr.h`).
+//! The ones the device layer shares live in `nvbare_core::rm::{alloc, ctrl}` and are re-exported
+//! here (the r580 variant where the layout differs by version); the few only the adapter needs
+//! (GPU id info, client database counts, FB info, the shifted NVOS32 attribute fields) are
+//! defined here, checked against open-gpu-kernel-modules 580.142 (`nvos.h`,
+//! `ctrl/ctrl0000/ctrl0000gpu.h`, `ctrl0000system.h`, `ctrl/ctrl2080/ctrl2080fb.h`). The layout
+//! tests below cover both.
 //!
 //! Also here: the r580 alloc-param size of every class the adapter may allocate
 //! ([`alloc_param_rule`]). RM takes the size of alloc params from its own class table, not from
@@ -15,100 +16,28 @@
 use nvbare_core::rm::class;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-/// `NV0080_ALLOC_PARAMETERS` (NV01_DEVICE_0).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct NV0080_ALLOC_PARAMETERS {
-    pub deviceId: u32,
-    pub hClientShare: u32,
-    pub hTargetClient: u32,
-    pub hTargetDevice: u32,
-    pub flags: u32,
-    pub _pad0: u32,
-    pub vaSpaceSize: u64,
-    pub vaStartInternal: u64,
-    pub vaLimitInternal: u64,
-    pub vaMode: u32,
-    pub _pad1: u32,
-}
+pub use nvbare_core::rm::alloc::{
+    NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES, NV_MEMORY_ALLOCATION_PARAMS,
+    NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS, NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING,
+    NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED,
+    NV_VASPACE_ALLOCATION_PARAMETERS_R580 as NV_VASPACE_ALLOCATION_PARAMETERS,
+    NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS, NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE,
+    NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT, NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED,
+    NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED, NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM,
+    NVOS32_TYPE_IMAGE, NVOS32_TYPE_NOTIFIER,
+};
+pub use nvbare_core::rm::ctrl::{
+    NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2,
+    NV0080_CTRL_GPU_CLASSLIST_MAX_SIZE_R580 as NV0080_CTRL_GPU_CLASSLIST_MAX_SIZE,
+    NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS_R580 as NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS,
+    NV0080_CTRL_GR_INFO_MAX_SIZE, NV2080_CTRL_CMD_GPU_GET_GID_INFO, NV2080_CTRL_CMD_GR_GET_INFO_V2,
+    NV2080_CTRL_CMD_MC_GET_ARCH_INFO, NV2080_CTRL_GPU_GET_GID_INFO_PARAMS,
+    NV2080_CTRL_GR_GET_INFO_V2_PARAMS, NV2080_CTRL_GR_ROUTE_INFO,
+    NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS, NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY,
+    NV2080_GPU_MAX_GID_LENGTH,
+};
 
-/// `NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES`.
-pub const NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES: u32 = 2;
-
-/// `NV2080_ALLOC_PARAMETERS` (NV20_SUBDEVICE_0).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct NV2080_ALLOC_PARAMETERS {
-    pub subDeviceId: u32,
-}
-
-/// `NV_MEMORY_ALLOCATION_PARAMS` (NV01_MEMORY_LOCAL_USER, NV01_MEMORY_SYSTEM), r570+ layout
-/// (128 bytes with `numaNode`; 120 at 535).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct NV_MEMORY_ALLOCATION_PARAMS {
-    pub owner: u32,
-    pub r#type: u32,
-    pub flags: u32,
-    pub width: u32,
-    pub height: u32,
-    pub pitch: i32,
-    pub attr: u32,
-    pub attr2: u32,
-    pub format: u32,
-    pub comprCovg: u32,
-    pub zcullCovg: u32,
-    pub _pad0: u32,
-    pub rangeLo: u64,
-    pub rangeHi: u64,
-    pub size: u64,
-    pub alignment: u64,
-    pub offset: u64,
-    pub limit: u64,
-    pub address: u64,
-    pub ctagOffset: u32,
-    pub hVASpace: u32,
-    pub internalflags: u32,
-    pub tag: u32,
-    pub numaNode: i32,
-    pub _pad1: u32,
-}
-
-/// `NV_VASPACE_ALLOCATION_PARAMETERS` (FERMI_VASPACE_A), **r580 layout** (56 bytes: `pasid`
-/// appended at 580.65.06; 48 at 535/570, which RM would over-read).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct NV_VASPACE_ALLOCATION_PARAMETERS {
-    pub index: u32,
-    pub flags: u32,
-    pub vaSize: u64,
-    pub vaStartInternal: u64,
-    pub vaLimitInternal: u64,
-    pub bigPageSize: u32,
-    pub _pad0: u32,
-    pub vaBase: u64,
-    pub pasid: u32,
-    pub _pad1: u32,
-}
-
-/// `NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED` (BIT(3)).
-pub const NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED: u32 = 1 << 3;
-/// `NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING` (BIT(6)).
-pub const NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING: u32 = 1 << 6;
-
-/// `NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS` (NV01_MEMORY_VIRTUAL).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS {
-    pub offset: u64,
-    pub limit: u64,
-    pub hVASpace: u32,
-    pub _pad0: u32,
-}
-
-// NVOS32 attributes and flags (`nvos.h`), as used in NV_MEMORY_ALLOCATION_PARAMS.
-pub const NVOS32_TYPE_IMAGE: u32 = 0;
-pub const NVOS32_TYPE_NOTIFIER: u32 = 13;
+// NVOS32 attribute fields (`nvos.h`) as value + shift, as used in NV_MEMORY_ALLOCATION_PARAMS.
 pub const NVOS32_ATTR_PAGE_SIZE_SHIFT: u32 = 23;
 pub const NVOS32_ATTR_PAGE_SIZE_4KB: u32 = 1;
 pub const NVOS32_ATTR_PAGE_SIZE_BIG: u32 = 2;
@@ -128,11 +57,6 @@ pub const NVOS32_ATTR2_GPU_CACHEABLE_YES: u32 = 1;
 pub const NVOS32_ATTR2_GPU_CACHEABLE_NO: u32 = 2;
 pub const NVOS32_ATTR2_PAGE_SIZE_HUGE_SHIFT: u32 = 20;
 pub const NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB: u32 = 1;
-pub const NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT: u32 = 0x1;
-pub const NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE: u32 = 0x100;
-pub const NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED: u32 = 0x4000;
-pub const NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED: u32 = 0x8000;
-pub const NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM: u32 = 0x10000;
 
 /// `NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2` (on the client).
 pub const NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2: u32 = 0x205;
@@ -162,34 +86,6 @@ pub struct NV0000_CTRL_SYSTEM_GET_CLIENT_DATABASE_INFO_PARAMS {
     pub resourceCount: u64,
 }
 
-/// `NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2` (on the device).
-pub const NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2: u32 = 0x0080_0292;
-/// `NV0080_CTRL_GPU_CLASSLIST_MAX_SIZE` at 580 (200; 100 at 555-575, 160 at 535).
-pub const NV0080_CTRL_GPU_CLASSLIST_MAX_SIZE: usize = 200;
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS {
-    pub numClasses: u32,
-    pub classList: [u32; NV0080_CTRL_GPU_CLASSLIST_MAX_SIZE],
-}
-
-/// `NV2080_CTRL_CMD_GPU_GET_GID_INFO` (on the subdevice): the GPU UUID.
-pub const NV2080_CTRL_CMD_GPU_GET_GID_INFO: u32 = 0x2080_014a;
-/// `NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY` (flags 1:0).
-pub const NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY: u32 = 2;
-/// `NV2080_GPU_MAX_GID_LENGTH`.
-pub const NV2080_GPU_MAX_GID_LENGTH: usize = 0x100;
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct NV2080_CTRL_GPU_GET_GID_INFO_PARAMS {
-    pub index: u32,
-    pub flags: u32,
-    pub length: u32,
-    pub data: [u8; NV2080_GPU_MAX_GID_LENGTH],
-}
-
 /// `NV2080_CTRL_CMD_FB_GET_INFO_V2` (on the subdevice).
 pub const NV2080_CTRL_CMD_FB_GET_INFO_V2: u32 = 0x2080_1303;
 /// `NV2080_CTRL_FB_INFO_MAX_LIST_SIZE` at 580 (0x80; 0x39 at 570, 0x36 at 535).
@@ -216,10 +112,6 @@ pub struct NV2080_CTRL_FB_GET_INFO_V2_PARAMS {
     pub fbInfoList: [NVXXXX_CTRL_XXX_INFO; NV2080_CTRL_FB_INFO_MAX_LIST_SIZE],
 }
 
-/// `NV2080_CTRL_CMD_GR_GET_INFO_V2` (on the subdevice).
-pub const NV2080_CTRL_CMD_GR_GET_INFO_V2: u32 = 0x2080_1228;
-/// `NV0080_CTRL_GR_INFO_MAX_SIZE` at 570/580 (0x35 at 535).
-pub const NV0080_CTRL_GR_INFO_MAX_SIZE: usize = 0x3a;
 // GR info indices (`ctrl0080gr.h`, same in 535/570/580).
 pub const NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT: u32 = 0x09;
 pub const NV2080_CTRL_GR_INFO_INDEX_SM_VERSION: u32 = 0x0c;
@@ -227,39 +119,6 @@ pub const NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM: u32 = 0x0d;
 pub const NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS: u32 = 0x14;
 pub const NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC: u32 = 0x17;
 pub const NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC: u32 = 0x20;
-
-/// `NV2080_CTRL_GR_ROUTE_INFO`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct NV2080_CTRL_GR_ROUTE_INFO {
-    pub flags: u32,
-    pub _pad0: u32,
-    pub route: u64,
-}
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct NV2080_CTRL_GR_GET_INFO_V2_PARAMS {
-    pub grInfoListSize: u32,
-    pub grInfoList: [NVXXXX_CTRL_XXX_INFO; NV0080_CTRL_GR_INFO_MAX_SIZE],
-    pub _pad0: u32,
-    pub grRouteInfo: NV2080_CTRL_GR_ROUTE_INFO,
-}
-
-/// `NV2080_CTRL_CMD_MC_GET_ARCH_INFO` (on the subdevice).
-pub const NV2080_CTRL_CMD_MC_GET_ARCH_INFO: u32 = 0x2080_1701;
-
-/// `NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS`: `architecture | implementation` is the chip id of
-/// `NV_PMC_BOOT_42` (GH100: 0x180 | 0x0).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS {
-    pub architecture: u32,
-    pub implementation: u32,
-    pub revision: u32,
-    pub subRevision: u8,
-    pub _pad0: [u8; 3],
-}
 
 /// How RM sizes a class's alloc params (`RS_REQUIRED` / `RS_OPTIONAL` / `RS_NONE` in
 /// `src/nvidia/src/kernel/rmapi/resource_list.h`).

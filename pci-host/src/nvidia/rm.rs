@@ -301,6 +301,10 @@ impl Client {
     pub(crate) fn live_objects(&self) -> usize {
         self.live().len()
     }
+
+    pub(crate) fn is_live(&self, h: u32) -> bool {
+        self.live().contains_key(&h)
+    }
 }
 
 /// Removes `root` and everything under it from a handle → parent map (RM frees children with
@@ -374,6 +378,12 @@ impl KernelRm {
     /// Objects this client allocated and has not freed (freeing a parent frees its children).
     pub fn live_objects(&self) -> usize {
         self.client.live_objects()
+    }
+
+    /// Whether `object` was allocated by this client and not freed since (freeing a parent
+    /// frees its children).
+    pub fn is_live(&self, object: Handle) -> bool {
+        self.client.is_live(object.0)
     }
 
     /// The control file descriptor UVM calls name as `rmCtrlFd`.

@@ -260,6 +260,20 @@ impl Uvm {
         check("UVM_MAP_EXTERNAL_ALLOCATION", p.rmStatus)
     }
 
+    /// `UVM_UNMAP_EXTERNAL`: removes GPU `uuid`'s mapping of `[base, base+length)` of an
+    /// external range; the range and other GPUs' mappings of it stay (a peer mapping goes this
+    /// way, the owner's with [`Uvm::free`]).
+    pub fn unmap_external(&self, uuid: GpuUuid, base: u64, length: u64) -> Result<(), KmodError> {
+        let mut p = UVM_UNMAP_EXTERNAL_PARAMS {
+            base,
+            length,
+            gpuUuid: uuid.raw(),
+            ..Default::default()
+        };
+        self.call("UVM_UNMAP_EXTERNAL", &mut p)?;
+        check("UVM_UNMAP_EXTERNAL", p.rmStatus)
+    }
+
     /// `UVM_FREE`: unmaps and removes the external range starting at `base`.
     pub fn free(&self, base: u64, length: u64) -> Result<(), KmodError> {
         let mut p = UVM_FREE_PARAMS {
@@ -339,6 +353,7 @@ uvm_params! {
     UVM_CREATE_EXTERNAL_RANGE_PARAMS => UVM_CREATE_EXTERNAL_RANGE,
     UVM_MAP_EXTERNAL_ALLOCATION_PARAMS => UVM_MAP_EXTERNAL_ALLOCATION,
     UVM_FREE_PARAMS => UVM_FREE,
+    UVM_UNMAP_EXTERNAL_PARAMS => UVM_UNMAP_EXTERNAL,
     UVM_ENABLE_PEER_ACCESS_PARAMS => UVM_ENABLE_PEER_ACCESS,
 }
 

@@ -29,6 +29,7 @@ pub const UVM_ENABLE_PEER_ACCESS: u32 = 29;
 pub const UVM_DISABLE_PEER_ACCESS: u32 = 30;
 pub const UVM_MAP_EXTERNAL_ALLOCATION: u32 = 33;
 pub const UVM_FREE: u32 = 34;
+pub const UVM_UNMAP_EXTERNAL: u32 = 66;
 pub const UVM_REGISTER_GPU: u32 = 37;
 pub const UVM_UNREGISTER_GPU: u32 = 38;
 pub const UVM_CREATE_EXTERNAL_RANGE: u32 = 73;
@@ -142,6 +143,18 @@ pub struct UVM_ENABLE_PEER_ACCESS_PARAMS {
     pub rmStatus: u32,
 }
 
+/// `UVM_UNMAP_EXTERNAL_PARAMS`: removes one GPU's mapping of an external range (the range and
+/// the other GPUs' mappings stay).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct UVM_UNMAP_EXTERNAL_PARAMS {
+    pub base: u64,
+    pub length: u64,
+    pub gpuUuid: NvProcessorUuid,
+    pub rmStatus: u32,
+    pub _pad0: u32,
+}
+
 /// `UVM_DISABLE_PEER_ACCESS_PARAMS` has the same layout.
 pub type UVM_DISABLE_PEER_ACCESS_PARAMS = UVM_ENABLE_PEER_ACCESS_PARAMS;
 
@@ -241,6 +254,11 @@ mod tests {
 
         assert_eq!(size_of::<UVM_ENABLE_PEER_ACCESS_PARAMS>(), 36);
         assert_eq!(offset_of!(UVM_ENABLE_PEER_ACCESS_PARAMS, rmStatus), 32);
+        // gcc over uvm_ioctl.h (580.142): 40 bytes, rmStatus at 32.
+        assert_eq!(size_of::<UVM_UNMAP_EXTERNAL_PARAMS>(), 40);
+        assert_eq!(offset_of!(UVM_UNMAP_EXTERNAL_PARAMS, length), 8);
+        assert_eq!(offset_of!(UVM_UNMAP_EXTERNAL_PARAMS, gpuUuid), 16);
+        assert_eq!(offset_of!(UVM_UNMAP_EXTERNAL_PARAMS, rmStatus), 32);
         assert_eq!(size_of::<UVM_FREE_PARAMS>(), 24);
         assert_eq!(offset_of!(UVM_FREE_PARAMS, rmStatus), 16);
         assert_eq!(size_of::<UVM_CREATE_EXTERNAL_RANGE_PARAMS>(), 24);

@@ -7,12 +7,18 @@
 //! `NV01_MEMORY_VIRTUAL` range, CPU access comes from the RM's CPU mapping, and the doorbell
 //! is the usermode block at BAR0 0xbb0000 after allocating the usermode class. Everything the
 //! GPU then does (GPFIFO fetch, copies, launches, faults) happens in the simulator's engines.
+//!
+//! Backends of one [`SimSystem`] (`SimSystem::backend`) are peers: `enable_peer` connects peer
+//! ports when the system's topology allows P2P, and `map_peer_memory` imports the other GPU's
+//! memory object into this GPU's RM (video memory behind `Aperture::Peer(id)`, host memory as
+//! it is) and maps it with `MAP_MEMORY_DMA`, as RM maps a dup'ed peer allocation.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nvbare_core::chip::Chipset;
 use nvbare_core::device::{
-    Backend, BackendError, GpuMemory, Location, MemoryRequest, Purpose, RmObjects,
+    Backend, BackendError, GpuMemory, Location, MemoryRequest, PeerMapping, PeerPathInfo, Purpose,
+    RmObjects,
 };
 use nvbare_core::hal::{HalError, Mmio};
 use nvbare_core::regs::usermode::USERMODE_BLOCK_SIZE;
@@ -33,6 +39,7 @@ use crate::fifo::Fifo;
 use crate::models::ChipModel;
 use crate::rm::{CpuMapping, RmModel};
 use crate::rm_service::{RmCaller, RmService};
+use crate::system::SimSystem;
 use crate::{SimBar0, SimConfig, SimGpu};
 
 /// BAR0 offset of the usermode block.
@@ -120,6 +127,17 @@ impl Rm for SimRm {
     }
 }
 
+/// Re-runs blocked channels after the CPU wrote a semaphore (the host engine retries an
+/// acquire until it is satisfied; the simulator runs only when something happens).
+#[derive(Clone)]
+struct Kick(Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Kick {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Kick")
+    }
+}
+
 /// Memory of the simulated GPU, as the device layer sees it.
 #[derive(Debug)]
 pub struct SimMemory {
@@ -128,6 +146,8 @@ pub struct SimMemory {
     size: u64,
     location: Location,
     cpu: Option<CpuMapping>,
+    /// For semaphore memory: what a CPU write wakes up.
+    kick: Option<Kick>,
 }
 
 impl GpuMemory for SimMemory {
@@ -153,7 +173,13 @@ impl GpuMemory for SimMemory {
     }
     fn write(&self, offset: u64, src: &[u8]) -> Result<(), HalError> {
         match &self.cpu {
-            Some(m) => m.write(offset, src),
+            Some(m) => {
+                m.write(offset, src)?;
+                if let Some(k) = &self.kick {
+                    (k.0)();
+                }
+                Ok(())
+            }
             None => Err(HalError::Unsupported(
                 "CPU access to device memory allocated without cpu_access",
             )),
@@ -165,6 +191,9 @@ impl GpuMemory for SimMemory {
 #[derive(Debug, Clone)]
 pub struct SimUsermode {
     bar0: SimBar0,
+    /// In a system: the other GPUs run after this one's doorbell (its releases may unblock
+    /// them).
+    system: Option<Arc<SimSystem>>,
 }
 
 impl Mmio for SimUsermode {
@@ -179,7 +208,10 @@ impl Mmio for SimUsermode {
     }
     fn write32(&self, offset: usize, value: u32) {
         if offset < USERMODE_BLOCK_SIZE {
-            self.bar0.write32(USERMODE_BASE + offset, value)
+            self.bar0.write32(USERMODE_BASE + offset, value);
+            if let Some(sys) = &self.system {
+                sys.kick();
+            }
         }
     }
 }
@@ -193,6 +225,8 @@ pub struct SimBackend {
     virt: Option<Handle>,
     usermode: Option<Handle>,
     existing: Option<(Handle, Handle)>,
+    /// The system this GPU belongs to and its index there.
+    system: Option<(Arc<SimSystem>, usize)>,
 }
 
 impl std::fmt::Debug for SimBackend {
@@ -243,7 +277,62 @@ impl SimBackend {
             virt: None,
             usermode: None,
             existing: None,
+            system: None,
         })
+    }
+
+    /// Makes this backend GPU `index` of `system` (what [`SimSystem::backend`] does): peer
+    /// hooks work between backends of one system, and other GPUs run after each doorbell.
+    pub(crate) fn in_system(mut self, system: Arc<SimSystem>, index: usize) -> Self {
+        self.system = Some((system, index));
+        self
+    }
+
+    /// The system and this GPU's index in it, if it belongs to one.
+    pub fn system(&self) -> Option<(&Arc<SimSystem>, usize)> {
+        self.system.as_ref().map(|(s, i)| (s, *i))
+    }
+
+    /// What runs blocked channels after a CPU write to a semaphore.
+    fn kicker(&self) -> Kick {
+        match &self.system {
+            Some((sys, _)) => {
+                let sys = sys.clone();
+                Kick(Arc::new(move || sys.kick()))
+            }
+            None => {
+                let (gpu, model) = (self.gpu.clone(), self.model.clone());
+                Kick(Arc::new(move || {
+                    let fifo = lock(&model).fifo().clone();
+                    gpu.with_core(|core| crate::fifo::lock(&fifo).run_all(core));
+                }))
+            }
+        }
+    }
+
+    /// This GPU and `peer` as indices of one system, or why they are not peers.
+    fn pair(&self, peer: &SimBackend) -> Result<(&Arc<SimSystem>, usize, usize), BackendError> {
+        let unsupported = |reason: String| BackendError::PeerUnsupported { reason };
+        let (sys, me) = self.system.as_ref().ok_or_else(|| {
+            unsupported(format!(
+                "{} is a stand-alone simulated GPU; open both GPUs from one \
+                 nvbare_sim::system::SimSystem (one simulated host)",
+                self.describe()
+            ))
+        })?;
+        let (psys, other) = peer.system.as_ref().ok_or_else(|| {
+            unsupported(format!(
+                "{} is a stand-alone simulated GPU; open both GPUs from one \
+                 nvbare_sim::system::SimSystem (one simulated host)",
+                peer.describe()
+            ))
+        })?;
+        if !Arc::ptr_eq(sys, psys) {
+            return Err(unsupported(
+                "the simulated GPUs belong to different simulated hosts".into(),
+            ));
+        }
+        Ok((sys, *me, *other))
     }
 
     /// Speaks the `abi` struct layouts to the RM (default r580, what the kernel-driver adapter
@@ -344,8 +433,28 @@ impl SimBackend {
                 .map_err(|f| f.to_string())?;
             // A write other agents can see: re-evaluate blocked and spinning channels.
             crate::fifo::lock(&fifo).run_all(core);
-            Ok(())
-        })
+            Ok::<(), String>(())
+        })?;
+        if let Some((sys, _)) = &self.system {
+            sys.kick();
+        }
+        Ok(())
+    }
+
+    /// The translation of the device's VA space (tests look up where a VA leads).
+    pub fn address_space(&self) -> Result<Arc<dyn crate::gpu_mem::AddressSpace>, String> {
+        let objs = self.objs.ok_or("not attached")?;
+        self.model()
+            .address_space(CLIENT, objs.vaspace)
+            .map_err(|s| s.to_string())
+    }
+
+    /// Where GPU VA `va` of the device's VA space leads.
+    pub fn translate(&self, va: u64) -> Result<crate::gpu_mem::Translation, String> {
+        let space = self.address_space()?;
+        self.gpu
+            .with_core(|core| space.translate(core, va, crate::gpu_mem::Access::Read))
+            .map_err(|f| f.to_string())
     }
 
     /// The clock.
@@ -361,11 +470,15 @@ impl Backend for SimBackend {
     type Clock = SimClock;
 
     fn describe(&self) -> String {
-        format!(
-            "sim:{} (simulated {})",
-            self.gpu.model().chipset.name().to_ascii_lowercase(),
-            self.gpu.model().board
-        )
+        let chip = self.gpu.model().chipset.name().to_ascii_lowercase();
+        match &self.system {
+            Some((sys, i)) => format!(
+                "sim:{chip}#{i} (simulated {}, GPU {i} of {})",
+                self.gpu.model().board,
+                sys.len()
+            ),
+            None => format!("sim:{chip} (simulated {})", self.gpu.model().board),
+        }
     }
 
     fn rm(&mut self) -> &mut SimRm {
@@ -494,12 +607,14 @@ impl Backend for SimBackend {
         } else {
             None
         };
+        let kick = (req.purpose == Purpose::Notifier).then(|| self.kicker());
         Ok(SimMemory {
             handle: h,
             va,
             size,
             location: req.location,
             cpu,
+            kick,
         })
     }
 
@@ -518,7 +633,95 @@ impl Backend for SimBackend {
         self.usermode = Some(self.rm.alloc(parent, class, &mut [])?);
         Ok(SimUsermode {
             bar0: self.gpu.bar0(),
+            system: self.system.as_ref().map(|(s, _)| s.clone()),
         })
+    }
+
+    fn enable_peer(&mut self, peer: &SimBackend) -> Result<PeerPathInfo, BackendError> {
+        let (sys, me, other) = self.pair(peer)?;
+        let id = sys
+            .connect(me, other)
+            .map_err(|reason| BackendError::PeerUnsupported { reason })?;
+        Ok(PeerPathInfo {
+            link: "simulated P2P".into(),
+            peer_id: Some(id),
+        })
+    }
+
+    fn map_peer_memory(
+        &mut self,
+        peer: &SimBackend,
+        mem: &SimMemory,
+    ) -> Result<PeerMapping, BackendError> {
+        let (sys, me, other) = self.pair(peer)?;
+        let peer_id = sys.peer_id(me, other);
+        let objs = self.objs.ok_or(BackendError::Unsupported(
+            "peer mappings before the VA space exists",
+        ))?;
+        let virt = self
+            .virt
+            .ok_or(BackendError::Unsupported("peer mappings before attach"))?;
+        let rm_err = |op, status| BackendError::Rm(RmError::Status { op, status });
+        let exported = peer
+            .model()
+            .export_memory(CLIENT, mem.handle)
+            .map_err(|s| {
+                BackendError::Other(format!(
+                    "the peer's RM cannot export memory object {}: {s}",
+                    mem.handle
+                ))
+            })?;
+        if mem.location == Location::Device && peer_id.is_none() {
+            return Err(BackendError::PeerUnsupported {
+                reason: format!(
+                    "peer access from GPU {me} to GPU {other} is not enabled (enable_peer \
+                     first)"
+                ),
+            });
+        }
+        let h = Handle(self.rm.next);
+        self.rm.next += 1;
+        let size = mem.size;
+        self.model()
+            .import_peer_memory(CLIENT, objs.device, h, exported, peer_id)
+            .map_err(|s| {
+                rm_err(
+                    RmOp::Alloc {
+                        parent: objs.device,
+                        class: nvbare_core::rm::class::NV01_MEMORY_LOCAL_USER,
+                    },
+                    s,
+                )
+            })?;
+        let mapped = self.model().map_memory_dma(CLIENT, virt, h, 0, size, 0, 0);
+        match mapped {
+            Ok(va) => Ok(PeerMapping {
+                va,
+                size,
+                location: mem.location,
+                token: h.0 as u64,
+            }),
+            Err(status) => {
+                let _ = self.rm.free(h);
+                Err(rm_err(
+                    RmOp::Alloc {
+                        parent: objs.device,
+                        class: nvbare_core::rm::class::NV01_MEMORY_LOCAL_USER,
+                    },
+                    status,
+                ))
+            }
+        }
+    }
+
+    fn unmap_peer_memory(&mut self, mapping: PeerMapping) -> Result<(), BackendError> {
+        let h = Handle(
+            u32::try_from(mapping.token)
+                .map_err(|_| BackendError::Other("not a peer mapping of this backend".into()))?,
+        );
+        let _ = self.model().unmap_memory_dma(CLIENT, h, mapping.va);
+        self.rm.free(h)?;
+        Ok(())
     }
 }
 

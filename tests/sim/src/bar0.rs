@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::clock::SimClock;
 use crate::host::HostMemory;
+use crate::system::PeerPorts;
 use crate::vram::Vram;
 
 /// Size of BAR0 on every modelled chip (16 MiB).
@@ -45,6 +46,9 @@ pub struct SimCore {
     pub host: Arc<HostMemory>,
     /// Time.
     pub clock: Arc<SimClock>,
+    /// Other GPUs' video memory by peer id (`Aperture::Peer`), set up by a
+    /// [`crate::system::SimSystem`] when peer access is enabled.
+    pub peers: Arc<PeerPorts>,
     /// Human-readable trace of what the GPU did (most recent last, bounded).
     pub trace: Vec<String>,
 }

@@ -146,7 +146,10 @@ pub fn gpu_read(
                 .host
                 .read(t.phys, buf)
                 .map_err(|_| FaultKind::BadPhysical),
-            Aperture::Peer(_) => Err(FaultKind::BadPhysical),
+            Aperture::Peer(id) => core
+                .peers
+                .read(id, t.phys, buf)
+                .map_err(|_| FaultKind::BadPhysical),
         }
     })
 }
@@ -170,7 +173,10 @@ pub fn gpu_write(
                 .host
                 .write(t.phys, buf)
                 .map_err(|_| FaultKind::BadPhysical),
-            Aperture::Peer(_) => Err(FaultKind::BadPhysical),
+            Aperture::Peer(id) => core
+                .peers
+                .write(id, t.phys, buf)
+                .map_err(|_| FaultKind::BadPhysical),
         }
     })
 }

@@ -4,11 +4,18 @@
 //! bus address. The GPU side reads and writes by bus address through [`HostMemory`], which acts
 //! like an IOMMU: an address that no live buffer covers is a DMA fault, not a silent success.
 //! Buffers are separated by an unmapped guard gap so that running off the end of one faults.
+//!
+//! In a [`crate::system::SimSystem`] several GPUs share one `HostMemory`, and where the
+//! topology allows PCIe peer-to-peer, each GPU's BAR1 is a window at a bus address that the
+//! other GPUs' DMA reaches ([`HostMemory::add_peer_window`]): a SYS-aperture access there lands
+//! in that GPU's video memory, linearly, as through the simulator's BAR1.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use nvbare_core::hal::{DmaAllocator, DmaBuffer, HalError, check_range};
+
+use crate::vram::Vram;
 
 /// First fake bus address handed out (above 4 GiB, like an IOVA window).
 pub const DMA_BASE: u64 = 0x1_0000_0000;
@@ -31,9 +38,17 @@ struct Region {
     data: Mutex<Box<[u8]>>,
 }
 
+/// A GPU's BAR1 as other PCIe agents reach it.
+#[derive(Debug)]
+struct Window {
+    size: u64,
+    vram: Arc<Vram>,
+}
+
 #[derive(Debug, Default)]
 struct Map {
     regions: BTreeMap<u64, Arc<Region>>,
+    windows: BTreeMap<u64, Window>,
     next: u64,
     limit: u64,
     allocated: u64,
@@ -51,6 +66,7 @@ impl HostMemory {
         Arc::new(HostMemory {
             map: Mutex::new(Map {
                 regions: BTreeMap::new(),
+                windows: BTreeMap::new(),
                 next: DMA_BASE,
                 limit,
                 allocated: 0,
@@ -72,6 +88,48 @@ impl HostMemory {
         self.lock().regions.len()
     }
 
+    /// Makes `size` bytes at bus address `base` a window onto `vram` (a peer GPU's BAR1,
+    /// linear from VRAM address 0). Fails if it overlaps DMA memory or another window.
+    pub fn add_peer_window(&self, base: u64, size: u64, vram: Arc<Vram>) -> Result<(), String> {
+        let mut map = self.lock();
+        let end = base
+            .checked_add(size)
+            .ok_or_else(|| format!("window {base:#x}+{size:#x} overflows"))?;
+        // The range buffers are handed out from (at least `limit` bytes, more with guards).
+        let dma_end = map.next.max(DMA_BASE.saturating_add(map.limit));
+        if size == 0 || (base < dma_end && end > DMA_BASE) {
+            return Err(format!(
+                "window {base:#x}..{end:#x} overlaps the DMA range {DMA_BASE:#x}..{dma_end:#x}"
+            ));
+        }
+        if let Some((&b, w)) = map.windows.range(..end).next_back()
+            && b + w.size > base
+        {
+            return Err(format!(
+                "window {base:#x}..{end:#x} overlaps the one at {b:#x}"
+            ));
+        }
+        map.windows.insert(base, Window { size, vram });
+        Ok(())
+    }
+
+    /// The VRAM window covering `[addr, addr + len)`, if any (`Err` if one covers only part).
+    fn window(&self, addr: u64, len: u64) -> Result<Option<(Arc<Vram>, u64)>, DmaFault> {
+        let map = self.lock();
+        let fault = DmaFault { addr, len };
+        let Some((&base, w)) = map.windows.range(..=addr).next_back() else {
+            return Ok(None);
+        };
+        if addr >= base + w.size {
+            return Ok(None);
+        }
+        let end = addr.checked_add(len).ok_or(fault)?;
+        if end > base + w.size {
+            return Err(fault);
+        }
+        Ok(Some((w.vram.clone(), addr - base)))
+    }
+
     fn find(&self, addr: u64, len: u64) -> Result<(u64, Arc<Region>), DmaFault> {
         let map = self.lock();
         let fault = DmaFault { addr, len };
@@ -86,6 +144,12 @@ impl HostMemory {
 
     /// GPU-side read by bus address.
     pub fn read(&self, addr: u64, dst: &mut [u8]) -> Result<(), DmaFault> {
+        if let Some((vram, off)) = self.window(addr, dst.len() as u64)? {
+            return vram.read(off, dst).map_err(|_| DmaFault {
+                addr,
+                len: dst.len() as u64,
+            });
+        }
         let (base, r) = self.find(addr, dst.len() as u64)?;
         let data = r.data.lock().unwrap_or_else(|e| e.into_inner());
         let off = (addr - base) as usize;
@@ -95,6 +159,12 @@ impl HostMemory {
 
     /// GPU-side write by bus address.
     pub fn write(&self, addr: u64, src: &[u8]) -> Result<(), DmaFault> {
+        if let Some((vram, off)) = self.window(addr, src.len() as u64)? {
+            return vram.write(off, src).map_err(|_| DmaFault {
+                addr,
+                len: src.len() as u64,
+            });
+        }
         let (base, r) = self.find(addr, src.len() as u64)?;
         let mut data = r.data.lock().unwrap_or_else(|e| e.into_inner());
         let off = (addr - base) as usize;
@@ -111,7 +181,19 @@ impl HostMemory {
             });
         }
         let addr = map.next;
-        map.next = addr + size as u64 + GUARD;
+        let end = addr + size as u64 + GUARD;
+        if map
+            .windows
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&b, w)| b + w.size > addr)
+        {
+            // The fake bus address space ran into a peer window.
+            return Err(HalError::NoMemory {
+                requested: size as u64,
+            });
+        }
+        map.next = end;
         map.allocated += size as u64;
         let region = Arc::new(Region {
             data: Mutex::new(vec![0u8; size].into_boxed_slice()),
@@ -226,6 +308,32 @@ mod tests {
             "freed memory must fault"
         );
         assert_eq!(host.allocated(), 0);
+    }
+
+    #[test]
+    fn peer_windows_reach_vram_and_nothing_else() {
+        let host = HostMemory::new(1 << 20);
+        let vram = Arc::new(Vram::new(1 << 20));
+        let base = 0x1000_0000_0000;
+        host.add_peer_window(base, 1 << 20, vram.clone()).unwrap();
+        host.write(base + 0x100, &[9, 8, 7]).unwrap();
+        let mut b = [0u8; 3];
+        vram.read(0x100, &mut b).unwrap();
+        assert_eq!(b, [9, 8, 7]);
+        assert!(
+            host.read(base + (1 << 20) - 1, &mut [0; 2]).is_err(),
+            "runs off the window"
+        );
+        assert!(host.read(base + (1 << 20), &mut [0; 1]).is_err());
+        assert!(
+            host.add_peer_window(base + 4096, 4096, vram.clone())
+                .is_err(),
+            "overlap"
+        );
+        assert!(
+            host.add_peer_window(DMA_BASE, 4096, vram).is_err(),
+            "DMA range"
+        );
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub mod models;
 pub mod pci;
 pub mod rm;
 pub mod rm_service;
+pub mod system;
 pub mod vram;
 
 pub use bar0::{BAR0_SIZE, MmioEngine, SimCore};
@@ -86,6 +87,7 @@ pub struct SimGpu {
     vram: Arc<Vram>,
     host: Arc<HostMemory>,
     clock: Arc<SimClock>,
+    peers: Arc<system::PeerPorts>,
 }
 
 impl std::fmt::Debug for SimGpu {
@@ -99,14 +101,21 @@ impl std::fmt::Debug for SimGpu {
 impl SimGpu {
     /// A freshly powered-on GPU: VBIOS devinit done, no GSP running.
     pub fn new(config: SimConfig) -> Arc<Self> {
-        let m = config.model;
-        let vram = Arc::new(Vram::new((m.vram_mib as u64) << 20));
         let host = HostMemory::new(config.host_memory_limit);
         let clock = Arc::new(if config.virtual_time {
             SimClock::virtual_time()
         } else {
             SimClock::real()
         });
+        Self::new_in(config.model, host, clock)
+    }
+
+    /// A GPU of `model` in a host it shares with other GPUs: its DMA reaches `host` and it
+    /// keeps time with `clock` (see [`system::SimSystem`]).
+    pub fn new_in(model: ChipModel, host: Arc<HostMemory>, clock: Arc<SimClock>) -> Arc<Self> {
+        let m = model;
+        let vram = Arc::new(Vram::new((m.vram_mib as u64) << 20));
+        let peers = Arc::new(system::PeerPorts::default());
         let mut regs = bar0::RegisterFile::default();
         let (boot0, boot42) = chip::boot_registers(m.chipset, m.revision.0, m.revision.1);
         regs.set(NV_PMC_BOOT_0::OFFSET, boot0);
@@ -127,6 +136,7 @@ impl SimGpu {
             vram: vram.clone(),
             host: host.clone(),
             clock: clock.clone(),
+            peers: peers.clone(),
             trace: Vec::new(),
         };
         let engines: Vec<Box<dyn MmioEngine>> = vec![Box::new(bar0::UsermodeTimer)];
@@ -144,6 +154,7 @@ impl SimGpu {
             vram,
             host,
             clock,
+            peers,
         })
     }
 
@@ -204,6 +215,11 @@ impl SimGpu {
     /// Host memory as the GPU sees it.
     pub fn host(&self) -> &Arc<HostMemory> {
         &self.host
+    }
+
+    /// The GPU's peer ports (other GPUs' video memory by peer id).
+    pub fn peer_ports(&self) -> &Arc<system::PeerPorts> {
+        &self.peers
     }
 
     /// The GPU's trace lines so far.

@@ -1,6 +1,7 @@
 //! `nvbare bench ...`: measurements, one subcommand per subsystem.
 //!
 //! * `rpc`: GSP RPC round trips on the simulator (`bench_rpc`).
+//! * `p2p`: two GPUs, peer copies and cross-device waits (`bench_p2p`).
 //! * `mm`: page-table map/unmap on the simulator's backing store (tables in sim VRAM written
 //!   through BAR1, TLB invalidates through the simulated MMU), and allocator fragmentation.
 
@@ -36,6 +37,8 @@ pub enum BenchCommand {
         #[arg(long)]
         size: Option<usize>,
     },
+    /// Two GPUs: peer copy and cross-device wait checks, then peer copy bandwidth both ways.
+    P2p(super::bench_p2p::P2pArgs),
 }
 
 /// Options of `nvbare bench mm`.
@@ -95,6 +98,7 @@ pub fn run(out: &mut dyn Write, cmd: BenchCommand) -> Result<(), CliError> {
             count,
             size,
         } => super::bench_rpc::run(out, device, count, size),
+        BenchCommand::P2p(args) => super::bench_p2p::run(out, args),
     }
 }
 

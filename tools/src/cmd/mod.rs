@@ -1,6 +1,8 @@
 //! Subcommands, one module each.
 
 pub mod bench;
+pub mod bench_gpu;
+pub mod bench_p2p;
 pub mod bench_rpc;
 pub mod bind;
 pub mod boot;

@@ -20,6 +20,7 @@ use nvbare_core::device::{Arg, Device, DeviceBuffer, DeviceOptions, LaunchConfig
 use nvbare_gsp_firmware::program::LoadCubin;
 
 use crate::open::{CliBackend, open_device};
+use crate::with_device;
 use crate::{CliError, DeviceSpec};
 
 /// Element types of scalars and buffers.
@@ -110,7 +111,7 @@ impl FromStr for Number {
 }
 
 /// How a buffer starts.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Init {
     /// All zero.
     Zeros,
@@ -118,10 +119,12 @@ pub enum Init {
     Iota,
     /// Every element this value.
     Value(Number),
+    /// Raw little-endian elements read from this file (`=@PATH`; it must hold exactly LEN).
+    File(PathBuf),
 }
 
 /// One `--arg`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum RunArg {
     /// A scalar.
     Scalar(ElemType, Number),
@@ -139,7 +142,7 @@ pub enum RunArg {
 impl FromStr for RunArg {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let usage = "use TYPE:VALUE (e.g. u32:5) or buf:TYPExLEN[=zeros|iota|VALUE] \
+        let usage = "use TYPE:VALUE (e.g. u32:5) or buf:TYPExLEN[=zeros|iota|VALUE|@FILE] \
                      (e.g. buf:u32x1024=iota)";
         let (head, rest) = s
             .split_once(':')
@@ -160,6 +163,7 @@ impl FromStr for RunArg {
             let init = match init {
                 None | Some("zeros") => Init::Zeros,
                 Some("iota") => Init::Iota,
+                Some(p) if p.starts_with('@') && p.len() > 1 => Init::File(PathBuf::from(&p[1..])),
                 Some(v) => Init::Value(v.parse()?),
             };
             return Ok(RunArg::Buffer { ty, len, init });
@@ -222,6 +226,8 @@ pub struct RunOptions {
     pub print: usize,
     /// Wait timeout.
     pub timeout: Duration,
+    /// Directory to write every buffer to afterwards (`arg<N>.bin`, raw little-endian).
+    pub save: Option<PathBuf>,
 }
 
 /// Parses `X[,Y[,Z]]`.
@@ -242,12 +248,12 @@ pub fn parse_dim(s: &str) -> Result<[u32; 3], String> {
 
 macro_rules! buffers {
     ($($v:ident $t:ty),*) => {
-        enum AnyBuf<'d> {
-            $($v(DeviceBuffer<'d, CliBackend, $t>),)*
+        enum AnyBuf<'d, B: CliBackend> {
+            $($v(DeviceBuffer<'d, B, $t>),)*
         }
 
-        impl<'d> AnyBuf<'d> {
-            fn new(dev: &'d Device<CliBackend>, ty: ElemType, len: usize, init: Init)
+        impl<'d, B: CliBackend> AnyBuf<'d, B> {
+            fn new(dev: &'d Device<B>, ty: ElemType, len: usize, init: &Init)
                 -> Result<Self, CliError> {
                 let e = |e: nvbare_core::device::DeviceError| CliError::Runtime(format!("buffer: {e}"));
                 Ok(match ty {
@@ -255,7 +261,8 @@ macro_rules! buffers {
                         let host: Vec<$t> = match init {
                             Init::Zeros => vec![<$t>::default(); len],
                             Init::Iota => (0..len).map(|i| i as $t).collect(),
-                            Init::Value(n) => vec![number_as::<$t>(n); len],
+                            Init::Value(n) => vec![number_as::<$t>(*n); len],
+                            Init::File(path) => read_elems::<$t>(path, len)?,
                         };
                         AnyBuf::$v(dev.htod_copy(&host).map_err(e)?)
                     })*
@@ -268,11 +275,20 @@ macro_rules! buffers {
                 }
             }
 
-            fn show(&self, dev: &Device<CliBackend>, n: usize) -> Result<String, CliError> {
+            /// Copies the buffer out; prints its first `n` elements, and writes all of it to
+            /// `save` (raw little-endian) when given.
+            fn show(&self, dev: &Device<B>, n: usize, save: Option<&std::path::Path>)
+                -> Result<String, CliError> {
                 let e = |e: nvbare_core::device::DeviceError| CliError::Runtime(format!("copy out: {e}"));
                 Ok(match self {
                     $(AnyBuf::$v(b) => {
                         let v = dev.dtoh_copy(b).map_err(e)?;
+                        if let Some(path) = save {
+                            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                            std::fs::write(path, bytes).map_err(|e| {
+                                CliError::Runtime(format!("writing {}: {e}", path.display()))
+                            })?;
+                        }
                         let shown: Vec<String> = v.iter().take(n).map(|x| format!("{x}")).collect();
                         let more = if v.len() > n { format!(", ... ({} more)", v.len() - n) } else { String::new() };
                         format!("[{}{}]", shown.join(", "), more)
@@ -319,22 +335,31 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec, o: RunOptions) -> Result<(),
         timeout: o.timeout,
         ..Default::default()
     };
-    let dev = open_device(device, opts)?;
+    let any = open_device(device, opts)?;
+    with_device!(&any, dev => run_on(out, dev, &o, &bytes))
+}
+
+fn run_on<B: CliBackend>(
+    out: &mut dyn Write,
+    dev: &Device<B>,
+    o: &RunOptions,
+    bytes: &[u8],
+) -> Result<(), CliError> {
     let m = dev
-        .load_cubin(&bytes)
+        .load_cubin(bytes)
         .map_err(|e| CliError::Runtime(format!("{}: {e}", o.cubin.display())))?;
     let f = m
         .function(&o.kernel)
         .map_err(|e| CliError::Usage(format!("{e}; the cubin has: {}", kernel_list(&m))))?;
-    let mut bufs: Vec<(usize, AnyBuf<'_>)> = Vec::new();
+    let mut bufs: Vec<(usize, AnyBuf<'_, B>)> = Vec::new();
     let mut args: Vec<Arg<'static>> = Vec::new();
     for (i, a) in o.args.iter().enumerate() {
-        match *a {
+        match a {
             RunArg::Scalar(ty, n) => {
-                args.push(scalar(ty, n).map_err(|e| CliError::Usage(format!("--arg {i}: {e}")))?)
+                args.push(scalar(*ty, *n).map_err(|e| CliError::Usage(format!("--arg {i}: {e}")))?)
             }
             RunArg::Buffer { ty, len, init } => {
-                let b = AnyBuf::new(&dev, ty, len, init)?;
+                let b = AnyBuf::new(dev, *ty, *len, init)?;
                 args.push(b.arg());
                 bufs.push((i, b));
             }
@@ -361,15 +386,53 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec, o: RunOptions) -> Result<(),
     )
     .map_err(io)?;
     for (i, b) in &bufs {
-        let RunArg::Buffer { ty, len, .. } = o.args[*i] else {
+        let Some(RunArg::Buffer { ty, len, .. }) = o.args.get(*i) else {
             continue;
         };
-        writeln!(out, "arg {i} buf:{ty}x{len} = {}", b.show(&dev, o.print)?).map_err(io)?;
+        let save = o.save.as_ref().map(|d| d.join(format!("arg{i}.bin")));
+        let shown = b.show(dev, o.print, save.as_deref())?;
+        writeln!(out, "arg {i} buf:{ty}x{len} = {shown}").map_err(io)?;
     }
     Ok(())
 }
 
-fn kernel_list(m: &nvbare_core::device::Module<'_, CliBackend>) -> String {
+/// Reads exactly `len` little-endian elements from `path`.
+fn read_elems<T: FromLe>(path: &std::path::Path, len: usize) -> Result<Vec<T>, CliError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| CliError::Runtime(format!("reading {}: {e}", path.display())))?;
+    let want = len.checked_mul(T::SIZE);
+    if want != Some(bytes.len()) {
+        return Err(CliError::Usage(format!(
+            "{} holds {} bytes; a buffer of {len} elements of {} bytes needs {}",
+            path.display(),
+            bytes.len(),
+            T::SIZE,
+            len.saturating_mul(T::SIZE)
+        )));
+    }
+    Ok(bytes.chunks_exact(T::SIZE).map(T::from_le).collect())
+}
+
+trait FromLe: Sized {
+    const SIZE: usize;
+    fn from_le(b: &[u8]) -> Self;
+}
+
+macro_rules! from_le {
+    ($($t:ty),*) => {$(
+        impl FromLe for $t {
+            const SIZE: usize = core::mem::size_of::<$t>();
+            fn from_le(b: &[u8]) -> Self {
+                let mut a = [0u8; core::mem::size_of::<$t>()];
+                a.copy_from_slice(&b[..core::mem::size_of::<$t>()]);
+                <$t>::from_le_bytes(a)
+            }
+        }
+    )*};
+}
+from_le!(u8, u16, u32, i32, u64, i64, f32, f64);
+
+fn kernel_list<B: CliBackend>(m: &nvbare_core::device::Module<'_, B>) -> String {
     m.kernels()
         .iter()
         .map(|k| k.name.as_str())

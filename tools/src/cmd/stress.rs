@@ -1,5 +1,5 @@
-//! `nvbare stress`: leak checks. Runs many allocation/free cycles (and, once the device layer
-//! drives `nvidia:N`, many launches) and checks that the driver's RM object count and the free
+//! `nvbare stress`: leak checks. Runs many allocation/free cycles and many launches (through
+//! the device layer) and checks that the driver's RM object count and the free
 //! GPU memory come back to where they started.
 //!
 //! Counts come from a separate RM client that lives across the whole run, so they cover
@@ -131,7 +131,11 @@ mod kmod {
         let mem = gpu.rm().alloc_memory(device, &req)?;
         let touched = {
             let (rm, node) = gpu.rm_and_node();
-            rm.map_cpu(node, device, mem, 0, len, 0, None).map(|map| {
+            let mapped = match location {
+                MemoryLocation::Vidmem => rm.map_cpu(node, device, mem, 0, len, 0, None),
+                MemoryLocation::Sysmem => rm.map_cpu_system(device, mem, 0, len, 0, None),
+            };
+            mapped.map(|map| {
                 let pattern: Vec<u8> = (0..64u64).map(|k| (i.wrapping_mul(31) + k) as u8).collect();
                 let last = map.len().saturating_sub(pattern.len());
                 let mut first = vec![0u8; pattern.len()];
@@ -161,20 +165,68 @@ mod kmod {
         Ok(())
     }
 
+    /// Opens the GPU with the device layer, launches `empty` `n` times (waiting every 10 000),
+    /// checks an `add1` at the end, and closes it again.
+    fn launches(out: &mut dyn Write, index: u32, n: u64) -> Result<(), CliError> {
+        use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
+        use nvbare_gsp_firmware::program::LoadCubin;
+        use nvbare_pci_host::nvidia::KernelBackend;
+        let rt = |what: &'static str| {
+            move |e: nvbare_core::device::DeviceError| CliError::Runtime(format!("{what}: {e}"))
+        };
+        let dev = Device::open(KernelBackend::open(index)?, DeviceOptions::default())
+            .map_err(rt("opening the device"))?;
+        let sm = dev.info().sm;
+        let (name, cubin) = crate::open::demo_cubin(sm)
+            .ok_or_else(|| CliError::Runtime(format!("no fixture cubin for sm_{sm}")))?;
+        let m = dev
+            .load_cubin(cubin)
+            .map_err(|e| CliError::Runtime(format!("loading {name}: {e}")))?;
+        let empty = m.function("empty").map_err(rt("empty"))?;
+        let add1 = m.function("add1").map_err(rt("add1"))?;
+        let start = std::time::Instant::now();
+        let one = LaunchConfig::for_num_elems(1);
+        for i in 0..n {
+            dev.launch(&empty, one, &[])
+                .map_err(rt("launching empty"))?;
+            if (i + 1) % 10_000 == 0 {
+                dev.synchronize().map_err(rt("running empty"))?;
+            }
+        }
+        dev.synchronize().map_err(rt("running empty"))?;
+        let elapsed = start.elapsed();
+        let host: Vec<u32> = (0..4096u32).collect();
+        let buf = dev.htod_copy(&host).map_err(rt("copy in"))?;
+        dev.launch(
+            &add1,
+            LaunchConfig::for_num_elems(4096),
+            &[buf.arg(), 4096u32.into()],
+        )
+        .map_err(rt("launching add1"))?;
+        let back = dev.dtoh_copy(&buf).map_err(rt("copy out"))?;
+        if back.iter().zip(&host).any(|(b, h)| *b != h + 1) {
+            return Err(CliError::Runtime(format!(
+                "add1 after {n} launches gave wrong results"
+            )));
+        }
+        drop(buf);
+        drop(m);
+        drop(dev);
+        writeln!(
+            out,
+            "{n} launches of empty in {elapsed:.2?} ({:.3} µs each), then add1 verified",
+            elapsed.as_secs_f64() * 1e6 / n as f64
+        )
+        .map_err(io)
+    }
+
     pub(super) fn run(out: &mut dyn Write, index: u32, args: StressArgs) -> Result<(), CliError> {
         let mut monitor = KernelGpu::open(index)?;
         let before = counts(&mut monitor)?;
         if args.counts {
             return print_counts(out, &before).map_err(io);
         }
-        if args.launches > 0 {
-            return Err(CliError::Runtime(
-                "nvbare stress --launches needs the device layer over nvidia:N, which this \
-                 build does not have yet"
-                    .into(),
-            ));
-        }
-        {
+        if args.alloc_free > 0 {
             let mut worker = KernelGpu::open(index)?;
             let window = args
                 .size
@@ -203,6 +255,9 @@ mod kmod {
                 start.elapsed()
             )
             .map_err(io)?;
+        }
+        if args.launches > 0 {
+            launches(out, index, args.launches)?;
         }
         // UVM and RM may release some objects a moment after the worker's files close (deferred
         // client frees); give them a few seconds before calling it a leak.

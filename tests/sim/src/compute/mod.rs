@@ -280,17 +280,12 @@ fn launch(
     match run::grid(core, space, ctx, &d) {
         run::GridEnd::Done => release_all(core, space, engine, &rel),
         run::GridEnd::Fault { fault, pc, kernel } => {
-            let mut info = RcInfo::mmu(engine, fault, &format!("kernel {kernel}"));
-            info.sm_error = Some((
-                0,
-                NV83DE_SM_ERROR_STATE_REGISTERS {
-                    hwwEsrAddr: fault.va,
-                    hwwWarpEsrPc64: pc,
-                    hwwWarpEsrPc: pc as u32,
-                    ..Default::default()
-                },
-            ));
-            Step::Rc(info)
+            // What the H200 shows for a kernel's store to an unmapped address (docs/hardware.md):
+            // a non-replayable MMU fault, Xid 31, the channel torn down, the fault in the
+            // debugger's MMU fault info, and no SM error state (READ_ALL_SM_ERROR_STATES is
+            // all clear), so the model records none either.
+            let _ = pc;
+            Step::Rc(RcInfo::mmu(engine, fault, &format!("kernel {kernel}")))
         }
         run::GridEnd::Exception {
             warp_error,

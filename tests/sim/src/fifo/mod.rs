@@ -57,7 +57,7 @@ impl PhysLoc {
             Aperture::SysCoherent | Aperture::SysNonCoherent => {
                 core.host.read(a, dst).map_err(|e| e.to_string())
             }
-            Aperture::Peer(_) => Err("peer memory is not modelled".into()),
+            Aperture::Peer(id) => core.peers.read(id, a, dst),
         }
     }
 
@@ -69,7 +69,7 @@ impl PhysLoc {
             Aperture::SysCoherent | Aperture::SysNonCoherent => {
                 core.host.write(a, src).map_err(|e| e.to_string())
             }
-            Aperture::Peer(_) => Err("peer memory is not modelled".into()),
+            Aperture::Peer(id) => core.peers.write(id, a, src),
         }
     }
 
@@ -418,6 +418,13 @@ impl Fifo {
 
     /// Runs every runnable channel until no channel makes progress.
     pub fn run_all(&mut self, core: &mut SimCore) {
+        self.run_all_progress(core);
+    }
+
+    /// [`Fifo::run_all`], telling whether any channel made progress (a
+    /// [`crate::system::SimSystem`] repeats it over its GPUs until none does).
+    pub fn run_all_progress(&mut self, core: &mut SimCore) -> bool {
+        let mut any = false;
         for _ in 0..MAX_PASSES {
             let ids: Vec<u32> = self.channels.keys().copied().collect();
             let mut progress = false;
@@ -435,10 +442,12 @@ impl Fifo {
                 }
             }
             if !progress {
-                return;
+                return any;
             }
+            any = true;
         }
         core.trace("host: scheduling pass limit reached".to_string());
+        any
     }
 
     fn step_channel(&mut self, core: &mut SimCore, chid: u32) -> exec::Outcome {

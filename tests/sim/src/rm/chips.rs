@@ -36,6 +36,20 @@ const COMMON: &[u32] = &[
     GT200_DEBUGGER,
 ];
 
+/// The 103 classes `NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2` returned on an H200 with the open
+/// kernel module 580.159.04 (`nvbare info --device nvidia:0`, 2026-11-29), in RM's order.
+pub const H200_OBSERVED: &[u32] = &[
+    0x0100, 0x0101, 0x0002, 0x0080, 0x0005, 0x0078, 0x007e, 0x0079, 0x0081, 0x003e, 0x0071, 0x0000,
+    0x0041, 0x0001, 0x2080, 0xc639, 0xc638, 0xc640, 0xc637, 0x000f, 0x906f, 0x90cc, 0x83de, 0xc863,
+    0x0090, 0xb1cc, 0xb2cc, 0xc763, 0x900e, 0x0020, 0x0092, 0x90ce, 0x00f3, 0x0076, 0x00b1, 0x0082,
+    0x0083, 0x00c2, 0x003f, 0x0004, 0x2081, 0x2082, 0x208f, 0x30f1, 0x00db, 0x402c, 0x9010, 0xa0bc,
+    0xa0bd, 0x0050, 0xcbca, 0x90cd, 0x00f1, 0x00e0, 0x0042, 0x00f8, 0x00fb, 0x00f9, 0x00fe, 0x00fd,
+    0x00da, 0xc574, 0xc365, 0xc56f, 0xc561, 0x9067, 0x902d, 0x90f1, 0x844c, 0x90e7, 0x90e6, 0x9074,
+    0x9096, 0xc076, 0xcb97, 0xc86f, 0xcbc0, 0xc8b5, 0xcba2, 0xc661, 0xa06c, 0xa080, 0xa140, 0xc369,
+    0x0060, 0x0040, 0x0070, 0x007d, 0x5080, 0x50a0, 0x503b, 0x503c, 0xa081, 0xa084, 0xb8b0, 0xb8d1,
+    0xb8fa, 0xcb33, 0x00de, 0xc46f, 0xc461, 0xc36f, 0xc361,
+];
+
 /// AD102 engine classes (`gpuGetEngClassDescriptorList_AD102`).
 const AD102: &[u32] = &[
     0xc365, // ACCESS_COUNTER_NOTIFY_BUFFER
@@ -95,12 +109,15 @@ const AD102: &[u32] = &[
     VOLTA_USERMODE_A,
 ];
 
-/// GH100 engine classes (`gpuGetEngClassDescriptorList_GH100`).
+/// GH100 engine classes (`gpuGetEngClassDescriptorList_GH100`), less the four the H200 does not
+/// publish with 580.159.04 (checked against [`H200_OBSERVED`]): `IO_VASPACE_A` 0x00f2,
+/// `FABRIC_VASPACE_A` 0x00fc, `NV50_CHANNEL_GPFIFO` 0x506f and `MAXWELL_PROFILER` 0xb0cc (RM
+/// filters them on this board: no IOMMU VA space, no fabric, legacy channel and profiler classes
+/// off).
 const GH100: &[u32] = &[
     0xc365, // ACCESS_COUNTER_NOTIFY_BUFFER
     AMPERE_CHANNEL_GPFIFO_A,
     AMPERE_USERMODE_A,
-    0x00fc, // FABRIC_VASPACE_A
     FERMI_CONTEXT_SHARE_A,
     0x902d, // FERMI_TWOD_A
     FERMI_VASPACE_A,
@@ -116,17 +133,14 @@ const GH100: &[u32] = &[
     HOPPER_DMA_COPY_A,
     0xcba2, // HOPPER_SEC2_WORK_LAUNCH_A
     HOPPER_USERMODE_A,
-    0x00f2, // IO_VASPACE_A
     KEPLER_CHANNEL_GROUP_A,
     0xa080, // KEPLER_DEVICE_VGPU
     0xa140, // KEPLER_INLINE_TO_MEMORY_B
-    0xb0cc, // MAXWELL_PROFILER
     0xc369, // MMU_FAULT_BUFFER
     0x0060, // NV0060_SYNC_GPU_BOOST
     NV01_MEMORY_LOCAL_USER,
     NV01_MEMORY_VIRTUAL,
     0x007d, // NV04_SOFTWARE_TEST
-    0x506f, // NV50_CHANNEL_GPFIFO
     0x5080, // NV50_DEFERRED_API_CLASS
     NV50_MEMORY_VIRTUAL,
     0x503b, // NV50_P2P
@@ -337,6 +351,29 @@ mod tests {
             assert_eq!(newest(&l, ClassKind::Usermode), Some(c.usermode), "{cs}");
             assert!(l.len() <= 200, "fits the r580 CLASSLIST_V2 array");
         }
+    }
+
+    #[test]
+    fn the_gh100_model_publishes_only_classes_the_h200_lists() {
+        assert_eq!(H200_OBSERVED.len(), 103);
+        let h = ChipRm::for_chipset(Chipset::GH100).unwrap();
+        let extra: Vec<u32> = h
+            .class_list()
+            .into_iter()
+            .filter(|c| !H200_OBSERVED.contains(c))
+            .collect();
+        assert!(extra.is_empty(), "not on the H200: {extra:#x?}");
+        // The classes picked from the hardware's list are the model's.
+        let c = Chipset::GH100.info().classes;
+        for kind in [
+            ClassKind::Compute,
+            ClassKind::Gpfifo,
+            ClassKind::Copy,
+            ClassKind::Usermode,
+        ] {
+            assert_eq!(newest(H200_OBSERVED, kind), newest(&h.class_list(), kind));
+        }
+        assert_eq!(newest(H200_OBSERVED, ClassKind::Compute), Some(c.compute));
     }
 
     #[test]

@@ -71,8 +71,15 @@ pub const NVOS46_FLAGS_ACCESS_READ_ONLY: u32 = 1;
 /// Backing of a memory object.
 #[derive(Debug, Clone)]
 enum Backing {
-    Vram { addr: u64 },
+    Vram {
+        addr: u64,
+    },
     Host(Arc<SimDmaBuffer>),
+    /// Another GPU's video memory, reached through peer id `id` (an imported object).
+    Peer {
+        id: u8,
+        addr: u64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -93,6 +100,10 @@ impl Memory {
             Backing::Host(b) => PhysLoc {
                 aperture: Aperture::SysCoherent,
                 addr: b.dev_addr(),
+            },
+            Backing::Peer { id, addr } => PhysLoc {
+                aperture: Aperture::Peer(*id),
+                addr: *addr,
             },
         }
     }
@@ -204,6 +215,20 @@ impl CpuMapping {
             CpuMapping::Host(b) => b.write(off as usize, src),
         }
     }
+}
+
+/// A memory object as another GPU's RM sees it ([`RmModel::export_memory`]).
+#[derive(Debug, Clone)]
+pub enum ExportedMemory {
+    /// Video memory of the exporting GPU.
+    Vram {
+        /// Physical address.
+        addr: u64,
+        /// Bytes.
+        size: u64,
+    },
+    /// Host memory (the GPUs of one system share it).
+    Host(Arc<SimDmaBuffer>),
 }
 
 /// The simulated RM.
@@ -556,7 +581,76 @@ impl RmModel {
                 size: m.size,
             },
             Backing::Host(b) => CpuMapping::Host(b.clone()),
+            // The CPU reaches a peer's memory through that GPU, not this one.
+            Backing::Peer { .. } => return Err(RmStatus::NV_ERR_NOT_SUPPORTED),
         })
+    }
+
+    /// What memory object `memory` is, for another GPU's RM to import with
+    /// [`RmModel::import_peer_memory`] (a real RM dups the object under the other device:
+    /// `NV_ESC_RM_DUP_OBJECT`). Imported objects are not exported again.
+    pub fn export_memory(
+        &self,
+        client: Handle,
+        memory: Handle,
+    ) -> Result<ExportedMemory, RmStatus> {
+        let m = self.memory(client, memory)?;
+        match &m.backing {
+            Backing::Vram { addr } => Ok(ExportedMemory::Vram {
+                addr: *addr,
+                size: m.size,
+            }),
+            Backing::Host(b) => Ok(ExportedMemory::Host(b.clone())),
+            Backing::Peer { .. } => Err(RmStatus::NV_ERR_NOT_SUPPORTED),
+        }
+    }
+
+    /// Creates memory object `handle` (under the device or subdevice `parent`) for memory of
+    /// another GPU: video memory reached through `peer_id` (the peer port the system set up
+    /// when peer access was enabled), or host memory both GPUs share. Map it with
+    /// [`RmModel::map_memory_dma`]; freeing it leaves the other GPU's memory alone.
+    pub fn import_peer_memory(
+        &mut self,
+        client: Handle,
+        parent: Handle,
+        handle: Handle,
+        mem: ExportedMemory,
+        peer_id: Option<u8>,
+    ) -> Result<(), RmStatus> {
+        self.expect_parent(client, parent, &[NV01_DEVICE_0, NV20_SUBDEVICE_0])?;
+        if handle.0 == 0 {
+            return Err(RmStatus::NV_ERR_INVALID_OBJECT_NEW);
+        }
+        if self.client(client)?.objects.contains_key(&handle) {
+            return Err(RmStatus::NV_ERR_INSERT_DUPLICATE_NAME);
+        }
+        let (class, size, backing) = match mem {
+            ExportedMemory::Vram { addr, size } => {
+                // Peer access must be enabled: without a peer id there is no path.
+                let id = peer_id.ok_or(RmStatus::NV_ERR_INVALID_STATE)?;
+                (NV01_MEMORY_LOCAL_USER, size, Backing::Peer { id, addr })
+            }
+            ExportedMemory::Host(b) => (NV01_MEMORY_SYSTEM, b.len() as u64, Backing::Host(b)),
+        };
+        let kind = Kind::Memory(Memory {
+            size,
+            backing,
+            mappings: Vec::new(),
+        });
+        let cl = self.client_mut(client)?;
+        cl.objects.insert(
+            handle,
+            Object {
+                parent,
+                class,
+                kind,
+                children: Vec::new(),
+            },
+        );
+        if let Some(p) = cl.objects.get_mut(&parent) {
+            p.children.push(handle);
+        }
+        Ok(())
     }
 
     // ------------------------------------------------------------------------------------------

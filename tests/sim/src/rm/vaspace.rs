@@ -2,14 +2,18 @@
 //!
 //! When RM calls are answered directly (an RM "in a kernel"), RM owns the page tables; the
 //! simulator keeps the mappings RM made as a sorted table instead of building real page tables
-//! and resolves every GPU access through it. Unmapped addresses fault like an invalid PTE;
-//! addresses past the end of the space fault with a VA-limit violation.
+//! and resolves every GPU access through it. An unmapped address faults like an invalid PTE when
+//! something else is mapped in its 2 MiB (RM would have built that page table) and like an
+//! invalid PDE otherwise; addresses past the end of the space fault with a VA-limit violation.
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
 use crate::bar0::SimCore;
 use crate::gpu_mem::{Access, AddressSpace, Aperture, FaultKind, MmuFault, Translation};
+
+/// Bytes one last-level page table of 4 KiB pages covers (GMMU v2 and v3).
+const PDE0_SPAN: u64 = 2 << 20;
 
 /// One mapping: `size` bytes at `va` backed by `phys` in `aperture`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +137,17 @@ impl VaTable {
         }
     }
 
+    /// Whether any mapping overlaps the 2 MiB region (one PDE0's span) holding `va`.
+    fn anything_in_pde0(&self, va: u64) -> bool {
+        let lo = va & !(PDE0_SPAN - 1);
+        let hi = lo.saturating_add(PDE0_SPAN);
+        let t = self.read();
+        t.maps
+            .range(..hi)
+            .next_back()
+            .is_some_and(|(_, m)| m.va.saturating_add(m.size) > lo)
+    }
+
     /// Number of mappings.
     pub fn len(&self) -> usize {
         self.read().maps.len()
@@ -153,11 +168,17 @@ impl AddressSpace for VaTable {
                 kind: FaultKind::VaLimit,
             });
         }
-        let m = self.lookup(va).ok_or(MmuFault {
-            va,
-            access,
-            kind: FaultKind::InvalidPte,
-        })?;
+        let Some(m) = self.lookup(va) else {
+            // RM builds page tables only where something is mapped: an address with no
+            // mapping in its 2 MiB (the span of one last-level page table of 4 KiB pages) has
+            // no valid PDE0 either, and the H200 reports FAULT_PDE there (docs/hardware.md).
+            let kind = if self.anything_in_pde0(va) {
+                FaultKind::InvalidPte
+            } else {
+                FaultKind::InvalidPde
+            };
+            return Err(MmuFault { va, access, kind });
+        };
         if m.read_only && matches!(access, Access::Write | Access::Atomic) {
             return Err(MmuFault {
                 va,
@@ -207,6 +228,12 @@ mod tests {
             t.find_free(0x10000, 0x20fff, 0x10000, 0x1000),
             Err(MapError::NoSpace)
         );
+        // Next to a mapping the page table exists (an invalid PTE); 2 MiB further there is no
+        // page table at all (an invalid PDE, what the H200 reported 2^40 past a buffer).
+        assert!(t.anything_in_pde0(0x11000));
+        assert!(t.anything_in_pde0(0x1f_f000));
+        assert!(!t.anything_in_pde0(0x20_0000));
+        assert!(!t.anything_in_pde0(0x10000 + (1 << 40)));
         assert_eq!(t.unmap(0x10000).map(|m| m.size), Some(0x1000));
         assert_eq!(t.find_free(0x10000, u64::MAX, 0x1000, 0x1000), Ok(0x10000));
     }
