@@ -195,6 +195,10 @@ fn unload_then_boot_again_in_one_process() {
             let dev = Device::open(be, dev_opts()).unwrap();
             run_kernels(&dev, sm_of(model), 1000);
             if round == 0 {
+                // A closed device hands the backend back; it can carry another device.
+                let be = dev.close().unwrap();
+                let dev = Device::open(be, dev_opts()).unwrap();
+                run_kernels(&dev, sm_of(model), 100);
                 let report = dev.close().unwrap().unload(&mut NoObserver).unwrap();
                 assert!(!report.suspend_timed_out);
             } else {
