@@ -129,6 +129,14 @@ pub trait Mmio {
         self.write32(offset, value);
         Ok(())
     }
+
+    /// Makes every earlier store of this CPU, to any memory (write-combined mappings included),
+    /// visible before the next write to this window: what a doorbell needs (Linux's `wmb()`
+    /// before `writel()`). The default is a full `SeqCst` fence; implementations on x86 may use
+    /// a store fence (`sfence`), which orders write-combined stores and costs less.
+    fn store_barrier(&self) {
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Validates a 32-bit MMIO access: 4-byte aligned and inside a window of `size` bytes.

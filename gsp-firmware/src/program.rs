@@ -118,17 +118,67 @@ impl From<DeviceError> for LoadError {
     }
 }
 
+/// The runtime cubins (the device layer's own kernels, `tests/fixtures/cubins/src/runtime.ptx`
+/// built with CUDA 13 by `build.sh`), by shader model.
+pub const RUNTIME_CUBINS: &[(u32, &[u8])] = &[
+    (
+        80,
+        include_bytes!("../../tests/fixtures/cubins/runtime_sm80_cuda13.cubin"),
+    ),
+    (
+        89,
+        include_bytes!("../../tests/fixtures/cubins/runtime_sm89_cuda13.cubin"),
+    ),
+    (
+        90,
+        include_bytes!("../../tests/fixtures/cubins/runtime_sm90_cuda13.cubin"),
+    ),
+    (
+        100,
+        include_bytes!("../../tests/fixtures/cubins/runtime_sm100_cuda13.cubin"),
+    ),
+    (
+        120,
+        include_bytes!("../../tests/fixtures/cubins/runtime_sm120_cuda13.cubin"),
+    ),
+];
+
+/// The runtime cubin that runs on shader model `sm`: the same major version, the highest minor
+/// version not above the device's (sm_86 runs the sm_80 build), as the device's own check.
+pub fn runtime_cubin(sm: u32) -> Option<&'static [u8]> {
+    RUNTIME_CUBINS
+        .iter()
+        .filter(|(s, _)| s / 10 == sm / 10 && s % 10 <= sm % 10)
+        .max_by_key(|(s, _)| *s)
+        .map(|(_, b)| *b)
+}
+
 /// Loading cubin bytes into a [`Device`].
 pub trait LoadCubin<B: Backend> {
     /// Parses `bytes` as a cubin, checks it is for this GPU's shader model and uploads the
     /// relocated image (see [`Device::load_module`]).
     fn load_cubin(&self, bytes: &[u8]) -> Result<Module<'_, B>, LoadError>;
+
+    /// Installs the built-in runtime kernels for this GPU ([`runtime_cubin`]): the copy kernel
+    /// large device-to-device copies use ([`Device::install_copy_kernel`]). Returns `false`
+    /// when there is no runtime cubin for the device's shader model (copies then stay on the
+    /// copy engine).
+    fn install_runtime(&self) -> Result<bool, LoadError>;
 }
 
 impl<B: Backend> LoadCubin<B> for Device<B> {
     fn load_cubin(&self, bytes: &[u8]) -> Result<Module<'_, B>, LoadError> {
         let cubin = Cubin::parse(bytes)?;
         Ok(self.load_module(&cubin)?)
+    }
+
+    fn install_runtime(&self) -> Result<bool, LoadError> {
+        let Some(bytes) = runtime_cubin(self.info().sm) else {
+            return Ok(false);
+        };
+        let cubin = Cubin::parse(bytes)?;
+        self.install_copy_kernel(&cubin)?;
+        Ok(true)
     }
 }
 
@@ -137,6 +187,30 @@ mod tests {
     use super::*;
 
     static KERNELS: &[u8] = include_bytes!("../../tests/fixtures/cubins/kernels_sm90_cuda12.cubin");
+
+    #[test]
+    fn runtime_cubins_are_picked_by_shader_model() {
+        for (sm, want) in [
+            (80, 80),
+            (86, 80),
+            (89, 89),
+            (90, 90),
+            (100, 100),
+            (120, 120),
+        ] {
+            let c = Cubin::parse(runtime_cubin(sm).unwrap()).unwrap();
+            assert_eq!(c.sm, want, "sm_{sm}");
+            let k = c
+                .kernels
+                .iter()
+                .find(|k| k.name == nvbare_core::device::COPY_KERNEL_NAME)
+                .unwrap();
+            let sizes: Vec<u32> = k.params.iter().map(|p| p.size).collect();
+            assert_eq!(sizes, [8, 8, 8]);
+        }
+        assert!(runtime_cubin(75).is_none());
+        assert!(runtime_cubin(110).is_none());
+    }
 
     #[test]
     fn the_program_view_matches_the_cubin() {

@@ -55,7 +55,14 @@ pub struct RelocFacts {
     pub addend: i64,
 }
 
-const SETS: [&str; 5] = ["kernels", "reloc", "attrs", "globals_rel", "reloc_rel"];
+const SETS: [&str; 6] = [
+    "kernels",
+    "reloc",
+    "attrs",
+    "globals_rel",
+    "reloc_rel",
+    "runtime",
+];
 const SMS: [u32; 5] = [80, 89, 90, 100, 120];
 
 fn dir() -> PathBuf {

@@ -21,7 +21,7 @@ fn parse(name: &str) -> Cubin {
 fn driver_area_lies_below_every_parameter_base() {
     // The constant-bank-0 layout the launch helpers write must not overlap the parameters
     // ptxas placed (EIATTR_PARAM_CBANK), for every fixture and target.
-    for set in ["kernels", "reloc", "attrs"] {
+    for set in ["kernels", "reloc", "attrs", "runtime"] {
         for sm in [80, 89, 90, 100, 120] {
             for cuda in [12, 13] {
                 let c = parse(&format!("{set}_sm{sm}_cuda{cuda}.cubin"));

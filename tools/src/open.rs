@@ -167,10 +167,12 @@ macro_rules! with_device {
     };
 }
 
-/// Opens `spec` with `opts` (see the module documentation); bare-metal boot phases go to the
+/// Opens `spec` with `opts` (see the module documentation), then installs the runtime kernels
+/// (the copy kernel large device-to-device copies use). A device without a runtime cubin, or one
+/// that refuses it, keeps copying on the copy engine (logged). Bare-metal boot phases go to the
 /// log.
 pub fn open_device(spec: DeviceSpec, opts: DeviceOptions) -> Result<AnyDevice, CliError> {
-    open_device_with(spec, opts, &mut PhasePrinter::quiet())
+    open_device_with(spec, opts, &mut PhasePrinter::quiet(), true)
 }
 
 /// [`open_device`], printing the bare-metal boot phases to `out`.
@@ -179,11 +181,40 @@ pub fn open_device_printing(
     opts: DeviceOptions,
     out: &mut dyn Write,
 ) -> Result<AnyDevice, CliError> {
-    open_device_with(spec, opts, &mut PhasePrinter::new(out, "      "))
+    open_device_with(spec, opts, &mut PhasePrinter::new(out, "      "), true)
 }
 
-/// [`open_device`], bare-metal boot phases going to `obs`.
+/// [`open_device`], bare-metal boot phases going to `obs`, installing the runtime kernels only
+/// when `runtime` is set.
 pub fn open_device_with(
+    spec: DeviceSpec,
+    opts: DeviceOptions,
+    obs: &mut dyn BootObserver,
+    runtime: bool,
+) -> Result<AnyDevice, CliError> {
+    let any = open_bare(spec, opts, obs)?;
+    if runtime {
+        crate::with_device!(&any, dev => install_runtime(dev));
+    }
+    Ok(any)
+}
+
+fn install_runtime<B: Backend>(dev: &Device<B>) {
+    use nvbare_gsp_firmware::program::LoadCubin;
+    match dev.install_runtime() {
+        Ok(true) => {}
+        Ok(false) => log::info!(
+            "no runtime cubin for sm_{}: device-to-device copies use the copy engine",
+            dev.info().sm
+        ),
+        Err(e) => log::warn!(
+            "the runtime kernels did not load ({e}): device-to-device copies use the copy \
+             engine"
+        ),
+    }
+}
+
+fn open_bare(
     spec: DeviceSpec,
     opts: DeviceOptions,
     obs: &mut dyn BootObserver,

@@ -11,6 +11,17 @@
 //! GPU to move on, and never overwrites an entry the GPU has not fetched. After `GPPut` is
 //! written, the doorbell (`NVC361_NOTIFY_CHANNEL_PENDING`, usermode + 0x90) gets the channel's
 //! work-submit token.
+//!
+//! [`GpFifo::submit`] is [`GpFifo::push`] (write the entry) followed by [`GpFifo::kick`]
+//! (publish `GPPut`, ring the doorbell); callers that queue several entries may push them all
+//! and kick once. The GPU does not look at entries that were pushed but not kicked.
+//!
+//! Store ordering ([`DoorbellFence`]): the GPU reads the entry, the pushbuffer and everything
+//! it points to only after it has seen the doorbell, so every CPU store before the doorbell
+//! must be visible first. Rings and command memory may be write-combined (video memory written
+//! through BAR1), whose stores x86 does not order among themselves or against the uncached
+//! doorbell store; one store barrier (`sfence`) before the doorbell orders all of them (Linux's
+//! `wmb()` before a doorbell `writel`). Ordinary cached stores are ordered by x86-TSO anyway.
 
 use core::fmt;
 use core::sync::atomic::{Ordering, fence};
@@ -180,9 +191,26 @@ pub trait RingMemory {
 pub struct GpFifo {
     entries: u32,
     put: u32,
+    /// `GPPut` as last written to USERD (entries from here to `put` are not kicked yet).
+    published: u32,
     token: u32,
     /// Last `GPGet` seen (saves a USERD read while the ring has room).
     cached_get: u32,
+    fence: DoorbellFence,
+}
+
+/// How [`GpFifo::kick`] orders the CPU's stores before the doorbell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DoorbellFence {
+    /// One store barrier after `GPPut`, before the doorbell ([`Mmio::store_barrier`] of the
+    /// usermode window: `sfence` on x86 for the kernel-driver backend; tinygrad's order).
+    #[default]
+    Store,
+    /// A store barrier before `GPPut` and another before the doorbell.
+    StoreTwice,
+    /// A full `SeqCst` fence (x86 `mfence`) before `GPPut` and another before the doorbell
+    /// (what nvbare did first).
+    Full,
 }
 
 impl GpFifo {
@@ -195,9 +223,17 @@ impl GpFifo {
         Ok(GpFifo {
             entries,
             put: 0,
+            published: 0,
             token,
             cached_get: 0,
+            fence: DoorbellFence::default(),
         })
+    }
+
+    /// The same ring with stores ordered by `fence` before each doorbell.
+    pub fn with_fence(mut self, fence: DoorbellFence) -> GpFifo {
+        self.fence = fence;
+        self
     }
 
     /// Ring size.
@@ -208,6 +244,11 @@ impl GpFifo {
     /// Next index the CPU writes.
     pub fn put(&self) -> u32 {
         self.put
+    }
+
+    /// Entries pushed but not kicked yet (the GPU does not know of them).
+    pub fn unpublished(&self) -> u32 {
+        (self.put + self.entries - self.published) % self.entries
     }
 
     /// The work-submit token rung on the doorbell.
@@ -237,7 +278,8 @@ impl GpFifo {
     }
 
     /// Appends `entry`, publishes it in `GPPut` and rings the doorbell of `usermode` (the
-    /// usermode block as an RM usermode object maps it, `NOTIFY_CHANNEL_PENDING` at 0x90).
+    /// usermode block as an RM usermode object maps it, `NOTIFY_CHANNEL_PENDING` at 0x90):
+    /// [`GpFifo::push`] then [`GpFifo::kick`].
     ///
     /// If the ring is full, polls `GPGet` until the GPU frees a slot or `timeout` passes, then
     /// fails with [`GpFifoError::RingFull`] without touching the ring.
@@ -254,8 +296,31 @@ impl GpFifo {
         U: Mmio + ?Sized,
         C: Clock + ?Sized,
     {
+        self.push(mem, usermode, clock, timeout, entry)?;
+        self.kick(mem, usermode)
+    }
+
+    /// Writes `entry` into the ring without telling the GPU ([`GpFifo::kick`] does).
+    ///
+    /// If the ring is full, kicks what was pushed before (so the GPU can make room), then polls
+    /// `GPGet` until the GPU frees a slot or `timeout` passes, and fails with
+    /// [`GpFifoError::RingFull`] without writing the entry.
+    pub fn push<M, U, C>(
+        &mut self,
+        mem: &M,
+        usermode: &U,
+        clock: &C,
+        timeout: Duration,
+        entry: GpEntry,
+    ) -> Result<(), GpFifoError>
+    where
+        M: RingMemory + ?Sized,
+        U: Mmio + ?Sized,
+        C: Clock + ?Sized,
+    {
         let next = self.next(self.put);
         if next == self.cached_get && self.read_get(mem)? == next {
+            self.kick(mem, usermode)?;
             let entries = self.entries;
             let put = self.put;
             let mut last_get = next;
@@ -291,11 +356,38 @@ impl GpFifo {
             }
         }
         mem.write_entry(self.put, entry.encode())?;
-        // The entry must be visible before GPPut, and GPPut before the doorbell.
-        fence(Ordering::SeqCst);
-        mem.write_gp_put(next)?;
         self.put = next;
-        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Publishes every pushed entry in `GPPut` and rings the doorbell (nothing if there is
+    /// none). The entries, and all memory they point to, are made visible first
+    /// ([`DoorbellFence`]).
+    pub fn kick<M, U>(&mut self, mem: &M, usermode: &U) -> Result<(), GpFifoError>
+    where
+        M: RingMemory + ?Sized,
+        U: Mmio + ?Sized,
+    {
+        if self.published == self.put {
+            return Ok(());
+        }
+        match self.fence {
+            DoorbellFence::Store => {
+                mem.write_gp_put(self.put)?;
+                usermode.store_barrier();
+            }
+            DoorbellFence::StoreTwice => {
+                usermode.store_barrier();
+                mem.write_gp_put(self.put)?;
+                usermode.store_barrier();
+            }
+            DoorbellFence::Full => {
+                fence(Ordering::SeqCst);
+                mem.write_gp_put(self.put)?;
+                fence(Ordering::SeqCst);
+            }
+        }
+        self.published = self.put;
         usermode.write32(
             NVC361_NOTIFY_CHANNEL_PENDING::offset_of::<MappedUsermode>(),
             self.token,
@@ -433,6 +525,48 @@ mod tests {
         assert_eq!(GpEntry::decode(ring.slots.borrow()[3]).address, 0x9000);
         assert_eq!(ring.put.get(), 0);
         assert_eq!(f.pending(), 2);
+    }
+
+    #[test]
+    fn pushed_entries_reach_the_gpu_only_when_kicked() {
+        let ring = Ring {
+            slots: RefCell::new([0; 4]),
+            get: Cell::new(0),
+            put: Cell::new(0),
+        };
+        let bell = Doorbell(Cell::new(0), Cell::new(0));
+        let clock = FakeClock(Cell::new(Duration::ZERO));
+        for fence in [
+            DoorbellFence::Store,
+            DoorbellFence::StoreTwice,
+            DoorbellFence::Full,
+        ] {
+            ring.get.set(0);
+            ring.put.set(0);
+            bell.1.set(0);
+            let mut f = GpFifo::new(4, 7).unwrap().with_fence(fence);
+            let t = Duration::from_millis(1);
+            f.push(&ring, &bell, &clock, t, GpEntry::new(0x1000, 2).unwrap())
+                .unwrap();
+            f.push(&ring, &bell, &clock, t, GpEntry::new(0x2000, 2).unwrap())
+                .unwrap();
+            assert_eq!((ring.put.get(), bell.1.get(), f.unpublished()), (0, 0, 2));
+            f.kick(&ring, &bell).unwrap();
+            assert_eq!((ring.put.get(), bell.0.get(), bell.1.get()), (2, 7, 1));
+            assert_eq!(f.unpublished(), 0);
+            // Nothing new: no doorbell.
+            f.kick(&ring, &bell).unwrap();
+            assert_eq!(bell.1.get(), 1);
+            // A full ring with unpublished entries kicks them before it waits for the GPU.
+            f.push(&ring, &bell, &clock, t, GpEntry::new(0x3000, 2).unwrap())
+                .unwrap();
+            assert_eq!(f.unpublished(), 1);
+            let err = f
+                .push(&ring, &bell, &clock, t, GpEntry::new(0x4000, 2).unwrap())
+                .unwrap_err();
+            assert!(matches!(err, GpFifoError::RingFull { .. }), "{err:?}");
+            assert_eq!((ring.put.get(), bell.1.get(), f.unpublished()), (3, 2, 0));
+        }
     }
 
     #[test]

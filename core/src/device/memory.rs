@@ -8,6 +8,7 @@ use core::marker::PhantomData;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::backend::{Backend, Location, Purpose};
+use super::copy::CopyPath;
 use super::module::{Arg, Function, KernelInfo, LaunchConfig, Module};
 use super::program::Program;
 use super::{Device, DeviceError};
@@ -24,7 +25,7 @@ pub struct DeviceBuffer<'d, B: Backend, T: DeviceRepr> {
     pub(super) generation: u32,
     pub(super) len: usize,
     pub(super) va: u64,
-    location: Location,
+    pub(super) location: Location,
     _t: PhantomData<T>,
 }
 
@@ -72,7 +73,7 @@ impl<B: Backend, T: DeviceRepr> DeviceBuffer<'_, B, T> {
         }
     }
 
-    fn check(&self, dev: &Device<B>) -> Result<(), DeviceError> {
+    pub(super) fn check(&self, dev: &Device<B>) -> Result<(), DeviceError> {
         if core::ptr::eq(self.dev, dev) {
             Ok(())
         } else {
@@ -211,25 +212,15 @@ impl<B: Backend> Device<B> {
         i.dtoh(&self.info, &self.options, src.va, dst.as_mut_bytes())
     }
 
-    /// Copies all of `src` into `dst` on the GPU (copy engine), in stream order.
+    /// Copies all of `src` into `dst` on the GPU, in stream order:
+    /// [`Device::dtod_copy_with`] with [`CopyPath::Auto`] (the copy kernel for large copies
+    /// between device-memory buffers when one is installed, otherwise the copy engine).
     pub fn dtod_copy<T: DeviceRepr>(
         &self,
         src: &DeviceBuffer<'_, B, T>,
         dst: &mut DeviceBuffer<'_, B, T>,
     ) -> Result<(), DeviceError> {
-        src.check(self)?;
-        dst.check(self)?;
-        if src.len > dst.len {
-            return Err(DeviceError::BadRange(alloc::format!(
-                "copying {} elements into a buffer of {}",
-                src.len,
-                dst.len
-            )));
-        }
-        let mut i = self.inner()?;
-        i.buffer_va(src.slot, src.generation)?;
-        i.buffer_va(dst.slot, dst.generation)?;
-        i.dtod(&self.info, &self.options, src.va, dst.va, src.bytes())
+        self.dtod_copy_with(src, dst, CopyPath::Auto)
     }
 
     /// Loads a program (a parsed cubin): checks it is for this GPU's shader model and uploads
@@ -245,21 +236,7 @@ impl<B: Backend> Device<B> {
                 .load_module(&self.info, &self.options, program)?;
         let kernels = descs
             .into_iter()
-            .map(|k| KernelInfo {
-                program_address: base + k.code_offset,
-                code_size: k.code_size,
-                regcount: k.regcount,
-                param_base: k.param_base,
-                param_size: k.param_size,
-                shared_size: k.shared_size,
-                local_size: k.local_size,
-                max_threads: k.max_threads,
-                required_block: k.required_block,
-                num_barriers: k.num_barriers,
-                const_banks: k.const_banks.into_iter().filter(|b| b.bank != 0).collect(),
-                params: k.params,
-                name: k.name,
-            })
+            .map(|k| KernelInfo::from_desc(base, k))
             .collect();
         Ok(Module {
             dev: self,

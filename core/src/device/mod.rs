@@ -46,11 +46,13 @@
 mod backend;
 pub mod baremetal;
 mod chan;
+mod copy;
 mod error;
 mod memory;
 mod module;
 mod ops;
 mod peer;
+mod probe;
 mod program;
 mod template;
 
@@ -64,12 +66,15 @@ pub use backend::{
     Backend, BackendError, GpuMemory, Location, MemoryRequest, PeerMapping, PeerPathInfo,
     PhysRange, Purpose, RmEvent, RmObjects,
 };
+pub use copy::{COPY_KERNEL_NAME, CopyPath};
 pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
 pub use memory::{DeviceBuffer, DeviceRepr};
 pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module};
 pub use peer::{Event, PeerBuffer, PeerLink, PeerMode, PeerPath, PeerSemaphore};
+pub use probe::SubmitProbe;
 pub use program::{ConstBankDesc, KernelDesc, ParamDesc, Program, ProgramError};
 
+pub use crate::channel::gpfifo::DoorbellFence;
 use crate::chip::{ChipInfo, Chipset, QmdVersion};
 use crate::rm::Handle;
 use crate::rm::class::{BLACKWELL_COMPUTE_A, ClassKind, HOPPER_COMPUTE_A, class_kind};
@@ -91,6 +96,31 @@ pub struct DeviceOptions {
     pub poll_interval: Duration,
     /// Ask RM to boost clocks (`NV2080_CTRL_CMD_PERF_BOOST`); failures are ignored.
     pub perf_boost: bool,
+    /// How the CPU's stores are ordered before each doorbell (default: one store barrier,
+    /// `sfence` on x86; see [`DoorbellFence`]).
+    pub doorbell_fence: DoorbellFence,
+    /// Submissions that may wait in a channel's ring before its doorbell is rung. 0 (the
+    /// default) rings it for every launch and copy, so queued work starts without further
+    /// calls, as in CUDA. With N > 0 the doorbell is rung once N + 1 submissions are queued, at
+    /// every wait (synchronize, copies to the host, freeing buffers) and at
+    /// [`Device::flush`]: work queued since then does not start until one of those happens,
+    /// so a program that waits for a kernel by other means (polling memory) must flush first.
+    pub deferred_submits: u32,
+    /// `MEMBAR_TYPE` of the QMD release semaphore that completes a launch: `NONE` (false, the
+    /// default, as tinygrad leaves it) or `FE_SYSMEMBAR` (true). Every CTA already ends with a
+    /// system-scope membar (`CWD_MEMBAR_TYPE` = `L1_SYSMEMBAR`), so a kernel's stores are
+    /// visible system-wide before the grid completes and the release is written; the extra
+    /// front-end membar cost 0.7 µs per launch + sync on the H200 (docs/benchmarks.md).
+    pub release_sysmembar: bool,
+    /// [`Device::dtod_copy`] between two device-memory buffers uses the copy kernel (when one
+    /// is installed, [`Device::install_copy_kernel`]) from this many bytes up; smaller copies
+    /// use the copy engine.
+    pub kernel_copy_min_bytes: u64,
+    /// Threads per CTA of the copy kernel.
+    pub copy_kernel_block: u32,
+    /// CTAs per SM of the copy kernel: its grid is at most this many times the SM count (each
+    /// thread loops over the vectors beyond that).
+    pub copy_kernel_ctas_per_sm: u32,
 }
 
 impl Default for DeviceOptions {
@@ -103,6 +133,14 @@ impl Default for DeviceOptions {
             spin: Duration::from_micros(20),
             poll_interval: Duration::from_micros(10),
             perf_boost: true,
+            doorbell_fence: DoorbellFence::Store,
+            deferred_submits: 0,
+            release_sysmembar: false,
+            kernel_copy_min_bytes: 256 << 10,
+            // The best of the shapes measured on the H200 (docs/benchmarks.md): large grids
+            // of 256-thread CTAs beat one full-occupancy wave that loops (4052 vs 3843 GB/s).
+            copy_kernel_block: 256,
+            copy_kernel_ctas_per_sm: 256,
         }
     }
 }
@@ -251,6 +289,13 @@ impl<B: Backend> Device<B> {
     /// Waits until everything submitted so far has finished.
     pub fn synchronize(&self) -> Result<(), DeviceError> {
         self.inner()?.synchronize(&self.info, &self.options)
+    }
+
+    /// Rings the doorbells for work queued without one (only with
+    /// [`DeviceOptions::deferred_submits`] > 0; otherwise nothing is ever queued). Returns
+    /// without waiting.
+    pub fn flush(&self) -> Result<(), DeviceError> {
+        self.inner()?.flush()
     }
 
     /// Runs `f` with the backend (tests use it to reach the simulator behind it).

@@ -159,6 +159,28 @@ pub struct KernelInfo {
     pub const_banks: Vec<ConstBankDesc>,
 }
 
+impl KernelInfo {
+    /// The kernel `k` of a program loaded at GPU VA `base` (bank 0 is the driver's, so only the
+    /// other constant banks are kept).
+    pub(super) fn from_desc(base: u64, k: super::program::KernelDesc) -> KernelInfo {
+        KernelInfo {
+            program_address: base + k.code_offset,
+            code_size: k.code_size,
+            regcount: k.regcount,
+            param_base: k.param_base,
+            param_size: k.param_size,
+            shared_size: k.shared_size,
+            local_size: k.local_size,
+            max_threads: k.max_threads,
+            required_block: k.required_block,
+            num_barriers: k.num_barriers,
+            const_banks: k.const_banks.into_iter().filter(|b| b.bank != 0).collect(),
+            params: k.params,
+            name: k.name,
+        }
+    }
+}
+
 /// A loaded program: its image lives in device memory until the module is dropped.
 pub struct Module<'d, B: Backend> {
     pub(super) dev: &'d Device<B>,

@@ -38,8 +38,11 @@ const MAX_PB_WORDS: usize = 64;
 const MAX_RAW_WORDS: usize = 1024;
 /// Largest copy-engine line (`LINE_LENGTH_IN` is 32 bits; stay well below).
 const MAX_COPY_CHUNK: u64 = 1 << 30;
-/// Bytes of the semaphore page: a 16-byte timeline slot per channel.
+/// Bytes of the semaphore page: a 16-byte timeline slot per channel, each in its own 64-byte
+/// cache line (the CPU polls one while the GPU writes the other).
 const SEM_PAGE: u64 = 4096;
+/// Offset of the copy channel's timeline slot in the semaphore page.
+const COPY_SEM_OFFSET: u64 = 64;
 /// SM error states read back for a report.
 const MAX_SM_REPORTS: usize = 8;
 
@@ -56,7 +59,7 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) objs: RmObjects,
     abi: RmAbi,
     classes: Classes,
-    usermode: B::Usermode,
+    pub(super) usermode: B::Usermode,
     tsg: Handle,
     debugger: Option<Handle>,
     pub(super) chans: [Chan<B::Memory>; 2],
@@ -75,6 +78,8 @@ pub(crate) struct Inner<B: Backend> {
     dead: Option<String>,
     /// Re-creating the channels now (a fault meanwhile must not recurse into recovery).
     recovering: bool,
+    /// The copy kernel, once installed (`device/copy.rs`).
+    pub(super) copy_kernel: Option<super::copy::CopyKernel>,
 }
 
 const COMPUTE: usize = 0;
@@ -314,7 +319,8 @@ impl<B: Backend> Inner<B> {
             if let Some(sem) = allocated.first() {
                 sem.zero(0, SEM_PAGE)?;
             }
-            let fifos = [GpFifo::new(entries, 0)?, GpFifo::new(entries, 0)?];
+            let fifo = GpFifo::new(entries, 0)?.with_fence(opts.doorbell_fence);
+            let fifos = [fifo.clone(), fifo];
             let qmd_patch = QmdPatch::new(qmd)?;
             // Nothing below fails.
             let mut mem = allocated.drain(..);
@@ -361,7 +367,14 @@ impl<B: Backend> Inner<B> {
                 };
             let chans = [
                 mk(ChannelKind::Compute, ring0, notifier0, cmds0, fifo0, 0),
-                mk(ChannelKind::Copy, ring1, notifier1, cmds1, fifo1, 16),
+                mk(
+                    ChannelKind::Copy,
+                    ring1,
+                    notifier1,
+                    cmds1,
+                    fifo1,
+                    COPY_SEM_OFFSET,
+                ),
             ];
             Ok((
                 subdevice, chip, classes, qmd, class_list, gr, sm, usermode, objs, sem, staging,
@@ -419,6 +432,7 @@ impl<B: Backend> Inner<B> {
             last_kernel: None,
             dead: None,
             recovering: false,
+            copy_kernel: None,
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -516,7 +530,8 @@ impl<B: Backend> Inner<B> {
             c.handle = h;
             c.object = obj;
             c.class = engine_class;
-            c.fifo = GpFifo::new(c.fifo.entries(), t.workSubmitToken)?;
+            c.fifo =
+                GpFifo::new(c.fifo.entries(), t.workSubmitToken)?.with_fence(opts.doorbell_fence);
         }
         let mut d = NV83DE_ALLOC_PARAMETERS {
             hDebuggerClient_Obsolete: 0,
@@ -627,6 +642,10 @@ impl<B: Backend> Inner<B> {
         let other_sem = self.sem.gpu_va() + self.chans[o].sem_offset;
         let own_sem = self.sem.gpu_va() + self.chans[ci].sem_offset;
         let need_acquire = other_sub > self.chans[ci].synced_other;
+        if need_acquire {
+            // The GPU-side wait below needs the other channel's work started.
+            self.kick(o)?;
+        }
         let mut head_words = [0u32; MAX_PB_WORDS];
         let mut head = PushBuffer::new(&mut head_words);
         let mut tail_words = [0u32; MAX_PB_WORDS];
@@ -663,13 +682,16 @@ impl<B: Backend> Inner<B> {
                 mem: &c.ring,
                 userd: c.userd_offset,
             };
-            c.fifo.submit(
+            c.fifo.push(
                 &view,
                 &self.usermode,
                 self.backend.clock(),
                 opts.timeout,
                 entry,
             )?;
+            if c.fifo.unpublished() > opts.deferred_submits {
+                c.fifo.kick(&view, &self.usermode)?;
+            }
             Ok(())
         })();
         if let Err(e) = r {
@@ -693,6 +715,11 @@ impl<B: Backend> Inner<B> {
         value: u64,
     ) -> Result<u64, DeviceError> {
         loop {
+            // The timeline is read only when the arena looks full: a read of a line the GPU
+            // has just written is a cache miss the launch path need not pay every time.
+            if let Some(off) = self.chans[ci].arena.alloc(n, value) {
+                return Ok(off);
+            }
             let done = self.completed(ci)?;
             self.chans[ci].arena.retire(done);
             if let Some(off) = self.chans[ci].arena.alloc(n, value) {
@@ -707,6 +734,28 @@ impl<B: Backend> Inner<B> {
             };
             self.wait(info, opts, ci, oldest, "command memory to free up")?;
         }
+    }
+
+    /// Rings channel `ci`'s doorbell for entries queued without one
+    /// ([`DeviceOptions::deferred_submits`]).
+    fn kick(&mut self, ci: usize) -> Result<(), DeviceError> {
+        let c = &mut self.chans[ci];
+        if c.fifo.unpublished() == 0 {
+            return Ok(());
+        }
+        let view = RingView {
+            mem: &c.ring,
+            userd: c.userd_offset,
+        };
+        c.fifo.kick(&view, &self.usermode)?;
+        Ok(())
+    }
+
+    /// Rings both doorbells for everything queued.
+    pub(super) fn flush(&mut self) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        self.kick(COMPUTE)?;
+        self.kick(COPY)
     }
 
     fn notifier_status(&self) -> Result<Option<(usize, u32)>, DeviceError> {
@@ -736,6 +785,8 @@ impl<B: Backend> Inner<B> {
         if reached(&self.sem)? {
             return Ok(());
         }
+        self.kick(COMPUTE)?;
+        self.kick(COPY)?;
         let clock = self.backend.clock();
         // Spin first: most waits on real hardware end within microseconds.
         let spun: Result<(), WaitEnd> = poll_until(clock, opts.spin, Duration::ZERO, what, || {
@@ -1243,8 +1294,13 @@ impl<B: Backend> Inner<B> {
         // Constant bank 0: driver area + parameters, assembled in the reused scratch buffer.
         let area = DriverArea::for_sm(info.sm);
         let cb_size = launch::cbuf0_size(area, k.param_base, k.param_size)?;
+        // Only the bytes the kernel can read (driver area and parameters) are written; the
+        // bank is bound with its rounded-up size. `cbuf0_size` checked the sum.
+        let cb_used = (u64::from(k.param_base) + u64::from(k.param_size))
+            .max(area.size().into())
+            .min(cb_size.into());
         self.scratch.clear();
-        self.scratch.resize(cb_size as usize, 0);
+        self.scratch.resize(cb_used as usize, 0);
         launch::write_driver_area(
             area,
             &mut self.scratch,
@@ -1324,6 +1380,7 @@ impl<B: Backend> Inner<B> {
             }
         }
         let qmd_version = info.qmd;
+        let release_membar = opts.release_sysmembar;
         let dirty = self.caches_dirty;
         let scratch = core::mem::take(&mut self.scratch);
         let mut templates = core::mem::take(&mut self.templates);
@@ -1337,7 +1394,7 @@ impl<B: Backend> Inner<B> {
         let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
             desc.cbufs[0] = Some((va, cb_size));
             let qmd_va = va + cb_size as u64;
-            let qmd = templates.qmd(qmd_version, &patch, key, &desc)?;
+            let qmd = templates.qmd(qmd_version, &patch, key, &desc, release_membar)?;
             cmds.write(off, &scratch)?;
             cmds.write(off + cb_size as u64, qmd.as_bytes())?;
             if dirty {

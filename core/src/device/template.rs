@@ -107,12 +107,15 @@ pub(super) struct Templates {
 
 impl Templates {
     /// The QMD for `d`: a cached template patched, or a fresh build cached for next time.
+    /// `sysmembar` false builds the release semaphore with `MEMBAR_TYPE` = `NONE` instead of
+    /// `FE_SYSMEMBAR` ([`super::DeviceOptions::release_sysmembar`]); the template keeps it.
     pub(super) fn qmd(
         &mut self,
         v: QmdVersion,
         patch: &QmdPatch,
         key: TemplateKey,
         d: &LaunchDesc,
+        sysmembar: bool,
     ) -> Result<Qmd, QmdError> {
         let (cb0, _) = d.cbufs[0].unwrap_or((0, 0));
         let payload = d.release[0].map_or(0, |r| r.1);
@@ -121,7 +124,14 @@ impl Templates {
             patch.apply(&mut q, d.grid, d.block, cb0, payload)?;
             return Ok(q);
         }
-        let q = Qmd::build(v, d)?;
+        let mut q = Qmd::build(v, d)?;
+        if !sysmembar && d.release[0].is_some() {
+            let field = match v {
+                QmdVersion::V03_00 => "RELEASE0_MEMBAR_TYPE",
+                _ => "RELEASE_MEMBAR_TYPE(0)",
+            };
+            q.set(field, 0)?;
+        }
         if self.entries.len() >= CACHE {
             self.entries.remove(0);
         }
@@ -176,7 +186,7 @@ mod tests {
             };
             let first = desc([1, 1, 1], [32, 1, 1], 0x10_0000_2000, 1);
             assert_eq!(
-                t.qmd(v, &p, key, &first).unwrap(),
+                t.qmd(v, &p, key, &first, true).unwrap(),
                 Qmd::build(v, &first).unwrap()
             );
             for (grid, block, cb0, payload) in [
@@ -190,7 +200,7 @@ mod tests {
                 ),
             ] {
                 let d = desc(grid, block, cb0, payload);
-                let patched = t.qmd(v, &p, key, &d).unwrap();
+                let patched = t.qmd(v, &p, key, &d, true).unwrap();
                 assert_eq!(patched, Qmd::build(v, &d).unwrap(), "{v:?} {grid:?}");
                 assert_eq!(patched.launch_desc().unwrap().grid, grid);
             }

@@ -50,6 +50,22 @@ impl Mmio for UsermodeWindow {
             let _ = m.write32(offset, value);
         }
     }
+
+    /// `sfence` on x86-64: the rings and command memory are write-combined BAR1 mappings (or
+    /// cached host memory, which x86-TSO keeps in order), and a store fence is what orders
+    /// write-combined stores before the uncached doorbell store.
+    fn store_barrier(&self) {
+        use std::sync::atomic::{Ordering, compiler_fence};
+        compiler_fence(Ordering::SeqCst);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `sfence` takes no operands and has no preconditions; SSE is part of x86-64.
+        unsafe {
+            std::arch::x86_64::_mm_sfence()
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        std::sync::atomic::fence(Ordering::SeqCst);
+        compiler_fence(Ordering::SeqCst);
+    }
 }
 
 impl Drop for UsermodeWindow {

@@ -9,18 +9,26 @@
 //!   (`alloc_host`) and device memory, copy engine; median of 10 after a warm-up; D2D counts
 //!   bytes read plus written, as CUDA's `bandwidthTest`;
 //! * a 4-byte host-to-device copy from pinned memory, waited for: median of 10 000;
-//! * opening the device until it can launch.
+//! * opening the device until it can launch (with the runtime kernels installed).
+//!
+//! D2D uses `dtod_copy` (the copy kernel for large copies when it is installed); the copy
+//! engine's D2D rate is reported too (`d2d_ce_gbps`). `--probe` adds where a launch's time goes
+//! (`Device::probe_submit_path` and a GPU-timer split of the round trip). The tuning options
+//! (`--fence`, `--defer`, `--release-sysmembar`, `--copy-*`, `--no-runtime`) set the
+//! `DeviceOptions` of the same name, to measure what each costs.
 //!
 //! All times are `std::time::Instant` (`CLOCK_MONOTONIC`). Progress goes to stderr.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use clap::Args;
-use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
+use clap::{Args, ValueEnum};
+use nvbare_core::device::{
+    ChannelKind, CopyPath, Device, DeviceOptions, DoorbellFence, LaunchConfig, SubmitProbe,
+};
 use nvbare_gsp_firmware::program::LoadCubin;
 
-use crate::open::{CliBackend, demo_cubin, open_device};
+use crate::open::{CliBackend, demo_cubin, open_device_with};
 use crate::{CliError, DeviceSpec, with_device};
 
 /// Options of `nvbare bench` without a subcommand.
@@ -47,6 +55,68 @@ pub struct GpuBenchArgs {
     /// Timeout of every wait, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
+    /// Also time the parts of a launch (store barrier, doorbell, semaphore reads, GPU timer
+    /// split of the round trip).
+    #[arg(long)]
+    pub probe: bool,
+    /// Store ordering before each doorbell (DeviceOptions::doorbell_fence).
+    #[arg(long, value_enum, default_value_t = FenceArg::Store)]
+    pub fence: FenceArg,
+    /// Submissions queued before a doorbell (DeviceOptions::deferred_submits; 0 = every one).
+    #[arg(long, default_value_t = 0)]
+    pub defer: u32,
+    /// QMD release semaphore with FE_SYSMEMBAR (DeviceOptions::release_sysmembar = true).
+    #[arg(long)]
+    pub release_sysmembar: bool,
+    /// Threads per CTA of the copy kernel.
+    #[arg(long)]
+    pub copy_block: Option<u32>,
+    /// CTAs per SM of the copy kernel.
+    #[arg(long)]
+    pub copy_ctas_per_sm: Option<u32>,
+    /// Do not install the runtime kernels (every copy on the copy engine).
+    #[arg(long)]
+    pub no_runtime: bool,
+    /// Install the copy kernel from this cubin instead of the built-in runtime (to try
+    /// variants of `nvbare_copy`).
+    #[arg(long)]
+    pub runtime_cubin: Option<std::path::PathBuf>,
+    /// Check device-to-device copies on both engines (odd sizes, offsets, 64 MiB; 1 MiB on the
+    /// simulator) before
+    /// measuring; a mismatch fails the run.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+/// `--fence` values.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FenceArg {
+    /// One store barrier before the doorbell.
+    Store,
+    /// A store barrier before GPPut and one before the doorbell.
+    Store2,
+    /// Two full (SeqCst) fences.
+    Full,
+}
+
+impl GpuBenchArgs {
+    /// The device options these arguments ask for.
+    pub fn device_options(&self) -> DeviceOptions {
+        let d = DeviceOptions::default();
+        DeviceOptions {
+            timeout: Duration::from_millis(self.timeout_ms),
+            doorbell_fence: match self.fence {
+                FenceArg::Store => DoorbellFence::Store,
+                FenceArg::Store2 => DoorbellFence::StoreTwice,
+                FenceArg::Full => DoorbellFence::Full,
+            },
+            deferred_submits: self.defer,
+            release_sysmembar: self.release_sysmembar,
+            copy_kernel_block: self.copy_block.unwrap_or(d.copy_kernel_block),
+            copy_kernel_ctas_per_sm: self.copy_ctas_per_sm.unwrap_or(d.copy_kernel_ctas_per_sm),
+            ..d
+        }
+    }
 }
 
 /// Percentiles of a sample, in µs.
@@ -108,6 +178,26 @@ pub struct GpuBench {
     pub copy4_h2d_us: f64,
     /// Opening the device, seconds.
     pub open_s: f64,
+    /// CPU time of the launch call in the round-trip loop, median µs.
+    pub launch_call_us: f64,
+    /// D2D on the copy engine (`CopyPath::CopyEngine`), GB/s read + written.
+    pub d2d_ce_gbps: f64,
+    /// Whether `d2d_gbps` ran on the copy kernel.
+    pub d2d_kernel: bool,
+    /// `--probe`: the parts of a launch.
+    pub probe: Option<Probe>,
+}
+
+/// What `--probe` measures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    /// Primitive costs.
+    pub submit: SubmitProbe,
+    /// GPU time from just before the launch call (timer read) to the QMD release, median µs.
+    pub gpu_span_us: f64,
+    /// Round trip minus that GPU span, median µs: the release reaching the CPU, plus the part
+    /// of the timer read before the GPU sampled it.
+    pub return_us: f64,
 }
 
 fn rt(what: &str) -> impl Fn(nvbare_core::device::DeviceError) -> CliError + '_ {
@@ -125,6 +215,54 @@ fn us(d: Duration) -> f64 {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Copies known bytes device to device on the copy engine and on the copy kernel (when
+/// installed), at odd sizes and offsets and `big` bytes, and compares what arrives.
+fn verify_copies<B: CliBackend>(dev: &Device<B>, big: usize) -> Result<(), CliError> {
+    let n = big + 4096;
+    progress(&format!(
+        "verifying device-to-device copies ({n} bytes, odd sizes and offsets)"
+    ));
+    let data: Vec<u8> = (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let src = dev.htod_copy(&data).map_err(rt("upload"))?;
+    let mut dst = dev.alloc::<u8>(n).map_err(rt("device memory"))?;
+    let mut paths = vec![CopyPath::CopyEngine];
+    if dev.has_copy_kernel() {
+        paths.push(CopyPath::Kernel);
+    }
+    let cases = [
+        (0, 0, n),
+        (0, 0, big),
+        (1, 1, 1),
+        (3, 3, 15),
+        (5, 5, 4099),
+        (7, 9, 100_003),
+        (16, 0, big / 8 + 13),
+        (11, 11, big / 2 + 1),
+    ];
+    for path in paths {
+        for (i, &(so, d_o, len)) in cases.iter().enumerate() {
+            let zeros = vec![0u8; n];
+            dev.htod_copy_into(&zeros, &mut dst).map_err(rt("clear"))?;
+            dev.dtod_copy_range(&src, so, &mut dst, d_o, len, path)
+                .map_err(rt("copy"))?;
+            let got = dev.dtoh_copy(&dst).map_err(rt("download"))?;
+            let ok = got.get(d_o..d_o + len) == data.get(so..so + len)
+                && got[..d_o].iter().all(|&b| b == 0)
+                && got[d_o + len..].iter().all(|&b| b == 0);
+            if !ok {
+                return Err(CliError::Runtime(format!(
+                    "{path:?} copy case {i} ({len} bytes from offset {so} to offset {d_o}) \
+                     delivered wrong bytes"
+                )));
+            }
+        }
+    }
+    progress("device-to-device copies verified");
+    Ok(())
 }
 
 /// Runs the measurements on an open device.
@@ -154,6 +292,9 @@ fn measure<B: CliBackend>(
         .map_err(|e| CliError::Runtime(format!("loading {name}: {e}")))?;
     let empty = m.function("empty").map_err(rt("empty"))?;
     let one = LaunchConfig::for_num_elems(1);
+    if args.verify {
+        verify_copies(dev, if hw { 64 << 20 } else { 1 << 20 })?;
+    }
 
     progress(&format!(
         "launch + sync: 200 warm-up, {round_trips} timed ({name})"
@@ -163,14 +304,18 @@ fn measure<B: CliBackend>(
         dev.synchronize().map_err(rt("synchronize"))?;
     }
     let mut samples = Vec::with_capacity(round_trips as usize);
+    let mut calls = Vec::with_capacity(round_trips as usize);
     for _ in 0..round_trips {
         let t = Instant::now();
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
+        let c = t.elapsed();
         dev.synchronize().map_err(rt("synchronize"))?;
         samples.push(us(t.elapsed()));
+        calls.push(us(c));
     }
     let launch_sync = Spread::of(&mut samples)
         .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
+    let launch_call_us = median(calls);
 
     progress(&format!("back-to-back: {launches} launches"));
     let t = Instant::now();
@@ -191,23 +336,26 @@ fn measure<B: CliBackend>(
     let mut b = dev.alloc::<u8>(n).map_err(rt("device memory"))?;
     let bandwidth = |src: &nvbare_core::device::DeviceBuffer<'_, B, u8>,
                      dst: &mut nvbare_core::device::DeviceBuffer<'_, B, u8>,
-                     factor: f64|
+                     factor: f64,
+                     path: CopyPath|
      -> Result<f64, CliError> {
-        dev.dtod_copy(src, dst).map_err(rt("copy"))?;
+        dev.dtod_copy_with(src, dst, path).map_err(rt("copy"))?;
         dev.synchronize().map_err(rt("copy"))?;
         let mut rates = Vec::with_capacity(10);
         for _ in 0..10 {
             let t = Instant::now();
-            dev.dtod_copy(src, dst).map_err(rt("copy"))?;
+            dev.dtod_copy_with(src, dst, path).map_err(rt("copy"))?;
             dev.synchronize().map_err(rt("copy"))?;
             rates.push(factor * copy_bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
         }
         Ok(median(rates))
     };
-    let h2d_gbps = bandwidth(&host, &mut a, 1.0)?;
+    let h2d_gbps = bandwidth(&host, &mut a, 1.0, CopyPath::Auto)?;
     let mut host = host;
-    let d2h_gbps = bandwidth(&a, &mut host, 1.0)?;
-    let d2d_gbps = bandwidth(&a, &mut b, 2.0)?;
+    let d2h_gbps = bandwidth(&a, &mut host, 1.0, CopyPath::Auto)?;
+    let d2d_gbps = bandwidth(&a, &mut b, 2.0, CopyPath::Auto)?;
+    let d2d_ce_gbps = bandwidth(&a, &mut b, 2.0, CopyPath::CopyEngine)?;
+    let d2d_kernel = dev.has_copy_kernel() && copy_bytes >= dev.options().kernel_copy_min_bytes;
     drop((host, a, b));
 
     progress(&format!("4-byte host-to-device copies: {small}"));
@@ -221,6 +369,33 @@ fn measure<B: CliBackend>(
         lat.push(us(t.elapsed()));
     }
     let copy4_h2d_us = median(lat);
+    drop((src, dst));
+
+    let probe = if args.probe {
+        progress("probe: launch primitives, GPU-timer split of 2000 round trips");
+        let submit = dev.probe_submit_path(20_000).map_err(rt("probe"))?;
+        let (mut span, mut ret) = (Vec::new(), Vec::new());
+        for _ in 0..2000 {
+            let g0 = dev.gpu_time_ns().map_err(rt("GPU timer"))?;
+            let t = Instant::now();
+            dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
+            dev.synchronize().map_err(rt("synchronize"))?;
+            let total = us(t.elapsed());
+            let g1 = dev
+                .release_timestamp(ChannelKind::Compute)
+                .map_err(rt("release timestamp"))?;
+            let gpu = g1.wrapping_sub(g0) as f64 / 1e3;
+            span.push(gpu);
+            ret.push(total - gpu);
+        }
+        Some(Probe {
+            submit,
+            gpu_span_us: median(span),
+            return_us: median(ret),
+        })
+    } else {
+        None
+    };
 
     Ok(GpuBench {
         device: dev.info().backend.clone(),
@@ -234,6 +409,10 @@ fn measure<B: CliBackend>(
         d2d_gbps,
         copy4_h2d_us,
         open_s,
+        launch_call_us,
+        d2d_ce_gbps,
+        d2d_kernel,
+        probe,
     })
 }
 
@@ -268,7 +447,7 @@ impl GpuBench {
             "{{\"backend\":\"nvbare\",\"device\":{},\"launch_sync_us\":{{\"median\":{},\"p10\":{},\
              \"p90\":{},\"n\":{}}},\"back_to_back_us_per_launch\":{},\"launches\":{},\
              \"submit_us_per_launch\":{},\"copy_bytes\":{},\"h2d_gbps\":{},\"d2h_gbps\":{},\"d2d_gbps\":{},\
-             \"copy4_h2d_us\":{},\"open_s\":{}}}",
+             \"copy4_h2d_us\":{},\"open_s\":{}",
             json_str(&self.device),
             num(l.median),
             num(l.p10),
@@ -283,7 +462,41 @@ impl GpuBench {
             num(self.d2d_gbps),
             num(self.copy4_h2d_us),
             num(self.open_s)
-        )
+        ) + &self.extra_json()
+    }
+
+    /// Keys beyond the shared schema (tools/bench/README.md), as `,"key":value...}`.
+    fn extra_json(&self) -> String {
+        let mut s = format!(
+            ",\"launch_call_us\":{},\"d2d_ce_gbps\":{},\"d2d_path\":{}",
+            num(self.launch_call_us),
+            num(self.d2d_ce_gbps),
+            json_str(if self.d2d_kernel {
+                "kernel"
+            } else {
+                "copy engine"
+            })
+        );
+        if let Some(p) = &self.probe {
+            let q = &p.submit;
+            s.push_str(&format!(
+                ",\"probe\":{{\"iterations\":{},\"sem_read_ns\":{},\"write8_barrier_ns\":{},\
+                 \"write8_full_fence_ns\":{},\"write1k_barrier_ns\":{},\"write1k_ns\":{},\
+                 \"doorbell_ns\":{},\"timer_read_ns\":{},\"gpu_span_us\":{},\"return_us\":{}}}",
+                q.iterations,
+                num(q.sem_read_ns),
+                num(q.write8_barrier_ns),
+                num(q.write8_full_fence_ns),
+                num(q.write1k_barrier_ns),
+                num(q.write1k_ns),
+                num(q.doorbell_ns),
+                num(q.timer_read_ns),
+                num(p.gpu_span_us),
+                num(p.return_us)
+            ));
+        }
+        s.push('}');
+        s
     }
 
     /// A human-readable table.
@@ -304,6 +517,19 @@ impl GpuBench {
             self.h2d_gbps, self.d2h_gbps, self.d2d_gbps, self.copy_bytes
         ));
         s.push_str(&format!(
+            "  D2D path                   {} (copy engine alone: {:.1} GB/s)\n",
+            if self.d2d_kernel {
+                "copy kernel"
+            } else {
+                "copy engine"
+            },
+            self.d2d_ce_gbps
+        ));
+        s.push_str(&format!(
+            "  launch call (CPU)          {:.2} µs median in the round-trip loop\n",
+            self.launch_call_us
+        ));
+        s.push_str(&format!(
             "  4-byte H2D copy            {:.2} µs\n",
             self.copy4_h2d_us
         ));
@@ -311,19 +537,50 @@ impl GpuBench {
             "  device open                {:.4} s\n",
             self.open_s
         ));
+        if let Some(p) = &self.probe {
+            let q = &p.submit;
+            s.push_str(&format!(
+                "  probe ({} each, ns/op)     semaphore read {:.0}, 8 B + store barrier {:.0}, \
+                 8 B + full fence {:.0}, 1 KiB + store barrier {:.0}, 1 KiB alone {:.0}, \
+                 doorbell {:.0}, GPU timer read {:.0}\n",
+                q.iterations,
+                q.sem_read_ns,
+                q.write8_barrier_ns,
+                q.write8_full_fence_ns,
+                q.write1k_barrier_ns,
+                q.write1k_ns,
+                q.doorbell_ns,
+                q.timer_read_ns
+            ));
+            s.push_str(&format!(
+                "  round trip split           GPU {:.2} µs (timer read to release), return {:.2} µs\n",
+                p.gpu_span_us, p.return_us
+            ));
+        }
         s
     }
 }
 
 /// Runs `nvbare bench [--device DEV] [--json]`.
 pub fn run(out: &mut dyn Write, args: GpuBenchArgs) -> Result<(), CliError> {
-    let opts = DeviceOptions {
-        timeout: Duration::from_millis(args.timeout_ms),
-        ..Default::default()
-    };
+    let opts = args.device_options();
     progress(&format!("opening {}", args.device));
     let t = Instant::now();
-    let any = open_device(args.device, opts)?;
+    let builtin = !args.no_runtime && args.runtime_cubin.is_none();
+    let any = open_device_with(
+        args.device,
+        opts,
+        &mut crate::baremetal::PhasePrinter::quiet(),
+        builtin,
+    )?;
+    if let Some(p) = &args.runtime_cubin {
+        let bytes = std::fs::read(p)
+            .map_err(|e| CliError::Runtime(format!("reading {}: {e}", p.display())))?;
+        let cubin = nvbare_gsp_firmware::cubin::Cubin::parse(&bytes)
+            .map_err(|e| CliError::Runtime(format!("{}: {e}", p.display())))?;
+        with_device!(&any, dev => dev.install_copy_kernel(&cubin))
+            .map_err(|e| CliError::Runtime(format!("installing {}: {e}", p.display())))?;
+    }
     let open_s = t.elapsed().as_secs_f64();
     let r = with_device!(&any, dev => measure(dev, &args, open_s))?;
     drop(any);
@@ -361,6 +618,15 @@ mod tests {
             copy_bytes: Some(1 << 20),
             small_copies: Some(20),
             timeout_ms: 2000,
+            probe: true,
+            fence: FenceArg::Store,
+            defer: 0,
+            release_sysmembar: false,
+            copy_block: None,
+            copy_ctas_per_sm: None,
+            no_runtime: false,
+            runtime_cubin: None,
+            verify: true,
         };
         let mut out = Vec::new();
         run(&mut out, args).unwrap();
@@ -377,6 +643,11 @@ mod tests {
             "\"d2d_gbps\":",
             "\"copy4_h2d_us\":",
             "\"open_s\":",
+            "\"launch_call_us\":",
+            "\"d2d_ce_gbps\":",
+            "\"d2d_path\":\"kernel\"",
+            "\"probe\":{\"iterations\":20000,",
+            "\"gpu_span_us\":",
         ] {
             assert!(s.contains(key), "{key} missing in {s}");
         }

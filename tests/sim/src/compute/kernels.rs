@@ -2,7 +2,8 @@
 //! of their machine code.
 //!
 //! The simulator cannot execute SASS. Instead it knows the fixture cubins
-//! (`tests/fixtures/cubins/kernels_sm*_cuda*.cubin`, built from `src/kernels.ptx`): the registry
+//! (`tests/fixtures/cubins/kernels_sm*_cuda*.cubin`, built from `src/kernels.ptx`, and the
+//! device layer's own `runtime_sm*_cuda*.cubin` from `src/runtime.ptx`): the registry
 //! parses them with the cubin loader, and for every kernel it has a model of records the code
 //! bytes, the bytes a relocation may change (found by loading the image at two addresses), the
 //! parameter layout in constant bank 0, and the register and shared-memory needs. A launch
@@ -34,6 +35,10 @@ pub enum Behavior {
         /// Offset of the address in that bank.
         offset: u64,
     },
+    /// `nvbare_copy(u8 *dst, u8 *src, u64 bytes)` (`runtime.ptx`): a grid-stride copy over
+    /// `T = %nctaid.x * %ntid.x` threads; byte head up to src's 16-byte boundary, 16-byte
+    /// vectors, byte tail; bytes throughout when dst and src differ modulo 16.
+    Copy,
 }
 
 impl Behavior {
@@ -43,6 +48,7 @@ impl Behavior {
             "add1" => Behavior::Add1,
             "vector_add" => Behavior::VectorAdd,
             "oob_write" => Behavior::OobWrite,
+            "nvbare_copy" => Behavior::Copy,
             "spin_forever" => {
                 // The relocation that stores the global's address into a constant bank.
                 let r = cubin
@@ -153,6 +159,46 @@ pub const FIXTURES: &[(&str, &[u8])] = &[
         "kernels_sm120_cuda13",
         include_bytes!("../../../fixtures/cubins/kernels_sm120_cuda13.cubin"),
     ),
+    (
+        "runtime_sm80_cuda12",
+        include_bytes!("../../../fixtures/cubins/runtime_sm80_cuda12.cubin"),
+    ),
+    (
+        "runtime_sm80_cuda13",
+        include_bytes!("../../../fixtures/cubins/runtime_sm80_cuda13.cubin"),
+    ),
+    (
+        "runtime_sm89_cuda12",
+        include_bytes!("../../../fixtures/cubins/runtime_sm89_cuda12.cubin"),
+    ),
+    (
+        "runtime_sm89_cuda13",
+        include_bytes!("../../../fixtures/cubins/runtime_sm89_cuda13.cubin"),
+    ),
+    (
+        "runtime_sm90_cuda12",
+        include_bytes!("../../../fixtures/cubins/runtime_sm90_cuda12.cubin"),
+    ),
+    (
+        "runtime_sm90_cuda13",
+        include_bytes!("../../../fixtures/cubins/runtime_sm90_cuda13.cubin"),
+    ),
+    (
+        "runtime_sm100_cuda12",
+        include_bytes!("../../../fixtures/cubins/runtime_sm100_cuda12.cubin"),
+    ),
+    (
+        "runtime_sm100_cuda13",
+        include_bytes!("../../../fixtures/cubins/runtime_sm100_cuda13.cubin"),
+    ),
+    (
+        "runtime_sm120_cuda12",
+        include_bytes!("../../../fixtures/cubins/runtime_sm120_cuda12.cubin"),
+    ),
+    (
+        "runtime_sm120_cuda13",
+        include_bytes!("../../../fixtures/cubins/runtime_sm120_cuda13.cubin"),
+    ),
 ];
 
 /// Two load addresses whose every byte above the low 12 bits differs, so every relocated byte
@@ -238,10 +284,10 @@ mod tests {
     #[test]
     fn every_fixture_kernel_has_a_model() {
         let r = KernelRegistry::fixtures().unwrap();
-        // 5 kernels x 10 cubins.
+        // 5 kernels x 10 `kernels` cubins, 1 x 10 `runtime` cubins.
         assert_eq!(
             r.len(),
-            50,
+            60,
             "{:?}",
             r.models().iter().map(|m| &m.name).collect::<Vec<_>>()
         );

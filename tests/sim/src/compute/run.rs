@@ -132,7 +132,15 @@ struct Grid<'a> {
     m: &'a KernelModel,
     /// `%ntid` as the code reads it (constant bank 0 driver area).
     ntid: [u32; 3],
+    /// `%nctaid` as the code reads it.
+    nctaid: [u32; 3],
 }
+
+/// Bytes the copy model moves per bulk access.
+const COPY_CHUNK: u64 = 1 << 20;
+/// Most copy units (vectors or bytes) the copy model visits one thread at a time, when the
+/// grid does not cover `0..T` exactly once.
+const MAX_COPY_UNITS_PER_THREAD_PATH: u64 = 1 << 22;
 
 impl Grid<'_> {
     fn param(&self, ordinal: u32) -> Result<u64, GridEnd> {
@@ -212,6 +220,105 @@ impl Grid<'_> {
             body(i as u64, 1).map_err(|f| self.fault(f))?;
         }
         Ok(())
+    }
+
+    /// Copies bytes `at..at + len` from `src` to `dst` through the address space, in chunks.
+    fn copy_bulk(&self, src: u64, dst: u64, at: u64, len: u64) -> Result<(), GridEnd> {
+        let mut buf = Vec::new();
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(COPY_CHUNK);
+            buf.resize(n as usize, 0);
+            let off = at.wrapping_add(done);
+            let (s, d) = (src.wrapping_add(off), dst.wrapping_add(off));
+            gpu_read(self.core, self.space, s, &mut buf, Access::Read)
+                .map_err(|f| self.fault(f))?;
+            gpu_write(self.core, self.space, d, &buf, Access::Write).map_err(|f| self.fault(f))?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// `nvbare_copy` as `runtime.ptx` runs it. Threads are `t = ctaid.x * ntid.x + tid.x` for
+    /// the grid the QMD launches; the stride `T` is what the code reads from constant bank 0.
+    /// When the grid's threads are exactly `0..T` (the device layer's launches) the whole range
+    /// is copied in bulk; otherwise each thread's share is copied on its own, as the loop
+    /// would.
+    fn copy(&self) -> Result<(), GridEnd> {
+        let (dst, src, len) = (self.param(0)?, self.param(1)?, self.param(2)?);
+        let stride = u64::from(self.nctaid[0]) * u64::from(self.ntid[0]);
+        let exact = self.d.grid[0] == self.nctaid[0]
+            && self.d.block[0] == self.ntid[0]
+            && [
+                self.d.grid[1],
+                self.d.grid[2],
+                self.d.block[1],
+                self.d.block[2],
+            ] == [1; 4];
+        // (head bytes, vector count, tail bytes); bytes only when not congruent.
+        let congruent = (dst ^ src) & 15 == 0;
+        let head = if congruent {
+            (src.wrapping_neg() & 15).min(len)
+        } else {
+            0
+        };
+        let rest = len - head;
+        let (vectors, tail) = if congruent {
+            (rest / 16, rest % 16)
+        } else {
+            (0, 0)
+        };
+        if exact && stride > 0 {
+            // Every unit has a thread; head and tail bytes need t < 16.
+            let (h, t) = (head.min(stride), tail.min(stride));
+            if !congruent {
+                return self.copy_bulk(src, dst, 0, len);
+            }
+            self.copy_bulk(src, dst, 0, h)?;
+            self.copy_bulk(src, dst, head, vectors * 16)?;
+            let at = head + vectors * 16;
+            return self.copy_bulk(src, dst, at, t);
+        }
+        if stride == 0 {
+            return Ok(());
+        }
+        let units = if congruent { vectors } else { len };
+        let threads = u64::from(self.d.grid[0]) * u64::from(self.d.block[0]);
+        if units.saturating_mul(threads.max(1)) / stride.max(1) > MAX_COPY_UNITS_PER_THREAD_PATH {
+            return Err(GridEnd::Spinning {
+                poll_va: None,
+                kernel: format!(
+                    "{} over a grid that is not %nctaid x %ntid ({units} units)",
+                    self.m.name
+                ),
+            });
+        }
+        self.for_each_x_run(|start, n| {
+            for k in 0..n {
+                let t = u64::from(start.wrapping_add(k));
+                if !congruent {
+                    let mut i = t;
+                    while i < len {
+                        self.copy_bulk(src, dst, i, 1)?;
+                        i += stride;
+                    }
+                    continue;
+                }
+                if t < head {
+                    self.copy_bulk(src, dst, t, 1)?;
+                }
+                let mut i = t;
+                while i < vectors {
+                    self.copy_bulk(src, dst, head + i * 16, 16)?;
+                    i += stride;
+                }
+                if t < tail {
+                    let at = head + vectors * 16 + t;
+                    self.copy_bulk(src, dst, at, 1)?;
+                }
+            }
+            Ok(())
+        })
     }
 
     fn run(&self) -> GridEnd {
@@ -296,6 +403,7 @@ impl Grid<'_> {
                     })
                 })?;
             }
+            Behavior::Copy => self.copy()?,
             Behavior::OobWrite => {
                 let buf = self.param(0)?;
                 let target = buf.wrapping_add(1 << 40);
@@ -390,9 +498,16 @@ pub(crate) fn grid(
         };
     }
     let area = super::driver_area(m.sm);
-    let off = area.block_dim_offset() as u64;
-    let ntid = match cbuf::<12>(core, space, d.cbufs[0], 0, off, pc) {
-        Ok(b) => [0, 4, 8].map(|i| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])),
+    let dims = |off: usize| {
+        cbuf::<12>(core, space, d.cbufs[0], 0, off as u64, pc)
+            .map(|b| [0, 4, 8].map(|i| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])))
+    };
+    let ntid = match dims(area.block_dim_offset()) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let nctaid = match dims(area.grid_dim_offset()) {
+        Ok(v) => v,
         Err(e) => return e,
     };
     Grid {
@@ -401,6 +516,7 @@ pub(crate) fn grid(
         d,
         m,
         ntid,
+        nctaid,
     }
     .run()
 }
