@@ -1,6 +1,9 @@
 //! The device-string grammar shared by every subcommand (`--device`).
 //!
-//! * `sim` or `sim:CHIP`: the built-in simulated GPU (CHIP: ad102, gh100, gb202; default gh100);
+//! * `sim` or `sim:CHIP`: the built-in simulated GPU (CHIP: ad102, gh100, gb202; default gh100),
+//!   driven bare metal (GSP boot with the real firmware, GSP RPC, our page tables);
+//! * `sim-rm` or `sim-rm:CHIP`: the same simulated GPU with an RM that answers directly, as
+//!   a kernel driver's would (for debugging the upper layers);
 //! * `nvidia:N`: GPU N through the nvidia kernel driver (the kernel-driver adapter);
 //! * `vfio:DOMAIN:BUS:DEV.FN`: a GPU bound to vfio-pci, driven bare-metal.
 
@@ -14,8 +17,11 @@ use nvbare_sim::ChipModel;
 /// A parsed `--device` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceSpec {
-    /// The simulated GPU playing this chip.
+    /// The simulated GPU playing this chip, driven bare metal.
     Sim(Chipset),
+    /// The simulated GPU playing this chip, its RM answering directly (no GSP, no page tables
+    /// of ours).
+    SimRm(Chipset),
     /// GPU index N of the nvidia kernel driver (`/dev/nvidiaN`).
     Nvidia(u32),
     /// A GPU bound to vfio-pci.
@@ -32,6 +38,7 @@ impl fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeviceSpec::Sim(c) => write!(f, "sim:{}", c.name().to_ascii_lowercase()),
+            DeviceSpec::SimRm(c) => write!(f, "sim-rm:{}", c.name().to_ascii_lowercase()),
             DeviceSpec::Nvidia(n) => write!(f, "nvidia:{n}"),
             DeviceSpec::Vfio(b) => write!(f, "vfio:{b}"),
         }
@@ -41,7 +48,7 @@ impl fmt::Display for DeviceSpec {
 /// Why a device string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{problem}\nvalid forms: sim[:CHIP] (CHIP: {chips}; default gh100), nvidia:N (e.g. nvidia:0), vfio:DOMAIN:BUS:DEV.FN (e.g. vfio:0000:01:00.0)"
+    "{problem}\nvalid forms: sim[:CHIP] (CHIP: {chips}; default gh100), sim-rm[:CHIP] (the simulator with a directly answering RM), nvidia:N (e.g. nvidia:0), vfio:DOMAIN:BUS:DEV.FN (e.g. vfio:0000:01:00.0)"
 )]
 pub struct DeviceSpecError {
     problem: String,
@@ -56,6 +63,22 @@ fn spec_error(problem: String) -> DeviceSpecError {
     }
 }
 
+fn sim_chip(chip: &str) -> Result<Chipset, DeviceSpecError> {
+    Chipset::from_name(chip)
+        .filter(|cs| ChipModel::for_chipset(*cs).is_some())
+        .ok_or_else(|| spec_error(format!("the simulator has no chip {chip:?}")))
+}
+
+impl DeviceSpec {
+    /// The simulated chip, for `sim:` and `sim-rm:` devices.
+    pub fn sim_chip(&self) -> Option<Chipset> {
+        match self {
+            DeviceSpec::Sim(c) | DeviceSpec::SimRm(c) => Some(*c),
+            _ => None,
+        }
+    }
+}
+
 impl FromStr for DeviceSpec {
     type Err = DeviceSpecError;
 
@@ -66,12 +89,9 @@ impl FromStr for DeviceSpec {
         };
         match (kind, arg) {
             ("sim", None) => Ok(DeviceSpec::default()),
-            ("sim", Some(chip)) => {
-                let cs = Chipset::from_name(chip)
-                    .filter(|cs| ChipModel::for_chipset(*cs).is_some())
-                    .ok_or_else(|| spec_error(format!("the simulator has no chip {chip:?}")))?;
-                Ok(DeviceSpec::Sim(cs))
-            }
+            ("sim", Some(chip)) => sim_chip(chip).map(DeviceSpec::Sim),
+            ("sim-rm", None) => Ok(DeviceSpec::SimRm(Chipset::GH100)),
+            ("sim-rm", Some(chip)) => sim_chip(chip).map(DeviceSpec::SimRm),
             ("nvidia", Some(n)) => n
                 .parse::<u32>()
                 .map(DeviceSpec::Nvidia)
@@ -119,6 +139,13 @@ mod tests {
             DeviceSpec::Nvidia(3)
         );
         assert_eq!(
+            "sim-rm".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::SimRm(Chipset::GH100)
+        );
+        let s: DeviceSpec = "sim-rm:ad102".parse().unwrap();
+        assert_eq!(s, DeviceSpec::SimRm(Chipset::AD102));
+        assert_eq!(s.to_string(), "sim-rm:ad102");
+        assert_eq!(
             "vfio:0000:01:00.0"
                 .parse::<DeviceSpec>()
                 .unwrap()
@@ -135,6 +162,8 @@ mod tests {
             "sim:",
             "sim:tu102",
             "sim:xyz",
+            "sim-rm:",
+            "sim-rm:tu102",
             "nvidia",
             "nvidia:x",
             "vfio:1",

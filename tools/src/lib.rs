@@ -3,6 +3,7 @@
 // Doc comments on clap arguments are `--help` text (`sim[:CHIP]`), not rustdoc links.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
+pub mod baremetal;
 pub mod cmd;
 pub mod device;
 pub mod kmod;

@@ -3,12 +3,24 @@
 //! The subcommands that run work on a GPU (`demo`, `run`, `bench`, `stress --launches`) are
 //! generic over the backend; [`AnyDevice`] holds whichever one the device string names and
 //! [`with_device!`](crate::with_device) runs generic code on it.
+//!
+//! | device | backend |
+//! |---|---|
+//! | `sim:CHIP` | bare metal on the simulated GPU (`BareMetalBackend`: GSP boot, RPC, page tables) |
+//! | `sim-rm:CHIP` | the simulator's RM answering directly (`SimBackend`) |
+//! | `nvidia:N` | the nvidia kernel driver (`KernelBackend`) |
+//! | `vfio:BDF` | bare metal on a GPU bound to vfio-pci (`BareMetalBackend` over `VfioGpu`) |
+
+use std::io::Write;
 
 use nvbare_core::device::{Backend, Device, DeviceOptions};
+use nvbare_core::gsp::boot::BootObserver;
 use nvbare_core::rm::Handle;
 use nvbare_sim::ChipModel;
 use nvbare_sim::backend::SimBackend;
+use nvbare_sim::baremetal::{BareMetalSim, SimBareMetal};
 
+use crate::baremetal::{PhasePrinter, VfioBareMetal};
 use crate::{CliError, DeviceSpec};
 
 /// What the CLI needs from a backend beyond [`Backend`].
@@ -29,6 +41,16 @@ pub trait CliBackend: Backend {
     fn is_hardware(&self) -> bool {
         false
     }
+
+    /// What a bare-metal backend set up (GSP-RM, page tables, memory), for `nvbare demo`.
+    fn bare_metal_summary(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The page-table counters of a bare-metal backend.
+    fn page_table_stats(&self) -> Option<String> {
+        None
+    }
 }
 
 impl CliBackend for SimBackend {
@@ -48,13 +70,38 @@ impl CliBackend for nvbare_pci_host::nvidia::KernelBackend {
     }
 }
 
+impl CliBackend for SimBareMetal {
+    fn bare_metal_summary(&self) -> Vec<String> {
+        crate::baremetal::summary(self)
+    }
+    fn page_table_stats(&self) -> Option<String> {
+        Some(crate::baremetal::page_table_stats(self))
+    }
+}
+
+impl CliBackend for VfioBareMetal {
+    fn is_hardware(&self) -> bool {
+        true
+    }
+    fn bare_metal_summary(&self) -> Vec<String> {
+        crate::baremetal::summary(self)
+    }
+    fn page_table_stats(&self) -> Option<String> {
+        Some(crate::baremetal::page_table_stats(self))
+    }
+}
+
 /// A device of whichever backend the device string names.
 // One per process, used in place: the size difference does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum AnyDevice {
-    /// The simulator.
+    /// The simulator, its RM answering directly.
     Sim(Device<SimBackend>),
+    /// The simulator driven bare metal (and the simulator, for its findings).
+    BareSim(Device<SimBareMetal>, BareMetalSim),
+    /// A GPU bound to vfio-pci, driven bare metal.
+    Vfio(Device<VfioBareMetal>),
     /// A GPU through the nvidia kernel driver.
     #[cfg(feature = "nvidia-kmod")]
     Kernel(Device<nvbare_pci_host::nvidia::KernelBackend>),
@@ -65,8 +112,43 @@ impl AnyDevice {
     pub fn info(&self) -> &nvbare_core::device::DeviceInfo {
         match self {
             AnyDevice::Sim(d) => d.info(),
+            AnyDevice::BareSim(d, _) => d.info(),
+            AnyDevice::Vfio(d) => d.info(),
             #[cfg(feature = "nvidia-kmod")]
             AnyDevice::Kernel(d) => d.info(),
+        }
+    }
+
+    /// Closes the device; a bare-metal GPU is then unloaded (GSP-RM shut down so the next
+    /// boot needs no reset), its phases printed through `obs`. Problems the simulated
+    /// hardware saw are errors.
+    pub fn finish(self, obs: &mut dyn BootObserver) -> Result<(), CliError> {
+        let closed = |e: nvbare_core::device::DeviceError| {
+            CliError::Runtime(format!("closing the device: {e}"))
+        };
+        let unloaded = |e: nvbare_core::device::baremetal::BareMetalError| {
+            CliError::Runtime(format!("unloading GSP-RM: {e}"))
+        };
+        match self {
+            AnyDevice::BareSim(d, sim) => {
+                d.close().map_err(closed)?.unload(obs).map_err(unloaded)?;
+                let errors = sim.errors();
+                if !errors.is_empty() {
+                    return Err(CliError::Runtime(format!(
+                        "the simulated hardware saw problems: {}",
+                        errors.join("; ")
+                    )));
+                }
+                Ok(())
+            }
+            AnyDevice::Vfio(d) => {
+                d.close().map_err(closed)?.unload(obs).map_err(unloaded)?;
+                Ok(())
+            }
+            other => {
+                drop(other);
+                Ok(())
+            }
         }
     }
 }
@@ -77,26 +159,40 @@ macro_rules! with_device {
     ($any:expr, $dev:ident => $body:expr) => {
         match $any {
             $crate::open::AnyDevice::Sim($dev) => $body,
+            $crate::open::AnyDevice::BareSim($dev, _) => $body,
+            $crate::open::AnyDevice::Vfio($dev) => $body,
             #[cfg(feature = "nvidia-kmod")]
             $crate::open::AnyDevice::Kernel($dev) => $body,
         }
     };
 }
 
-/// Opens `spec` with `opts`: the simulator, or a GPU through the nvidia kernel driver; then
-/// installs the runtime kernels (the copy kernel large device-to-device copies use). A device
-/// without a runtime cubin, or one that refuses it, keeps copying on the copy engine (logged).
+/// Opens `spec` with `opts` (see the module documentation), then installs the runtime kernels
+/// (the copy kernel large device-to-device copies use). A device without a runtime cubin, or one
+/// that refuses it, keeps copying on the copy engine (logged). Bare-metal boot phases go to the
+/// log.
 pub fn open_device(spec: DeviceSpec, opts: DeviceOptions) -> Result<AnyDevice, CliError> {
-    open_device_with(spec, opts, true)
+    open_device_with(spec, opts, &mut PhasePrinter::quiet(), true)
 }
 
-/// [`open_device`], installing the runtime kernels only when `runtime` is set.
+/// [`open_device`], printing the bare-metal boot phases to `out`.
+pub fn open_device_printing(
+    spec: DeviceSpec,
+    opts: DeviceOptions,
+    out: &mut dyn Write,
+) -> Result<AnyDevice, CliError> {
+    open_device_with(spec, opts, &mut PhasePrinter::new(out, "      "), true)
+}
+
+/// [`open_device`], bare-metal boot phases going to `obs`, installing the runtime kernels only
+/// when `runtime` is set.
 pub fn open_device_with(
     spec: DeviceSpec,
     opts: DeviceOptions,
+    obs: &mut dyn BootObserver,
     runtime: bool,
 ) -> Result<AnyDevice, CliError> {
-    let any = open_bare(spec, opts)?;
+    let any = open_bare(spec, opts, obs)?;
     if runtime {
         crate::with_device!(&any, dev => install_runtime(dev));
     }
@@ -118,9 +214,26 @@ fn install_runtime<B: Backend>(dev: &Device<B>) {
     }
 }
 
-fn open_bare(spec: DeviceSpec, opts: DeviceOptions) -> Result<AnyDevice, CliError> {
+fn open_bare(
+    spec: DeviceSpec,
+    opts: DeviceOptions,
+    obs: &mut dyn BootObserver,
+) -> Result<AnyDevice, CliError> {
+    let dev_err = |e| CliError::Runtime(format!("{spec}: {e}"));
     match spec {
         DeviceSpec::Sim(cs) => {
+            let (backend, sim) = crate::baremetal::open_sim(cs, obs)?;
+            Device::open(backend, opts)
+                .map(|d| AnyDevice::BareSim(d, sim))
+                .map_err(dev_err)
+        }
+        DeviceSpec::Vfio(bdf) => {
+            let backend = crate::baremetal::open_vfio(bdf, obs)?;
+            Device::open(backend, opts)
+                .map(AnyDevice::Vfio)
+                .map_err(dev_err)
+        }
+        DeviceSpec::SimRm(cs) => {
             let model = ChipModel::for_chipset(cs)
                 .ok_or_else(|| CliError::Usage(format!("the simulator has no {cs} model")))?;
             let backend = SimBackend::new(model, false)
@@ -141,11 +254,6 @@ fn open_bare(spec: DeviceSpec, opts: DeviceOptions) -> Result<AnyDevice, CliErro
             let _ = opts;
             Err(crate::kmod::not_built(index))
         }
-        DeviceSpec::Vfio(_) => Err(CliError::Runtime(format!(
-            "{spec}: the device layer (channels, copies, launches) does not run on a \
-             bare-metal VFIO GPU in this build yet (no bare-metal backend); use --device \
-             sim:CHIP (ad102, gh100, gb202) or nvidia:N"
-        ))),
     }
 }
 

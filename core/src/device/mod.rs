@@ -44,6 +44,7 @@
 //! in a reused buffer and written into a ring arena.
 
 mod backend;
+pub mod baremetal;
 mod chan;
 mod copy;
 mod error;
@@ -358,10 +359,22 @@ impl<B: Backend> Device<B> {
     }
 }
 
+impl<B: Backend> Device<B> {
+    /// Closes the device (frees everything it created, as dropping it does) and returns the
+    /// backend, e.g. to unload a bare-metal GPU and report how that went.
+    pub fn close(mut self) -> Result<B, DeviceError> {
+        // `inner` is `None` only while dropping.
+        match self.inner.get_mut().take() {
+            Some(i) => Ok(i.close(&self.info, &self.options)),
+            None => Err(DeviceError::Dead("the device is closing".to_string())),
+        }
+    }
+}
+
 impl<B: Backend> Drop for Device<B> {
     fn drop(&mut self) {
         if let Some(i) = self.inner.get_mut().take() {
-            i.close(&self.info, &self.options);
+            drop(i.close(&self.info, &self.options));
         }
     }
 }

@@ -76,6 +76,8 @@ pub(crate) struct Inner<B: Backend> {
     templates: Templates,
     last_kernel: Option<(usize, usize)>,
     dead: Option<String>,
+    /// Re-creating the channels now (a fault meanwhile must not recurse into recovery).
+    recovering: bool,
     /// The copy kernel, once installed (`device/copy.rs`).
     pub(super) copy_kernel: Option<super::copy::CopyKernel>,
 }
@@ -429,6 +431,7 @@ impl<B: Backend> Inner<B> {
             templates: Templates::default(),
             last_kernel: None,
             dead: None,
+            recovering: false,
             copy_kernel: None,
         };
         let info = DeviceInfo {
@@ -450,7 +453,7 @@ impl<B: Backend> Inner<B> {
         });
         if let Err(e) = started {
             inner.dead = Some(e.to_string());
-            inner.close(&info, opts);
+            drop(inner.close(&info, opts));
             return Err(e);
         }
         let mut info = info;
@@ -931,7 +934,15 @@ impl<B: Backend> Inner<B> {
 
     /// Frees the channel group and builds it again; abandoned work counts as complete.
     fn recover(&mut self, info: &DeviceInfo, opts: &DeviceOptions) -> Recovery {
-        match self.try_recover(info, opts) {
+        if self.recovering {
+            // The new channels failed too (e.g. broken page tables): give up instead of
+            // recursing; the outer recovery then declares the device dead.
+            return Recovery::Failed("the re-created channels failed as well".to_string());
+        }
+        self.recovering = true;
+        let r = self.try_recover(info, opts);
+        self.recovering = false;
+        match r {
             Ok(()) => Recovery::ChannelsRecreated,
             Err(e) => {
                 let msg = e.to_string();
@@ -1552,8 +1563,8 @@ impl<B: Backend> Inner<B> {
     // Teardown.
 
     /// Frees everything the device layer created, memory through the backend, then the device
-    /// object (or, if the backend holds the device, the VA space).
-    pub(super) fn close(mut self, info: &DeviceInfo, opts: &DeviceOptions) {
+    /// object (or, if the backend holds the device, the VA space), and returns the backend.
+    pub(super) fn close(mut self, info: &DeviceInfo, opts: &DeviceOptions) -> B {
         if self.dead.is_none() {
             let short = DeviceOptions {
                 timeout: opts.timeout.min(Duration::from_secs(1)),
@@ -1597,5 +1608,6 @@ impl<B: Backend> Inner<B> {
         } else {
             let _ = backend.rm().free(objs.device);
         }
+        backend
     }
 }

@@ -19,6 +19,7 @@ use crate::hal::{HalError, PollError};
 use crate::rm::RmStatus;
 
 pub mod boot;
+pub mod client;
 pub mod events;
 pub mod log;
 pub mod msgq;

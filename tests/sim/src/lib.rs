@@ -23,6 +23,7 @@ use nvbare_core::regs::{Register, RegisterArray};
 
 pub mod backend;
 pub mod bar0;
+pub mod baremetal;
 pub mod boot;
 pub mod ce;
 pub mod clock;
@@ -295,9 +296,17 @@ impl Mmio for SimBar1 {
         if check_mmio(offset, self.size()).is_err() {
             return u32::MAX;
         }
+        if self.gpu.vram.bar1_virtual() {
+            self.gpu.vram.note_bar1_virtual_access();
+            return u32::MAX;
+        }
         self.gpu.vram.read_u32(offset as u64).unwrap_or(u32::MAX)
     }
     fn write32(&self, offset: usize, value: u32) {
+        if self.gpu.vram.bar1_virtual() {
+            self.gpu.vram.note_bar1_virtual_access();
+            return;
+        }
         if check_mmio(offset, self.size()).is_ok() {
             let _ = self.gpu.vram.write_u32(offset as u64, value);
         }

@@ -51,4 +51,42 @@ pub trait RmService: Send {
         parent: Handle,
         object: Handle,
     ) -> Result<(), RmStatus>;
+
+    /// Any other RPC `function` with its raw payload (after the RPC header; the reply is the
+    /// payload as left here). `None`: the service does not know the function (GSP-RM answers
+    /// `NV_VGPU_MSG_RESULT_RPC_UNKNOWN_FUNCTION`).
+    fn rpc(
+        &mut self,
+        core: &mut SimCore,
+        abi: RmAbi,
+        function: u32,
+        payload: &mut [u8],
+    ) -> Option<Result<(), RmStatus>> {
+        let _ = (core, abi, function, payload);
+        None
+    }
+
+    /// What happened since the last call that GSP-RM reports to its client by event (channel
+    /// resets, MMU faults).
+    fn take_notices(&mut self) -> Vec<RmNotice> {
+        Vec::new()
+    }
+}
+
+/// Something GSP-RM tells its client unasked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RmNotice {
+    /// A channel was torn down (RC).
+    Rc {
+        /// Channel id.
+        chid: u32,
+        /// `ROBUST_CHANNEL_*` code.
+        code: u32,
+        /// `NV2080_ENGINE_TYPE_*`.
+        engine_type: u32,
+        /// Faulting VA and `NV_PFAULT_FAULT_TYPE_*`, for MMU faults.
+        mmu_fault: Option<(u64, u32)>,
+        /// What happened, in words.
+        reason: String,
+    },
 }

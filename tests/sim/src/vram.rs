@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Granule of the sparse store.
 const CHUNK: u64 = 64 << 10;
@@ -24,6 +25,10 @@ pub struct VramRangeError {
 pub struct Vram {
     size: u64,
     chunks: Mutex<HashMap<u64, Box<[u8]>>>,
+    /// BAR1 translates through GSP-RM's tables (virtual mode) instead of being a linear window.
+    bar1_virtual: AtomicBool,
+    /// CPU accesses through BAR1 while it was in virtual mode.
+    bar1_virtual_accesses: AtomicU64,
 }
 
 impl Vram {
@@ -32,7 +37,31 @@ impl Vram {
         Vram {
             size,
             chunks: Mutex::new(HashMap::new()),
+            bar1_virtual: AtomicBool::new(false),
+            bar1_virtual_accesses: AtomicU64::new(0),
         }
+    }
+
+    /// Switches BAR1 between physical mode (a linear window onto VRAM, the power-on state)
+    /// and virtual mode (translated by tables the simulator does not model: the CPU then
+    /// reaches nothing).
+    pub fn set_bar1_virtual(&self, virtual_mode: bool) {
+        self.bar1_virtual.store(virtual_mode, Ordering::SeqCst);
+    }
+
+    /// Whether BAR1 is in virtual mode.
+    pub fn bar1_virtual(&self) -> bool {
+        self.bar1_virtual.load(Ordering::SeqCst)
+    }
+
+    /// Counts a CPU access through BAR1 in virtual mode (a driver that forgot to switch it).
+    pub fn note_bar1_virtual_access(&self) {
+        self.bar1_virtual_accesses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// CPU accesses through BAR1 made while it was in virtual mode.
+    pub fn bar1_virtual_accesses(&self) -> u64 {
+        self.bar1_virtual_accesses.load(Ordering::Relaxed)
     }
 
     /// Size in bytes.

@@ -112,7 +112,7 @@ fn run_mm(out: &mut dyn Write, args: MmArgs) -> Result<(), CliError> {
         args.device.clone()
     };
     for d in devices {
-        let DeviceSpec::Sim(chip) = d else {
+        let Some(chip) = d.sim_chip() else {
             return Err(CliError::Usage(format!(
                 "bench mm measures the page-table code on the simulator's backing store; \
                  {d} is not a simulated device (use sim:gh100, sim:ad102 or sim:gb202)"

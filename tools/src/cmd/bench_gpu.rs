@@ -608,7 +608,12 @@ pub fn run(out: &mut dyn Write, args: GpuBenchArgs) -> Result<(), CliError> {
     progress(&format!("opening {}", args.device));
     let t = Instant::now();
     let builtin = !args.no_runtime && args.runtime_cubin.is_none();
-    let any = open_device_with(args.device, opts, builtin)?;
+    let any = open_device_with(
+        args.device,
+        opts,
+        &mut crate::baremetal::PhasePrinter::quiet(),
+        builtin,
+    )?;
     if let Some(p) = &args.runtime_cubin {
         let bytes = std::fs::read(p)
             .map_err(|e| CliError::Runtime(format!("reading {}: {e}", p.display())))?;

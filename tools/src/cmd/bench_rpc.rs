@@ -121,7 +121,7 @@ pub fn run(
     count: u32,
     size: Option<usize>,
 ) -> Result<(), CliError> {
-    let DeviceSpec::Sim(cs) = device else {
+    let Some(cs) = device.sim_chip() else {
         return Err(CliError::Usage(format!(
             "{device}: RPC benchmarks run on the simulator only for now (use --device sim:CHIP)"
         )));

@@ -2,8 +2,8 @@
 //! phases with timings and GSP-RM's static info, unload, and do it again.
 //!
 //! `--device sim:CHIP` runs on the simulated GPU with its boot hardware
-//! (`nvbare_sim::boot`). [`boot_cycles`] is generic over the `hal` traits, so `vfio:BDF` can use
-//! it once the bare-metal backend opens a `VfioGpu` (`bar0()/dma()/pci()/clock()`).
+//! (`nvbare_sim::boot`); `--device vfio:BDF` on a GPU bound to vfio-pci (`VfioGpu`'s
+//! `bar0()/dma()/pci()/clock()`). [`boot_cycles`] is generic over the `hal` traits.
 
 use std::fmt;
 use std::io::Write;
@@ -28,7 +28,7 @@ use crate::{CliError, DeviceSpec};
 /// Options of `nvbare boot`.
 #[derive(clap::Args, Debug)]
 pub struct BootArgs {
-    /// sim:CHIP (ad102, gh100, gb202); vfio:BDF once the bare-metal backend is wired.
+    /// sim:CHIP (ad102, gh100, gb202) or vfio:DOMAIN:BUS:DEV.FN.
     #[arg(long, short, default_value = "sim:gh100")]
     pub device: DeviceSpec,
     /// Boot/unload cycles.
@@ -215,14 +215,49 @@ where
     Ok(())
 }
 
+/// `nvbare boot --device vfio:BDF`: the same cycles on a GPU bound to vfio-pci.
+fn run_vfio(
+    out: &mut dyn Write,
+    bdf: nvbare_pci_host::Bdf,
+    args: &BootArgs,
+) -> Result<(), CliError> {
+    let gpu = std::sync::Arc::new(crate::device::open_vfio(bdf)?);
+    let chip = nvbare_core::chip::identify_mmio(gpu.bar0())?;
+    let dir = match &args.firmware_dir {
+        Some(d) => d.clone(),
+        None => crate::baremetal::ensure_firmware(chip.chipset())?,
+    };
+    writeln!(
+        out,
+        "loading r570.144 firmware for {} from {}",
+        chip.info.name,
+        dir.display()
+    )
+    .map_err(io)?;
+    let fw = load_firmware(chip.chipset(), &dir)?;
+    let (hw, _bar1, addrs) = crate::baremetal::vfio_hw(gpu);
+    let opts = BootOptions {
+        running_gsp: if args.reset {
+            RunningGsp::Reset
+        } else {
+            RunningGsp::Refuse
+        },
+        addrs,
+        ..BootOptions::default()
+    };
+    writeln!(out, "device    vfio:{bdf} ({})", chip.info.name).map_err(io)?;
+    boot_cycles(out, &hw, &fw, &opts, args.cycles, args.log, None)
+}
+
 /// Runs `nvbare boot`.
 pub fn run(out: &mut dyn Write, args: BootArgs) -> Result<(), CliError> {
     let chip = match args.device {
-        DeviceSpec::Sim(c) => c,
+        DeviceSpec::Sim(c) | DeviceSpec::SimRm(c) => c,
+        DeviceSpec::Vfio(bdf) => return run_vfio(out, bdf, &args),
         other => {
             return Err(CliError::Usage(format!(
-                "nvbare boot runs on sim:ad102, sim:gh100 or sim:gb202 for now; {other} needs \
-                 the bare-metal backend (vfio:BDF is wired once it lands)"
+                "nvbare boot runs on sim:CHIP (ad102, gh100, gb202) and vfio:BDF; {other} is \
+                 driven by the nvidia kernel driver, which boots GSP-RM itself"
             )));
         }
     };

@@ -7,7 +7,8 @@ use nvbare_core::device::{Device, DeviceError, DeviceOptions, LaunchConfig};
 use nvbare_core::rm::class::class_name;
 use nvbare_gsp_firmware::program::LoadCubin;
 
-use crate::open::{CliBackend, demo_cubin, open_device};
+use crate::baremetal::PhasePrinter;
+use crate::open::{CliBackend, demo_cubin, open_device_printing};
 use crate::with_device;
 use crate::{CliError, DeviceSpec};
 
@@ -51,14 +52,32 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec, o: DemoOptions) -> Result<()
         return Err(CliError::Usage("--elements must be at least 1".into()));
     }
     let t = Instant::now();
-    writeln!(out, "[1/6] opening {device}").map_err(io)?;
+    let bare_metal = matches!(device, DeviceSpec::Sim(_) | DeviceSpec::Vfio(_));
+    if bare_metal {
+        writeln!(
+            out,
+            "[1/7] booting GSP-RM on {device} (GSP firmware r570.144, bare metal)"
+        )
+        .map_err(io)?;
+    } else {
+        writeln!(out, "[1/7] opening {device}").map_err(io)?;
+    }
     let opts = DeviceOptions {
         timeout: o.timeout,
         ..Default::default()
     };
-    let any = open_device(device, opts)?;
+    let any = open_device_printing(device, opts, out)?;
     let opened = t.elapsed();
-    with_device!(&any, dev => demo_on(out, dev, o, opened))
+    let backend = any.info().backend.clone();
+    let ran = with_device!(&any, dev => demo_on(out, dev, o, opened));
+    if bare_metal {
+        writeln!(out, "unloading GSP-RM").map_err(io)?;
+    }
+    let finished = any.finish(&mut PhasePrinter::new(out, "      "));
+    ran?;
+    finished?;
+    writeln!(out, "demo passed on {backend}").map_err(io)?;
+    Ok(())
 }
 
 fn demo_on<B: CliBackend>(
@@ -68,6 +87,16 @@ fn demo_on<B: CliBackend>(
     opened: Duration,
 ) -> Result<(), CliError> {
     let i = dev.info();
+    let rm = match &i.driver_version {
+        Some(v) => format!("RM {v}"),
+        None => "RM".to_string(),
+    };
+    writeln!(
+        out,
+        "[2/7] device bring-up over {rm}: client, device, subdevice, class list, GR info, VA \
+         space, channel group, compute and copy channels"
+    )
+    .map_err(io)?;
     writeln!(
         out,
         "      {} - {} {} sm_{}, {} SMs ({} GPCs x {} TPCs x {} SMs/TPC, {} TPCs on)",
@@ -92,6 +121,18 @@ fn demo_on<B: CliBackend>(
         us(opened)
     )
     .map_err(io)?;
+    writeln!(
+        out,
+        "      work-submit tokens: compute {:#x}, copy {:#x}",
+        i.tokens[0], i.tokens[1]
+    )
+    .map_err(io)?;
+    let lines = dev
+        .with_backend(|b| b.bare_metal_summary())
+        .unwrap_or_default();
+    for l in lines {
+        writeln!(out, "      {l}").map_err(io)?;
+    }
     demo_body(out, dev, o)
 }
 
@@ -156,7 +197,7 @@ fn demo_body<B: CliBackend>(
         CliError::Runtime(format!("no demo cubin for sm_{sm} (tests/fixtures/cubins)"))
     })?;
 
-    writeln!(out, "[2/6] loading {name}.cubin ({} bytes)", cubin.len()).map_err(io)?;
+    writeln!(out, "[3/7] loading {name}.cubin ({} bytes)", cubin.len()).map_err(io)?;
     let t = Instant::now();
     let m = dev
         .load_cubin(cubin)
@@ -171,7 +212,7 @@ fn demo_body<B: CliBackend>(
     )
     .map_err(io)?;
 
-    writeln!(out, "[3/6] copying {n} u32 and 2 x {n} f32 to the device").map_err(io)?;
+    writeln!(out, "[4/7] copying {n} u32 and 2 x {n} f32 to the device").map_err(io)?;
     let host: Vec<u32> = (0..n).map(|x| x.wrapping_mul(7)).collect();
     let a: Vec<f32> = (0..n).map(|x| x as f32 * 0.25).collect();
     let b: Vec<f32> = (0..n).map(|x| 1.0e6 - x as f32).collect();
@@ -194,7 +235,7 @@ fn demo_body<B: CliBackend>(
     )
     .map_err(io)?;
 
-    writeln!(out, "[4/6] add1(buf, {n}): buf[i] += 1").map_err(io)?;
+    writeln!(out, "[5/7] add1(buf, {n}): buf[i] += 1").map_err(io)?;
     let add1 = m.function("add1").map_err(dev_err("add1"))?;
     let cfg = LaunchConfig::for_num_elems(n);
     let t = Instant::now();
@@ -223,7 +264,7 @@ fn demo_body<B: CliBackend>(
     )
     .map_err(io)?;
 
-    writeln!(out, "[5/6] vector_add(a, b, c, {n}): c[i] = a[i] + b[i]").map_err(io)?;
+    writeln!(out, "[6/7] vector_add(a, b, c, {n}): c[i] = a[i] + b[i]").map_err(io)?;
     let vadd = m.function("vector_add").map_err(dev_err("vector_add"))?;
     let t = Instant::now();
     dev.launch(&vadd, cfg, &[da.arg(), db.arg(), dc.arg(), n.into()])
@@ -252,7 +293,7 @@ fn demo_body<B: CliBackend>(
     launch_timings(out, dev, &m)?;
 
     if o.faults {
-        writeln!(out, "[6/6] kernels that go wrong").map_err(io)?;
+        writeln!(out, "[7/7] kernels that go wrong").map_err(io)?;
         let oob = m.function("oob_write").map_err(dev_err("oob_write"))?;
         dev.launch(&oob, LaunchConfig::for_num_elems(1), &[buf.arg()])
             .map_err(dev_err("launching oob_write"))?;
@@ -296,11 +337,13 @@ fn demo_body<B: CliBackend>(
     } else {
         writeln!(
             out,
-            "[6/6] done (add --faults to also run the fault and never-ending kernels)"
+            "[7/7] done (add --faults to also run the fault and never-ending kernels)"
         )
         .map_err(io)?;
     }
-    writeln!(out, "demo passed on {}", dev.info().backend).map_err(io)?;
+    if let Some(l) = dev.with_backend(|b| b.page_table_stats()).ok().flatten() {
+        writeln!(out, "      {l}").map_err(io)?;
+    }
     Ok(())
 }
 
@@ -309,33 +352,57 @@ mod tests {
     use super::*;
     use nvbare_core::chip::Chipset;
 
-    #[test]
-    fn demo_passes_on_every_simulated_chip() {
-        for cs in [Chipset::AD102, Chipset::GH100, Chipset::GB202] {
-            let mut out = Vec::new();
-            let o = DemoOptions {
-                elements: 3000,
-                faults: true,
-                timeout: Duration::from_millis(100),
-            };
-            run(&mut out, DeviceSpec::Sim(cs), o).unwrap();
-            let s = String::from_utf8(out).unwrap();
-            assert!(s.contains("all 3000 elements verified"), "{s}");
-            assert!(s.contains("MMU fault at GPU VA"), "{s}");
-            assert!(s.contains("timed out"), "{s}");
-            assert!(s.contains("demo passed"), "{s}");
+    fn opts() -> DemoOptions {
+        DemoOptions {
+            elements: 3000,
+            faults: true,
+            timeout: Duration::from_millis(100),
         }
     }
 
     #[test]
-    fn vfio_devices_say_they_are_not_available() {
-        let spec: DeviceSpec = "vfio:0000:01:00.0".parse().unwrap();
-        let o = DemoOptions {
-            elements: 1,
-            faults: false,
-            timeout: Duration::from_millis(10),
-        };
-        let e = run(&mut Vec::new(), spec, o).unwrap_err().to_string();
-        assert!(e.contains("in this build yet"), "{e}");
+    fn demo_runs_the_bare_metal_path_on_every_simulated_chip() {
+        nvbare_gsp_firmware::testutil::require_firmware_dir();
+        for (cs, boot_phase, unload_phase) in [
+            (Chipset::AD102, "booter_load (SEC2)", "booter_unload (SEC2)"),
+            (Chipset::GH100, "FSP chain of trust", "wait for GSP halt"),
+            (Chipset::GB202, "FSP chain of trust", "wait for GSP halt"),
+        ] {
+            let mut out = Vec::new();
+            run(&mut out, DeviceSpec::Sim(cs), opts()).unwrap();
+            let s = String::from_utf8(out).unwrap();
+            for want in [
+                "booting GSP-RM",
+                boot_phase,
+                "GET_GSP_STATIC_INFO",
+                "device bring-up over RM 570.144",
+                "SET_PAGE_DIRECTORY",
+                "golden context image created",
+                "work-submit tokens",
+                "all 3000 elements verified",
+                "MMU fault at GPU VA",
+                "RC_TRIGGERED",
+                "timed out",
+                "TLB invalidates",
+                "unloading GSP-RM",
+                "UNLOADING_GUEST_DRIVER",
+                unload_phase,
+                "demo passed on",
+                "bare metal",
+            ] {
+                assert!(s.contains(want), "{cs}: missing {want:?} in\n{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn demo_runs_on_the_rm_level_simulator() {
+        let mut out = Vec::new();
+        run(&mut out, DeviceSpec::SimRm(Chipset::GH100), opts()).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("all 3000 elements verified"), "{s}");
+        assert!(s.contains("MMU fault at GPU VA"), "{s}");
+        assert!(!s.contains("GSP-RM"), "{s}");
+        assert!(s.contains("demo passed"), "{s}");
     }
 }

@@ -46,7 +46,7 @@ pub enum FwCommand {
 /// Runs `nvbare fw ...`.
 pub fn run(out: &mut dyn Write, command: FwCommand) -> Result<(), CliError> {
     match command {
-        FwCommand::Fetch { check, force } => fetch(check, force),
+        FwCommand::Fetch { check, force } => fetch(check, force, false),
         FwCommand::Inspect { file, chip } => {
             let chip = chip
                 .map(|c| {
@@ -60,8 +60,14 @@ pub fn run(out: &mut dyn Write, command: FwCommand) -> Result<(), CliError> {
     }
 }
 
+/// Fetches the firmware as `nvbare fw fetch` does, with the script's progress on stderr (for
+/// commands whose stdout is their report).
+pub fn fetch_to_stderr() -> Result<(), CliError> {
+    fetch(false, false, true)
+}
+
 /// Runs the embedded fetch script with bash, the pinned list in a temporary file.
-fn fetch(check: bool, force: bool) -> Result<(), CliError> {
+fn fetch(check: bool, force: bool, to_stderr: bool) -> Result<(), CliError> {
     let sums = std::env::temp_dir().join(format!(
         "nvbare-r{FIRMWARE_VERSION}-{}.sha256",
         std::process::id()
@@ -78,6 +84,9 @@ fn fetch(check: bool, force: bool) -> Result<(), CliError> {
     }
     if force {
         cmd.arg("--force");
+    }
+    if to_stderr {
+        cmd.stdout(std::io::stderr());
     }
     let status = cmd.status();
     let _ = std::fs::remove_file(&sums);

@@ -26,6 +26,7 @@
 //! GSP-RM); INIT_DONE comes only if the driver executed all of it correctly. The script is
 //! synthetic (what real GSP-RM sends at cold boot is not documented).
 
+pub mod bar1;
 pub mod falcon;
 pub mod firmware;
 
@@ -418,6 +419,7 @@ impl BootModel {
             fsp,
             therm,
         }));
+        gpu.add_engine(Box::new(bar1::Bar1BlockEngine::new(fsp)));
         m
     }
 
@@ -980,6 +982,9 @@ impl Model {
         }
         self.gsp.riscv = Riscv::Active;
         self.stats.gsp_rm_starts += 1;
+        // GSP-RM binds BAR1 to its own tables (just below the end of FB, in its reservation).
+        let fsp = self.model.chipset.info().boot == BootMethod::FspChainOfTrust;
+        bar1::gsp_binds_bar1(core, fsp, ((self.fb_size - (4 << 20)) >> 12) as u32);
         let (init, logs) = match find_rm_args(core, libos) {
             Ok(x) => x,
             Err(e) => {

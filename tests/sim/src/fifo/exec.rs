@@ -345,6 +345,12 @@ fn exec_method(
             r
         }
         Some(ClassKind::Compute) => {
+            if method == nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS2_B
+                && let Some(check) = ch.gr_check.clone()
+                && let Err(rc) = check(core, &*space)
+            {
+                return Step::Rc(rc);
+            }
             let r = compute::method(
                 &mut ch.regs.compute,
                 core,

@@ -32,6 +32,7 @@ use crate::bar0::{MmioEngine, SimCore};
 use crate::compute::KernelRegistry;
 use crate::gpu_mem::{AddressSpace, Aperture};
 use crate::rm::chips::ChipRm;
+use crate::rm_service::RmNotice;
 
 pub use exec::RcInfo;
 
@@ -168,9 +169,17 @@ pub struct Channel {
     cursor: Option<exec::Cursor>,
     regs: exec::Regs,
     errors: ErrorRecord,
+    /// GSP-RM's check that the channel's GR context is usable, run before each launch.
+    gr_check: Option<GrCheck>,
+    /// Where GSP-RM wrote the instance block, and what it wrote (checked before each run).
+    instance: Option<(PhysLoc, Vec<u8>)>,
     /// Counts, for tests and traces.
     pub stats: ChannelStats,
 }
+
+/// A check of a channel's GR context before a launch (installed by the RM when it knows how
+/// the context is set up): `Err` tears the channel down with that RC.
+pub type GrCheck = Arc<dyn Fn(&SimCore, &dyn AddressSpace) -> Result<(), RcInfo> + Send + Sync>;
 
 /// Counters of what a channel did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -235,6 +244,9 @@ pub struct Fifo {
     channels: BTreeMap<u32, Channel>,
     /// Test hook: channels whose doorbell is ignored (a stalled PBDMA).
     frozen: Vec<u32>,
+    /// Whether RCs are queued for the RM to report (GSP-RM sends them as events).
+    report_rcs: bool,
+    notices: Vec<RmNotice>,
 }
 
 impl std::fmt::Debug for Fifo {
@@ -259,7 +271,40 @@ impl Fifo {
             kernels,
             channels: BTreeMap::new(),
             frozen: Vec::new(),
+            report_rcs: false,
+            notices: Vec::new(),
         }
+    }
+
+    /// Queues every RC for [`Fifo::take_notices`] from now on (GSP-RM reports them).
+    pub fn report_rcs(&mut self, on: bool) {
+        self.report_rcs = on;
+    }
+
+    /// RCs since the last call (when [`Fifo::report_rcs`] is on).
+    pub fn take_notices(&mut self) -> Vec<RmNotice> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Installs the GR-context check of channel `chid`.
+    pub fn set_gr_check(&mut self, chid: u32, check: GrCheck) {
+        if let Some(c) = self.channels.get_mut(&chid) {
+            c.gr_check = Some(check);
+        }
+    }
+
+    /// Records the instance block of channel `chid` as GSP-RM wrote it.
+    pub fn set_instance(&mut self, chid: u32, at: PhysLoc, written: Vec<u8>) {
+        if let Some(c) = self.channels.get_mut(&chid) {
+            c.instance = Some((at, written));
+        }
+    }
+
+    /// Removes every channel (GSP-RM restarting).
+    pub fn clear(&mut self) {
+        self.channels.clear();
+        self.frozen.clear();
+        self.notices.clear();
     }
 
     /// The chip.
@@ -287,6 +332,8 @@ impl Fifo {
                 cursor: None,
                 regs: exec::Regs::default(),
                 errors: ErrorRecord::default(),
+                gr_check: None,
+                instance: None,
                 stats: ChannelStats::default(),
             },
         );
@@ -326,6 +373,11 @@ impl Fifo {
                 c.scheduled = enable;
             }
         }
+    }
+
+    /// Every channel.
+    pub fn channels(&self) -> impl Iterator<Item = &Channel> {
+        self.channels.values()
     }
 
     /// A channel by id.
@@ -407,6 +459,18 @@ impl Fifo {
         if !ch.scheduled {
             return exec::Outcome::Idle;
         }
+        if let Some((at, written)) = &ch.instance {
+            let mut now = vec![0u8; written.len()];
+            if at.read(core, 0, &mut now).is_err() || &now != written {
+                let reason = format!(
+                    "the instance block at {:#x} no longer holds what GSP-RM wrote (the driver \
+                     reused its memory)",
+                    at.addr
+                );
+                ch.instance = None;
+                return exec::Outcome::Rc(RcInfo::pbdma(ch.desc.engine_type, reason));
+            }
+        }
         exec::run(
             ch,
             core,
@@ -442,6 +506,15 @@ impl Fifo {
                 let _ = n.write(core, 0, &note.as_bytes()[..14]);
                 let _ = n.write(core, 14, &0xffffu16.to_le_bytes());
             }
+        }
+        if self.report_rcs {
+            self.notices.push(RmNotice::Rc {
+                chid,
+                code: info.code,
+                engine_type: info.engine_type,
+                mmu_fault: info.mmu_fault.map(|f| (f.faultAddress, f.faultType)),
+                reason: info.reason.clone(),
+            });
         }
         if let Some(c) = self.channels.get_mut(&chid) {
             if let Some(f) = info.mmu_fault {

@@ -49,7 +49,7 @@ use crate::SimGpu;
 use crate::bar0::{MmioEngine, SimCore};
 use crate::clock::SimClock;
 use crate::models::ChipModel;
-use crate::rm_service::{RmCaller, RmService};
+use crate::rm_service::{RmCaller, RmNotice, RmService};
 
 const PAGE: usize = 4096;
 /// A page of zeros (slice copies and compares are memcpy/memcmp even in debug builds).
@@ -725,6 +725,7 @@ impl Inner {
                 _ => {}
             }
         }
+        self.drain_notices();
         // Bounded: each pass consumes at least one element or stops.
         for _ in 0..=self.cmd_count {
             match self.consume_one(core) {
@@ -737,6 +738,7 @@ impl Inner {
                 }
             }
         }
+        self.drain_notices();
         self.flush(core);
     }
 
@@ -1063,7 +1065,55 @@ impl Inner {
                 self.log_rpc(core, &hdr, status);
                 self.reply(hdr, status, body);
             }
-            _ => self.reply(hdr, RPC_UNKNOWN_FUNCTION, body),
+            function => match self.rm.rpc(core, self.cfg.abi, function, &mut body) {
+                Some(r) => {
+                    let status = r.err().map_or(0, |s| s.0);
+                    self.log_rpc(core, &hdr, status);
+                    self.reply(hdr, status, body);
+                }
+                None => self.reply(hdr, RPC_UNKNOWN_FUNCTION, body),
+            },
+        }
+    }
+
+    /// Turns what the RM reports (channel resets) into the events GSP-RM sends: for an MMU
+    /// fault MMU_FAULT_QUEUED first, then the Xid (OS_ERROR_LOG) and RC_TRIGGERED.
+    fn drain_notices(&mut self) {
+        for n in self.rm.take_notices() {
+            match n {
+                RmNotice::Rc {
+                    chid,
+                    code,
+                    engine_type,
+                    mmu_fault,
+                    reason,
+                } => {
+                    if mmu_fault.is_some() {
+                        self.queue_event_inner(&EmuEvent::MmuFaultQueued);
+                    }
+                    self.queue_event_inner(&EmuEvent::OsErrorLog {
+                        xid: code,
+                        chid,
+                        text: reason,
+                    });
+                    let (addr, ty) = mmu_fault.unwrap_or((0, 0));
+                    let rc = rpc_rc_triggered_v17_02 {
+                        nv2080EngineType: engine_type,
+                        chid,
+                        exceptType: code,
+                        // RC_NOTIFIER_SCOPE_TSG: the whole channel group goes.
+                        scope: 1,
+                        mmuFaultAddrLo: addr as u32,
+                        mmuFaultAddrHi: (addr >> 32) as u32,
+                        mmuFaultType: ty,
+                        ..Default::default()
+                    };
+                    self.queue_event_inner(&EmuEvent::Raw {
+                        function: NV_VGPU_MSG_EVENT_RC_TRIGGERED,
+                        payload: rc.as_bytes().to_vec(),
+                    });
+                }
+            }
         }
     }
 

@@ -25,8 +25,11 @@
 //! translation (e.g. with a GMMU walker over page tables the driver built).
 
 pub mod chips;
+mod gsp_client;
 pub mod heap;
 pub mod vaspace;
+
+pub use gsp_client::{FAULT_METHOD_BUFFER_SIZE, context_buffer_sizes, gr_runlist};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -114,6 +117,10 @@ enum Kind {
     VaSpace {
         table: Arc<VaTable>,
         space: Arc<dyn AddressSpace>,
+        /// `NV_VASPACE_ALLOCATION_FLAGS_*`.
+        flags: u32,
+        /// The page directory set by SET_PAGE_DIRECTORY (GSP mode).
+        external: Option<crate::mmu::TableLoc>,
     },
     Virtual {
         vaspace: Handle,
@@ -235,6 +242,8 @@ pub struct RmModel {
     vram: Option<Arc<Vram>>,
     next_chid: u32,
     next_tsg: u64,
+    /// GSP-RM's view of its clients (bare metal), when set.
+    gsp: Option<gsp_client::GspMode>,
 }
 
 impl std::fmt::Debug for RmModel {
@@ -284,6 +293,7 @@ impl RmModel {
             vram: None,
             next_chid: 0,
             next_tsg: 1,
+            gsp: None,
         })
     }
 
@@ -356,6 +366,21 @@ impl RmModel {
         match &self.object(c, h)?.kind {
             Kind::VaSpace { space, .. } => Ok(space.clone()),
             _ => Err(RmStatus::NV_ERR_INVALID_OBJECT_HANDLE),
+        }
+    }
+
+    /// An externally owned VA space must have its page directory before channels use it.
+    fn check_external_ready(&self, c: Handle, vaspace: Handle) -> Result<(), RmStatus> {
+        match self.object(c, vaspace)?.kind {
+            Kind::VaSpace {
+                flags, external, ..
+            } if flags & NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED != 0
+                && external.is_none()
+                && self.gsp.is_some() =>
+            {
+                Err(RmStatus::NV_ERR_INVALID_STATE)
+            }
+            _ => Ok(()),
         }
     }
 
@@ -468,6 +493,13 @@ impl RmModel {
             Kind::VaSpace { table, .. } => (dma, table.base(), table.limit()),
             _ => return Err(RmStatus::NV_ERR_INVALID_OBJECT_HANDLE),
         };
+        if let Kind::VaSpace {
+            external: Some(_), ..
+        } = self.object(client, vaspace)?.kind
+        {
+            // RM owns no page tables of a VA space whose directory the client set.
+            return Err(RmStatus::NV_ERR_NOT_SUPPORTED);
+        }
         let table = self.vaspace_table(client, vaspace)?;
         let mem = self.memory(client, memory)?.clone();
         let length = if length == 0 {
@@ -696,6 +728,7 @@ impl RmModel {
 
     fn alloc_channel(
         &mut self,
+        core: &mut SimCore,
         c: Handle,
         parent: Handle,
         class: u32,
@@ -734,6 +767,18 @@ impl RmModel {
         };
         let table = self.vaspace_table(c, vaspace)?;
         let space = self.vaspace_space(c, vaspace)?;
+        self.check_external_ready(c, vaspace)?;
+        if self.gsp.is_some() {
+            let first_of_tsg = !crate::fifo::lock(&self.fifo)
+                .channels()
+                .any(|ch| ch.desc().tsg == tsg);
+            let engine_type = if tsg_engine == 0 {
+                NV2080_ENGINE_TYPE_GRAPHICS
+            } else {
+                tsg_engine
+            };
+            return self.alloc_channel_gsp(core, &a, class, tsg, engine_type, space, first_of_tsg);
+        }
         let ring_end = a
             .gpFifoOffset
             .checked_add(entries as u64 * 8 - 1)
@@ -840,6 +885,8 @@ impl RmModel {
                 Kind::VaSpace {
                     space: table.clone(),
                     table,
+                    flags: a.flags,
+                    external: None,
                 }
             }
             NV01_MEMORY_VIRTUAL => {
@@ -904,6 +951,7 @@ impl RmModel {
                     self.default_vaspace(c)?
                 };
                 self.vaspace_table(c, vaspace)?;
+                self.check_external_ready(c, vaspace)?;
                 Kind::CtxShare { vaspace }
             }
             GT200_DEBUGGER => {
@@ -926,7 +974,7 @@ impl RmModel {
                 Some(ClassKind::Gpfifo) => {
                     self.check_class(class)?;
                     self.expect_parent(c, parent, &[KEPLER_CHANNEL_GROUP_A, NV01_DEVICE_0])?;
-                    self.alloc_channel(c, parent, class, p)?
+                    self.alloc_channel(core, c, parent, class, p)?
                 }
                 Some(ClassKind::Compute) | Some(ClassKind::Copy) => {
                     self.check_class(class)?;
@@ -938,6 +986,9 @@ impl RmModel {
                         return Err(RmStatus::NV_ERR_INVALID_OBJECT_PARENT);
                     };
                     crate::fifo::lock(&self.fifo).add_object(chid, class);
+                    if class_kind(class) == Some(ClassKind::Compute) {
+                        self.gsp_compute_object(chid);
+                    }
                     Kind::Engine { chid }
                 }
                 Some(ClassKind::Usermode) => {
@@ -973,6 +1024,7 @@ impl RmModel {
             }
             Kind::Channel { chid, .. } => {
                 crate::fifo::lock(&self.fifo).remove_channel(*chid);
+                self.gsp_channel_freed(*chid);
             }
             Kind::Engine { chid } => {
                 crate::fifo::lock(&self.fifo).remove_object(*chid, o.class);
@@ -1006,6 +1058,9 @@ impl RmModel {
         p: &mut [u8],
     ) -> Result<(), RmStatus> {
         let c = caller.client;
+        if let Some(r) = self.gsp_control(core, c, object, cmd, p) {
+            return r;
+        }
         let class = self.object(c, object)?.class;
         let on = |classes: &[u32]| -> Result<(), RmStatus> {
             if classes.contains(&class) {
@@ -1291,6 +1346,20 @@ impl RmService for RmModel {
         }
         Ok(())
     }
+
+    fn rpc(
+        &mut self,
+        core: &mut SimCore,
+        abi: RmAbi,
+        function: u32,
+        payload: &mut [u8],
+    ) -> Option<Result<(), RmStatus>> {
+        self.gsp_rpc(core, abi, function, payload)
+    }
+
+    fn take_notices(&mut self) -> Vec<crate::rm_service::RmNotice> {
+        crate::fifo::lock(&self.fifo).take_notices()
+    }
 }
 
 /// An [`RmModel`] shared between callers: give one to the GSP-RM emulator
@@ -1341,6 +1410,20 @@ impl RmService for SharedRm {
         object: Handle,
     ) -> Result<(), RmStatus> {
         self.lock().free(core, caller, parent, object)
+    }
+
+    fn rpc(
+        &mut self,
+        core: &mut SimCore,
+        abi: RmAbi,
+        function: u32,
+        payload: &mut [u8],
+    ) -> Option<Result<(), RmStatus>> {
+        self.lock().rpc(core, abi, function, payload)
+    }
+
+    fn take_notices(&mut self) -> Vec<crate::rm_service::RmNotice> {
+        self.lock().take_notices()
     }
 }
 

@@ -1,0 +1,585 @@
+//! The bare-metal [`Backend`]: GSP boot, GSP RPC, our own page tables and the usermode
+//! doorbell in BAR0, over the `hal` traits only.
+//!
+//! [`BareMetalBackend::open`] takes the hardware (BAR0, BAR1, DMA memory, clock, PCI config:
+//! `VfioGpu`'s `bar0()/bar1()/dma()/clock()/pci()`, or the simulator's) and the firmware, and:
+//!
+//! 1. checks BAR1 covers the framebuffer (CPU access to VRAM goes through BAR1 in physical
+//!    mode; small-BAR systems get [`BareMetalError::SmallBar`] with what to do);
+//! 2. boots GSP-RM ([`crate::gsp::boot::boot`]);
+//! 3. puts BAR1 in physical mode (GSP-RM leaves it translated by its own tables);
+//! 4. builds the memory manager: a VRAM allocator over the FB layout the boot produced (the
+//!    GSP's reservations excluded), a VA allocator, and a [`crate::mm::Mapper`] with its tables
+//!    in VRAM (through BAR1) or host memory;
+//! 5. allocates our RM client, reads from GSP-RM's internal client what the kernel RM reads at
+//!    load (GR context buffer sizes, the GR runlist, the fault method buffer size), and
+//!    creates the golden context image (see [`gr`]).
+//!
+//! Then the device layer runs over it ([`crate::device::Device::open`]): its `Rm` is
+//! [`BareRm`] (GSP RPCs, r570 layouts, plus the kernel RM's work: channel memory descriptors,
+//! GR context promotion, work-submit tokens with the runlist), `attach` points GSP-RM at our
+//! page directory with SET_PAGE_DIRECTORY, memory comes from our allocators, the doorbell is
+//! the usermode block at BAR0 0xbb0000, and GSP events (RC, MMU faults, Xids) become
+//! [`RmEvent`]s. Dropping the backend (or [`BareMetalBackend::unload`]) shuts GSP-RM down so
+//! the next boot works without a reset.
+
+mod gr;
+mod memory;
+mod rm;
+
+use alloc::string::{String, ToString};
+use core::fmt;
+
+use zerocopy::{FromZeros, IntoBytes};
+
+pub use memory::{BareMemory, TablePlacement};
+pub use rm::BareRm;
+
+use super::{Backend, BackendError, Location, MemoryRequest, PhysRange, RmEvent, RmObjects};
+use crate::chip::{Architecture, ChipError, ChipInfo, Chipset};
+use crate::gsp::GspError;
+use crate::gsp::boot::firmware::BootFirmware;
+use crate::gsp::boot::sequencer::BootEvents;
+use crate::gsp::boot::{
+    BootError, BootHw, BootObserver, BootOptions, BootPhase, BootState, NoObserver, UnloadReport,
+    boot,
+};
+use crate::gsp::rpc::{ClientConfig, GspRm, GspRpc, NV0000_ALLOC_PARAMETERS};
+use crate::gsp::sysinfo::GspStaticConfigInfo;
+use crate::hal::{Clock, DmaAllocator, HalError, Mmio, PciConfig};
+use crate::mm::{AllocError, FbLayout, MmError, MmuFormat, MmuInvalidate, PageDirectoryBase};
+use crate::regs::Register;
+use crate::regs::pbus::{NV_PBUS_BAR1_BLOCK, NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR};
+use crate::regs::pgc6::NV_PGC6_AON_SECURE_SCRATCH_GROUP_42;
+use crate::regs::usermode::USERMODE_BLOCK_SIZE;
+use crate::rm::alloc::{NV_CHANNEL_ALLOC_PARAMS, VaSpaceAlloc};
+use crate::rm::class::NV01_ROOT;
+use crate::rm::{Handle, RmError};
+use memory::{Mm, Owner};
+
+/// BAR0 offset of the usermode block (`NV_VIRTUAL_FUNCTION_FULL_PHYS_OFFSET + 0x30000`).
+pub const USERMODE_BAR0_OFFSET: usize = 0x00bb_0000;
+
+/// Settings of the bare-metal backend.
+#[derive(Debug, Clone)]
+pub struct BareMetalOptions {
+    /// What [`Backend::describe`] says, e.g. `vfio:0000:01:00.0`.
+    pub label: String,
+    /// Our RM client and where its handles start.
+    pub client: ClientConfig,
+    /// First handle for the objects nvbare creates in GSP-RM's internal client.
+    pub internal_first_handle: u32,
+    /// The GPU VA window memory is mapped into (base, size); must end below 2^40.
+    pub va_window: (u64, u64),
+    /// Bytes of page-table memory (every 4 KiB mapped with small pages costs 8 bytes).
+    pub table_bytes: u64,
+    /// Where the page tables live.
+    pub tables: TablePlacement,
+    /// Create the golden context image after boot (the kernel RM always does).
+    pub golden_image: bool,
+}
+
+impl Default for BareMetalOptions {
+    fn default() -> Self {
+        BareMetalOptions {
+            label: String::from("bare metal"),
+            client: ClientConfig::default(),
+            internal_first_handle: 0xcf80_0000,
+            va_window: (0x10_0000_0000, 0xf0_0000_0000),
+            table_bytes: 16 << 20,
+            tables: TablePlacement::Vram,
+            golden_image: true,
+        }
+    }
+}
+
+/// Why the bare-metal backend could not start or do something.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BareMetalError {
+    /// The GSP boot (or unload) failed.
+    Boot(BootError),
+    /// The chip is not one nvbare knows.
+    Chip(ChipError),
+    /// BAR1 does not reach the memory nvbare needs the CPU to see.
+    SmallBar {
+        /// BAR1 bytes.
+        bar1: u64,
+        /// Bytes it would have to cover.
+        needed: u64,
+    },
+    /// Talking to GSP-RM failed.
+    Gsp(GspError),
+    /// An RM call failed.
+    Rm(RmError),
+    /// Page tables.
+    Mm(MmError),
+    /// VRAM or VA allocator.
+    Alloc(AllocError),
+    /// A hardware access failed.
+    Hal(HalError),
+    /// Out of memory of this kind.
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: u64,
+        /// Where.
+        location: Location,
+    },
+    /// Anything else.
+    Setup(&'static str),
+}
+
+impl fmt::Display for BareMetalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BareMetalError::Boot(e) => write!(f, "{e}"),
+            BareMetalError::Chip(e) => write!(f, "{e}"),
+            BareMetalError::SmallBar { bar1, needed } => write!(
+                f,
+                "BAR1 is {} MiB but nvbare needs it to cover {} MiB of video memory (it reaches \
+                 VRAM through BAR1 in physical mode); enable \"Above 4G decoding\" and \
+                 \"Resizable BAR\" in the firmware setup, then `nvbare unbind` and `nvbare bind` \
+                 the GPU to grow BAR1 (docs/vfio.md, section 5)",
+                bar1 >> 20,
+                needed.div_ceil(1 << 20)
+            ),
+            BareMetalError::Gsp(e) => write!(f, "GSP-RM: {e}"),
+            BareMetalError::Rm(e) => write!(f, "{e}"),
+            BareMetalError::Mm(e) => write!(f, "page tables: {e}"),
+            BareMetalError::Alloc(e) => write!(f, "memory allocator: {e}"),
+            BareMetalError::Hal(e) => write!(f, "{e}"),
+            BareMetalError::OutOfMemory {
+                requested,
+                location,
+            } => write!(
+                f,
+                "out of {location}: {requested} bytes requested; free buffers or ask for less"
+            ),
+            BareMetalError::Setup(s) => f.write_str(s),
+        }
+    }
+}
+
+impl core::error::Error for BareMetalError {}
+
+macro_rules! from_err {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for BareMetalError {
+            fn from(e: $t) -> Self {
+                BareMetalError::$v(e)
+            }
+        }
+    )*};
+}
+from_err!(BootError => Boot, ChipError => Chip, GspError => Gsp, RmError => Rm, MmError => Mm,
+    AllocError => Alloc, HalError => Hal);
+
+impl From<BareMetalError> for BackendError {
+    fn from(e: BareMetalError) -> Self {
+        match e {
+            BareMetalError::Rm(r) => BackendError::Rm(r),
+            BareMetalError::Hal(h) => BackendError::Hal(h),
+            BareMetalError::OutOfMemory {
+                requested,
+                location,
+            } => BackendError::OutOfMemory {
+                requested,
+                location,
+            },
+            other => BackendError::Other(other.to_string()),
+        }
+    }
+}
+
+/// The usermode block in BAR0, with the block's own offsets (doorbell at 0x90).
+#[derive(Debug, Clone)]
+pub struct UsermodeWindow<M> {
+    bar0: M,
+}
+
+impl<M: Mmio> Mmio for UsermodeWindow<M> {
+    fn size(&self) -> usize {
+        USERMODE_BLOCK_SIZE
+    }
+    fn read32(&self, offset: usize) -> u32 {
+        if offset >= USERMODE_BLOCK_SIZE {
+            return u32::MAX;
+        }
+        self.bar0.read32(USERMODE_BAR0_OFFSET + offset)
+    }
+    fn write32(&self, offset: usize, value: u32) {
+        if offset < USERMODE_BLOCK_SIZE {
+            self.bar0.write32(USERMODE_BAR0_OFFSET + offset, value)
+        }
+    }
+}
+
+/// Puts BAR1 in physical mode (a linear window onto VRAM), as tinygrad does after
+/// GSP_INIT_DONE and `kbusTeardownMailbox_GH100` does on Hopper.
+pub fn set_bar1_physical<M: Mmio + ?Sized>(bar0: &M, chip: &ChipInfo) {
+    match chip.architecture {
+        Architecture::Turing | Architecture::Ampere | Architecture::Ada => {
+            NV_PBUS_BAR1_BLOCK::new().write(bar0);
+        }
+        Architecture::Hopper | Architecture::Blackwell => {
+            NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR::update(bar0, |v| {
+                v.with_mode_virtual(false).with_target(0)
+            });
+        }
+    }
+}
+
+/// A GPU driven bare metal: GSP-RM, our page tables, our allocators. See the
+/// [module documentation](self).
+pub struct BareMetalBackend<
+    M: Mmio + Clone,
+    B1: Mmio + Clone,
+    D: DmaAllocator,
+    C: Clock + Clone,
+    P: PciConfig,
+> {
+    rm: BareRm<M, B1, D, C, P>,
+    state: Option<BootState<D::Buffer>>,
+    label: String,
+    client_allocated: bool,
+}
+
+impl<M: Mmio + Clone, B1: Mmio + Clone, D: DmaAllocator, C: Clock + Clone, P: PciConfig> fmt::Debug
+    for BareMetalBackend<M, B1, D, C, P>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BareMetalBackend")
+            .field("label", &self.label)
+            .field("rm", &self.rm)
+            .field("loaded", &self.state.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M, B1, D, C, P> BareMetalBackend<M, B1, D, C, P>
+where
+    M: Mmio + Clone,
+    B1: Mmio + Clone,
+    D: DmaAllocator,
+    C: Clock + Clone,
+    P: PciConfig,
+{
+    /// Boots GSP-RM on `hw` with `fw` and sets everything up (see the module documentation).
+    /// Boot phases go to `obs`. On failure after the boot, GSP-RM is unloaded again.
+    pub fn open<F, O>(
+        hw: BootHw<M, D, C, P>,
+        bar1: B1,
+        fw: &F,
+        boot_opts: &BootOptions<'_>,
+        obs: &mut O,
+        opts: BareMetalOptions,
+    ) -> Result<Self, BareMetalError>
+    where
+        F: BootFirmware,
+        O: BootObserver + ?Sized,
+    {
+        let raw = hw
+            .bar0
+            .try_read32(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::OFFSET as usize)?;
+        if raw == u32::MAX {
+            return Err(BareMetalError::Hal(HalError::DeviceLost));
+        }
+        let vram = NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::from(raw).vram_bytes();
+        if (bar1.size() as u64) < vram {
+            return Err(BareMetalError::SmallBar {
+                bar1: bar1.size() as u64,
+                needed: vram,
+            });
+        }
+        let window_end = opts.va_window.0.checked_add(opts.va_window.1);
+        if window_end.is_none_or(|e| e > crate::channel::gpfifo::GP_ADDRESS_LIMIT) {
+            return Err(BareMetalError::Setup(
+                "the VA window must end below 2^40 (GP entries and semaphores are 40-bit)",
+            ));
+        }
+
+        let booted = boot(&hw, fw, boot_opts, obs)?;
+        let (rpc, state) = booted.split();
+        let chip = state.chip().info;
+        let fmt = MmuFormat::for_chip(chip);
+        set_bar1_physical(&hw.bar0, chip);
+        let inval = MmuInvalidate::new(hw.bar0.clone(), hw.clock.clone());
+        let mm = match Mm::new(
+            fmt,
+            state.fb_layout(),
+            bar1,
+            &hw.dma,
+            inval,
+            opts.tables,
+            opts.table_bytes,
+            opts.va_window,
+        ) {
+            Ok(m) => m,
+            Err(e) => {
+                if let Err(u) = state.unload(rpc, &hw.bar0, &hw.clock, obs, None) {
+                    log::warn!("unloading GSP-RM after a failed start: {u}");
+                }
+                return Err(e);
+            }
+        };
+        let internal = (
+            Handle(state.static_info().hInternalClient),
+            Handle(state.static_info().hInternalSubdevice),
+        );
+        let gsp = GspRm::with_existing_client(rpc, opts.client);
+        let mut rm = BareRm::new(hw, gsp, opts.client.client, chip, mm);
+        rm.gr.internal_client = internal.0;
+        rm.gr.internal_subdevice = internal.1;
+        rm.gr.next_internal = opts.internal_first_handle;
+        let mut be = BareMetalBackend {
+            rm,
+            state: Some(state),
+            label: opts.label.clone(),
+            client_allocated: false,
+        };
+        // On failure `be` drops, which unloads GSP-RM.
+        be.setup(&opts)?;
+        Ok(be)
+    }
+
+    fn setup(&mut self, opts: &BareMetalOptions) -> Result<(), BareMetalError> {
+        let client = opts.client.client;
+        let mut p = NV0000_ALLOC_PARAMETERS::new_zeroed();
+        p.hClient = client.0;
+        p.processName[..6].copy_from_slice(b"nvbare");
+        self.rm
+            .rpc()?
+            .rm_alloc(client, Handle(0), client, NV01_ROOT, p.as_mut_bytes())?;
+        self.client_allocated = true;
+        self.rm.query_internal()?;
+        if opts.golden_image {
+            let c = self.rm.chip.classes;
+            self.rm.create_golden_image(c.gpfifo, c.compute)?;
+        }
+        Ok(())
+    }
+
+    /// The chip.
+    pub fn chip(&self) -> &'static ChipInfo {
+        self.rm.chip
+    }
+
+    /// GSP-RM's static info (`None` once unloaded).
+    pub fn static_info(&self) -> Option<&GspStaticConfigInfo> {
+        self.state.as_ref().map(|s| s.static_info())
+    }
+
+    /// The framebuffer reservations the VRAM allocator excludes (`None` once unloaded).
+    pub fn fb_layout(&self) -> Option<&FbLayout> {
+        self.state.as_ref().map(|s| s.fb_layout())
+    }
+
+    /// Time per boot phase.
+    pub fn boot_timings(&self) -> &[(BootPhase, core::time::Duration)] {
+        self.state.as_ref().map_or(&[], |s| s.timings())
+    }
+
+    /// Our root page directory.
+    pub fn page_directory(&self) -> PageDirectoryBase {
+        self.rm.mm.root()
+    }
+
+    /// The page-table format.
+    pub fn mmu_format(&self) -> MmuFormat {
+        self.rm.mm.mapper.format()
+    }
+
+    /// Page tables in use and free, and the page-table region in VRAM (if there).
+    pub fn page_tables(&self) -> (u32, u32, Option<u64>) {
+        (
+            self.rm.mm.mapper.tables_in_use(),
+            self.rm.mm.mapper.tables_free(),
+            self.rm.mm.table_vram(),
+        )
+    }
+
+    /// Map statistics (TLB invalidates, PTEs written...).
+    pub fn map_stats(&self) -> crate::mm::MapStats {
+        self.rm.mm.mapper.stats()
+    }
+
+    /// Free VRAM and the end of the framebuffer.
+    pub fn vram(&self) -> (u64, u64) {
+        (self.rm.mm.vram_free(), self.rm.mm.fb_end())
+    }
+
+    /// The GR runlist (ORed into work-submit tokens).
+    pub fn runlist(&self) -> u32 {
+        self.rm.runlist
+    }
+
+    /// Whether the golden context image exists.
+    pub fn golden_image(&self) -> bool {
+        self.rm.gr.golden.is_some()
+    }
+
+    /// The hardware.
+    pub fn hw(&self) -> &BootHw<M, D, C, P> {
+        &self.rm.hw
+    }
+
+    /// The GSP RPC transport, for diagnostics and tests (`None` once unloaded).
+    pub fn transport(&mut self) -> Option<&mut GspRpc<D::Buffer, M, C, BootEvents>> {
+        self.rm.gsp.as_mut().map(|g| g.rpc())
+    }
+
+    /// Our RM client and GSP-RM's internal client.
+    pub fn clients(&self) -> (Handle, Handle) {
+        (self.rm.client, self.rm.gr.internal_client)
+    }
+
+    /// Shuts GSP-RM down (UNLOADING_GUEST_DRIVER, then the per-family teardown) so the next
+    /// boot works without a reset. Objects left in GSP-RM are freed first.
+    pub fn unload<O: BootObserver + ?Sized>(
+        mut self,
+        obs: &mut O,
+    ) -> Result<UnloadReport, BareMetalError> {
+        self.shutdown(obs)?
+            .ok_or(BareMetalError::Setup("GSP-RM was already unloaded"))
+    }
+
+    fn shutdown<O: BootObserver + ?Sized>(
+        &mut self,
+        obs: &mut O,
+    ) -> Result<Option<UnloadReport>, BareMetalError> {
+        let Some(state) = self.state.take() else {
+            return Ok(None);
+        };
+        self.rm.detach();
+        self.rm.release_gr();
+        if self.client_allocated {
+            self.client_allocated = false;
+            let c = self.rm.client;
+            if let Ok(rpc) = self.rm.rpc()
+                && let Err(e) = rpc.rm_free(c, c)
+            {
+                log::warn!("freeing the RM client before unload: {e}");
+            }
+        }
+        let Some(gsp) = self.rm.gsp.take() else {
+            return Err(BareMetalError::Setup(
+                "no GSP transport left to unload with",
+            ));
+        };
+        let rpc = match gsp.close() {
+            Ok(r) => r,
+            Err(e) => e.rpc,
+        };
+        let hw = &self.rm.hw;
+        Ok(Some(state.unload(rpc, &hw.bar0, &hw.clock, obs, None)?))
+    }
+}
+
+impl<M, B1, D, C, P> Drop for BareMetalBackend<M, B1, D, C, P>
+where
+    M: Mmio + Clone,
+    B1: Mmio + Clone,
+    D: DmaAllocator,
+    C: Clock + Clone,
+    P: PciConfig,
+{
+    fn drop(&mut self) {
+        if self.state.is_some() {
+            match self.shutdown(&mut NoObserver) {
+                Ok(_) => log::info!("{}: GSP-RM unloaded", self.label),
+                Err(e) => log::warn!("{}: unloading GSP-RM failed: {e}", self.label),
+            }
+        }
+    }
+}
+
+impl<M, B1, D, C, P> Backend for BareMetalBackend<M, B1, D, C, P>
+where
+    M: Mmio + Clone,
+    B1: Mmio + Clone,
+    D: DmaAllocator,
+    C: Clock + Clone,
+    P: PciConfig,
+{
+    type Rm = BareRm<M, B1, D, C, P>;
+    type Memory = BareMemory<B1, D::Buffer>;
+    type Usermode = UsermodeWindow<M>;
+    type Clock = C;
+
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+
+    fn rm(&mut self) -> &mut Self::Rm {
+        &mut self.rm
+    }
+
+    fn clock(&self) -> &C {
+        &self.rm.hw.clock
+    }
+
+    fn chipset(&self) -> Option<Chipset> {
+        Some(self.rm.chip.chipset)
+    }
+
+    fn vaspace_params(&self) -> VaSpaceAlloc {
+        gr::vaspace_alloc(self.rm.mm.mapper.format().va_limit())
+    }
+
+    fn attach(&mut self, objects: &RmObjects) -> Result<(), BackendError> {
+        let pd = gr::page_directory_params(
+            self.rm.mm.root(),
+            self.rm.mm.mapper.format().root_entries(),
+            objects.vaspace,
+        );
+        self.rm
+            .rpc()?
+            .set_page_directory(objects.client, objects.device, &pd)
+            .map_err(BareMetalError::from)?;
+        self.rm.user = Some(*objects);
+        Ok(())
+    }
+
+    fn alloc_memory(&mut self, req: &MemoryRequest) -> Result<Self::Memory, BackendError> {
+        if self.rm.user.is_none() {
+            return Err(BackendError::Unsupported("allocating memory before attach"));
+        }
+        Ok(self.rm.mm.alloc(&self.rm.hw.dma, req, Owner::User)?)
+    }
+
+    fn free_memory(&mut self, mem: Self::Memory) -> Result<(), BackendError> {
+        Ok(self.rm.mm.free(mem)?)
+    }
+
+    fn map_usermode(&mut self, class: u32) -> Result<Self::Usermode, BackendError> {
+        // No RM object: on bare metal the doorbell is simply BAR0's usermode block.
+        let _ = class;
+        Ok(UsermodeWindow {
+            bar0: self.rm.hw.bar0.clone(),
+        })
+    }
+
+    fn prepare_channel(
+        &mut self,
+        params: &mut NV_CHANNEL_ALLOC_PARAMS,
+        ring: &Self::Memory,
+        userd_offset: u64,
+        notifier: &Self::Memory,
+    ) -> Result<(), BackendError> {
+        Ok(self
+            .rm
+            .prepare_channel(params, ring, userd_offset, notifier)?)
+    }
+
+    fn detach(&mut self) {
+        self.rm.detach();
+    }
+
+    fn poll_events(&mut self) -> Option<RmEvent> {
+        self.rm.poll_event()
+    }
+}
+
+/// Where a piece of memory is, for messages.
+pub fn describe_phys(p: &PhysRange) -> String {
+    alloc::format!("{} {:#x}+{:#x}", p.location, p.base, p.size)
+}

@@ -1,0 +1,367 @@
+//! The bare-metal path in the CLI: the simulated GPU (`sim:CHIP`) and a GPU bound to vfio-pci
+//! (`vfio:BDF`), both through `nvbare_core::device::baremetal::BareMetalBackend` with the
+//! r570.144 firmware.
+//!
+//! The firmware comes from the cache (`$NVBARE_FIRMWARE_DIR` or `~/.cache/nvbare/firmware`);
+//! when a file is missing it is fetched once, as `nvbare fw fetch` does (progress on stderr),
+//! unless `NVBARE_NO_FETCH=1`, which gives the one-line instruction instead.
+
+use std::fmt;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nvbare_core::chip::Chipset;
+use nvbare_core::device::baremetal::{BareMetalBackend, BareMetalError, BareMetalOptions};
+use nvbare_core::gsp::boot::{
+    BootError, BootHw, BootObserver, BootOptions, BootPhase, BootReport, SystemAddrs,
+};
+use nvbare_core::hal::{DmaAllocator, HalError, Mmio, PciConfig};
+use nvbare_gsp_firmware::firmware_path;
+use nvbare_gsp_firmware::pinned::boot_files;
+use nvbare_pci_host::Bdf;
+use nvbare_pci_host::clock::HostClock;
+use nvbare_pci_host::dma::{DmaPool, PoolBuffer};
+use nvbare_pci_host::vfio::VfioGpu;
+use nvbare_sim::ChipModel;
+use nvbare_sim::baremetal::{BareMetalSim, SimBareMetal};
+use nvbare_sim::boot::SimFirmware;
+
+use crate::CliError;
+use crate::cmd::boot::{firmware_dir, load_firmware};
+
+/// Set to skip the automatic firmware fetch.
+pub const NO_FETCH_ENV: &str = "NVBARE_NO_FETCH";
+
+/// The firmware cache directory, with `chip`'s files present (fetched now if they were not).
+pub fn ensure_firmware(chip: Chipset) -> Result<PathBuf, CliError> {
+    let dir = firmware_dir();
+    let missing = |dir: &PathBuf| {
+        boot_files(chip)
+            .iter()
+            .map(|k| firmware_path(chip, *k))
+            .find(|p| !dir.join(p).is_file())
+    };
+    let Some(first) = missing(&dir) else {
+        return Ok(dir);
+    };
+    let no_fetch = std::env::var_os(NO_FETCH_ENV).is_some_and(|v| !v.is_empty() && v != "0");
+    if no_fetch {
+        return Err(CliError::Runtime(format!(
+            "GSP firmware r570.144 is missing ({} not found); run `nvbare fw fetch` (or `bash \
+             tools/fetch-firmware.sh`) to download and verify it",
+            dir.join(&first).display()
+        )));
+    }
+    eprintln!(
+        "GSP firmware r570.144 for {chip} is not in {} yet: fetching it (as `nvbare fw fetch` \
+         does; set {NO_FETCH_ENV}=1 to skip)",
+        dir.display()
+    );
+    crate::cmd::fw::fetch_to_stderr()?;
+    match missing(&dir) {
+        None => Ok(dir),
+        Some(p) => Err(CliError::Runtime(format!(
+            "the firmware fetch finished but {} is still missing; run `nvbare fw fetch --force`",
+            dir.join(p).display()
+        ))),
+    }
+}
+
+/// Prints boot and unload phases as they finish (or nothing).
+pub struct PhasePrinter<'a> {
+    out: Option<&'a mut dyn Write>,
+    details: Vec<String>,
+    indent: &'static str,
+}
+
+impl fmt::Debug for PhasePrinter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PhasePrinter").finish_non_exhaustive()
+    }
+}
+
+impl<'a> PhasePrinter<'a> {
+    /// Prints to `out`, each line starting with `indent`.
+    pub fn new(out: &'a mut dyn Write, indent: &'static str) -> Self {
+        PhasePrinter {
+            out: Some(out),
+            details: Vec::new(),
+            indent,
+        }
+    }
+
+    /// Prints nothing (phases still go to the log).
+    pub fn quiet() -> Self {
+        PhasePrinter {
+            out: None,
+            details: Vec::new(),
+            indent: "",
+        }
+    }
+
+    fn line(&mut self, s: fmt::Arguments<'_>) {
+        match self.out.as_mut() {
+            Some(o) => {
+                let _ = writeln!(o, "{}{s}", self.indent);
+            }
+            None => log::info!("{s}"),
+        }
+    }
+}
+
+impl BootObserver for PhasePrinter<'_> {
+    fn phase_finished(&mut self, phase: BootPhase, elapsed: Duration) {
+        self.line(format_args!(
+            "{:<40} {:>10.3} ms",
+            phase.name(),
+            elapsed.as_secs_f64() * 1e3
+        ));
+        for d in std::mem::take(&mut self.details) {
+            self.line(format_args!("    {d}"));
+        }
+    }
+    fn detail(&mut self, _phase: BootPhase, what: fmt::Arguments<'_>) {
+        self.details.push(what.to_string());
+    }
+    fn failed(&mut self, error: &BootError, report: &BootReport) {
+        self.line(format_args!("{:<40} FAILED", error.phase.name()));
+        for d in std::mem::take(&mut self.details) {
+            self.line(format_args!("    {d}"));
+        }
+        self.line(format_args!("{error}"));
+        for l in report.to_string().lines() {
+            self.line(format_args!("  {l}"));
+        }
+    }
+}
+
+fn bm_err(what: &str) -> impl Fn(BareMetalError) -> CliError + '_ {
+    move |e| CliError::Runtime(format!("{what}: {e}"))
+}
+
+/// Boots GSP-RM on a new simulated `chip` and opens the bare-metal backend over it. Returns
+/// the backend and the simulator (whose `errors()` say what the simulated hardware found
+/// wrong).
+pub fn open_sim(
+    chip: Chipset,
+    obs: &mut dyn BootObserver,
+) -> Result<(SimBareMetal, BareMetalSim), CliError> {
+    let model = ChipModel::for_chipset(chip)
+        .ok_or_else(|| CliError::Usage(format!("the simulator has no {chip} model")))?;
+    let dir = ensure_firmware(chip)?;
+    let fw = load_firmware(chip, &dir)?;
+    let sim_fw = SimFirmware::load(chip, &dir).map_err(CliError::Runtime)?;
+    let sim = BareMetalSim::new(model, Arc::new(sim_fw), false)
+        .map_err(|e| CliError::Runtime(format!("starting the simulated {chip}: {e}")))?;
+    let opts = BareMetalOptions {
+        label: format!(
+            "sim:{} (simulated {}, bare metal)",
+            chip.name().to_ascii_lowercase(),
+            model.board
+        ),
+        ..Default::default()
+    };
+    match sim.open(&fw, &BootOptions::default(), obs, opts) {
+        Ok(b) => Ok((b, sim)),
+        Err(e) => {
+            let hw = sim.errors();
+            let extra = if hw.is_empty() {
+                String::new()
+            } else {
+                format!("; the simulated hardware saw: {}", hw.join("; "))
+            };
+            Err(CliError::Runtime(format!(
+                "bare-metal bring-up of the simulated {chip}: {e}{extra}"
+            )))
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// VFIO.
+
+/// A BAR of a shared [`VfioGpu`] (cloneable, as the boot code and the backend need).
+#[derive(Debug, Clone)]
+pub struct VfioBar {
+    gpu: Arc<VfioGpu>,
+    index: u8,
+}
+
+impl VfioBar {
+    fn bar(&self) -> &nvbare_pci_host::vfio::BarMmio {
+        if self.index == 0 {
+            self.gpu.bar0()
+        } else {
+            self.gpu.bar1()
+        }
+    }
+}
+
+impl Mmio for VfioBar {
+    fn size(&self) -> usize {
+        self.bar().size()
+    }
+    fn read32(&self, offset: usize) -> u32 {
+        self.bar().read32(offset)
+    }
+    fn write32(&self, offset: usize, value: u32) {
+        self.bar().write32(offset, value)
+    }
+}
+
+/// DMA memory of a shared [`VfioGpu`].
+#[derive(Debug, Clone)]
+pub struct VfioDma(DmaPool);
+
+impl DmaAllocator for VfioDma {
+    type Buffer = PoolBuffer;
+    fn alloc_dma(&self, size: usize) -> Result<PoolBuffer, HalError> {
+        self.0.alloc_dma(size)
+    }
+}
+
+/// PCI config space of a shared [`VfioGpu`].
+#[derive(Debug, Clone)]
+pub struct VfioPci(Arc<VfioGpu>);
+
+impl PciConfig for VfioPci {
+    fn read_config32(&self, offset: u16) -> Result<u32, HalError> {
+        self.0.pci().read_config32(offset)
+    }
+    fn write_config32(&self, offset: u16, value: u32) -> Result<(), HalError> {
+        self.0.pci().write_config32(offset, value)
+    }
+    fn reset_function(&self) -> Result<(), HalError> {
+        self.0.pci().reset_function()
+    }
+}
+
+/// The hardware of a GPU bound to vfio-pci, as the boot code wants it.
+pub type VfioHw = BootHw<VfioBar, VfioDma, HostClock, VfioPci>;
+
+/// The bare-metal backend on a GPU bound to vfio-pci.
+pub type VfioBareMetal = BareMetalBackend<VfioBar, VfioBar, VfioDma, HostClock, VfioPci>;
+
+/// The `hal` view of an opened GPU, and the addresses GSP-RM wants in `GspSystemInfo`.
+pub fn vfio_hw(gpu: Arc<VfioGpu>) -> (VfioHw, VfioBar, SystemAddrs) {
+    let f = gpu.function();
+    let bar = |i: u8| f.bars.iter().find(|b| b.index == i).map_or(0, |b| b.start);
+    let b = f.bdf;
+    let addrs = SystemAddrs {
+        bar0: bar(0),
+        bar1: bar(1),
+        bar3: bar(3),
+        bdf: ((b.bus as u64) << 8) | ((b.device as u64) << 3) | b.function as u64,
+    };
+    let hw = BootHw {
+        bar0: VfioBar {
+            gpu: gpu.clone(),
+            index: 0,
+        },
+        dma: VfioDma(gpu.dma().clone()),
+        clock: gpu.clock(),
+        pci: VfioPci(gpu.clone()),
+    };
+    (hw, VfioBar { gpu, index: 1 }, addrs)
+}
+
+/// Opens the GPU at `bdf` through VFIO, identifies it, boots GSP-RM and opens the bare-metal
+/// backend. Untested on real hardware (see docs/vfio.md).
+pub fn open_vfio(bdf: Bdf, obs: &mut dyn BootObserver) -> Result<VfioBareMetal, CliError> {
+    let gpu = Arc::new(crate::device::open_vfio(bdf)?);
+    let chip = nvbare_core::chip::identify_mmio(gpu.bar0())?;
+    let chipset = chip.chipset();
+    let dir = ensure_firmware(chipset)?;
+    let fw = load_firmware(chipset, &dir)?;
+    let (hw, bar1, addrs) = vfio_hw(gpu);
+    let boot = BootOptions {
+        addrs,
+        ..BootOptions::default()
+    };
+    let opts = BareMetalOptions {
+        label: format!("vfio:{bdf} ({}, bare metal)", chip.info.name),
+        ..Default::default()
+    };
+    BareMetalBackend::open(hw, bar1, &fw, &boot, obs, opts).map_err(bm_err(&format!("vfio:{bdf}")))
+}
+
+/// The firmware directory in messages.
+pub fn firmware_location() -> String {
+    firmware_dir().display().to_string()
+}
+
+/// What a bare-metal backend set up, one line each.
+pub fn summary<M, B1, D, C, P>(b: &BareMetalBackend<M, B1, D, C, P>) -> Vec<String>
+where
+    M: Mmio + Clone,
+    B1: Mmio + Clone,
+    D: DmaAllocator,
+    C: nvbare_core::hal::Clock + Clone,
+    P: PciConfig,
+{
+    let mut v = Vec::new();
+    let (client, internal) = b.clients();
+    v.push(format!(
+        "GSP-RM: our client {:#x} over GSP_RM_ALLOC/CONTROL/FREE RPCs (r570 layouts); internal \
+         client {:#x} read for context buffer sizes, runlists, method buffer size; golden \
+         context image {}",
+        client.0,
+        internal.0,
+        if b.golden_image() {
+            "created"
+        } else {
+            "not created"
+        }
+    ));
+    let pd = b.page_directory();
+    let fmt = b.mmu_format();
+    let (used, free, region) = b.page_tables();
+    let version = match fmt.version() {
+        nvbare_core::chip::MmuVersion::V2 => 2,
+        nvbare_core::chip::MmuVersion::V3 => 3,
+    };
+    v.push(format!(
+        "page tables: ours, GMMU v{version} ({}-bit VA), root {:?} {:#x} given to GSP-RM by \
+         SET_PAGE_DIRECTORY ({} entries); pool in {}, {used} tables in use, {free} free",
+        fmt.va_bits(),
+        pd.aperture,
+        pd.addr,
+        fmt.root_entries(),
+        match region {
+            Some(a) => format!("VRAM at {a:#x} (written through BAR1)"),
+            None => "host memory".to_string(),
+        },
+    ));
+    let (vram_free, fb) = b.vram();
+    v.push(format!(
+        "memory: VRAM {} MiB free of {} MiB (GSP-RM's reservations excluded), BAR1 in physical \
+         mode; host memory from the DMA allocator",
+        vram_free >> 20,
+        fb >> 20
+    ));
+    v.push(format!(
+        "doorbell: BAR0 0xbb0090, tokens = channel id | runlist {} << 16",
+        b.runlist()
+    ));
+    v
+}
+
+/// The page-table counters of a bare-metal backend.
+pub fn page_table_stats<M, B1, D, C, P>(b: &BareMetalBackend<M, B1, D, C, P>) -> String
+where
+    M: Mmio + Clone,
+    B1: Mmio + Clone,
+    D: DmaAllocator,
+    C: nvbare_core::hal::Clock + Clone,
+    P: PciConfig,
+{
+    let s = b.map_stats();
+    let (used, _, _) = b.page_tables();
+    format!(
+        "page tables: {} PTEs written, {} tables allocated and {} freed ({used} in use), {} TLB \
+         invalidates",
+        s.ptes_written, s.tables_allocated, s.tables_freed, s.invalidates
+    )
+}

@@ -1,0 +1,117 @@
+//! The bare-metal path as a user runs it: `nvbare demo` (default device: the simulated GH100,
+//! bare metal), the RM-level simulator for debugging, missing firmware, and `vfio:BDF` on a
+//! machine without VFIO.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use nvbare_gsp_firmware::testutil;
+
+fn nvbare(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nvbare"));
+    c.args(args).env_remove("NVBARE_LOG");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run nvbare")
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+#[test]
+fn demo_defaults_to_the_bare_metal_simulated_gh100() {
+    let dir = testutil::require_firmware_dir();
+    let o = nvbare(
+        &["demo", "--elements", "4096"],
+        &[("NVBARE_FIRMWARE_DIR", &dir)],
+    );
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
+    for want in [
+        "[1/7] booting GSP-RM on sim:gh100",
+        "FSP chain of trust",
+        "wait for GSP_INIT_DONE",
+        "GSP_RM_ALLOC/CONTROL/FREE RPCs",
+        "SET_PAGE_DIRECTORY",
+        "[4/7] copying",
+        "[5/7] add1",
+        "all 4096 elements verified",
+        "TLB invalidates",
+        "UNLOADING_GUEST_DRIVER",
+        "demo passed on sim:gh100 (simulated H200, bare metal)",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+}
+
+#[test]
+fn the_rm_level_simulator_stays_available() {
+    let o = nvbare(
+        &["demo", "--device", "sim-rm:ad102", "--elements", "512"],
+        &[],
+    );
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
+    assert!(out.contains("[1/7] opening sim-rm:ad102"), "{out}");
+    assert!(out.contains("all 512 elements verified"), "{out}");
+    let o = nvbare(&["info", "--device", "sim-rm:gb202"], &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("GB202 (Blackwell)"));
+}
+
+#[test]
+fn missing_firmware_gives_the_fetch_instruction_when_fetching_is_off() {
+    let empty = std::env::temp_dir().join(format!("nvbare-bm-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = nvbare(
+        &["demo", "--device", "sim:ad102"],
+        &[
+            ("NVBARE_FIRMWARE_DIR", &empty),
+            ("NVBARE_NO_FETCH", Path::new("1")),
+        ],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("nvbare fw fetch"), "{err}");
+    assert!(err.contains("nvidia/ad102/gsp/"), "{err}");
+    let _ = std::fs::remove_dir(&empty);
+}
+
+#[test]
+fn vfio_devices_fail_with_what_to_do_when_vfio_is_unavailable() {
+    let no_vfio = !Path::new("/dev/vfio/vfio").exists();
+    for args in [
+        &["demo", "--device", "vfio:0000:01:00.0"][..],
+        &["boot", "--device", "vfio:0000:01:00.0"][..],
+        &["bench", "--device", "vfio:0000:01:00.0"][..],
+        &[
+            "run",
+            "--device",
+            "vfio:0000:01:00.0",
+            "/nonexistent.cubin",
+            "add1",
+        ][..],
+    ] {
+        let o = nvbare(args, &[]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.lines().any(|l| l.starts_with("error: ")),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        if args[0] != "run" {
+            assert!(
+                err.contains("VFIO") || err.contains("vfio"),
+                "{args:?}: {err}"
+            );
+            if no_vfio {
+                assert!(err.contains("VFIO is not available"), "{args:?}: {err}");
+                assert!(err.contains("modprobe vfio-pci"), "{args:?}: {err}");
+            }
+        }
+    }
+}
