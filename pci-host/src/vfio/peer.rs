@@ -6,8 +6,8 @@
 //! buffer allocated for one GPU has the same IOVA for all), and maps each GPU's BAR1 mmap into
 //! that container with `VFIO_IOMMU_MAP_DMA` at an IOVA chosen here (VFIO type1 accepts the
 //! mmap of a vfio-pci BAR as the source of a DMA mapping: that is how QEMU gives assigned
-//! devices peer-to-peer access). A GPU then reaches a peer's VRAM at `IOVA of the peer's BAR1
-//! + VRAM address` (BAR1 is in physical mode). The BAR IOVAs are taken from the top of the
+//! devices peer-to-peer access). A GPU then reaches a peer's VRAM at the IOVA of the peer's
+//! BAR1 plus the VRAM address (BAR1 is in physical mode). The BAR IOVAs are taken from the top of the
 //! IOMMU's highest window and kept out of the DMA pool's range.
 //!
 //! In no-IOMMU mode DMA addresses are physical: each GPU is opened as usual and a peer's BAR1

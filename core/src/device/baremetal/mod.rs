@@ -13,7 +13,7 @@
 //!    in VRAM (through BAR1) or host memory;
 //! 5. allocates our RM client, reads from GSP-RM's internal client what the kernel RM reads at
 //!    load (GR context buffer sizes, the GR runlist, the fault method buffer size), and
-//!    creates the golden context image (see [`gr`]).
+//!    creates the golden context image (see `gr.rs`).
 //!
 //! Then the device layer runs over it ([`crate::device::Device::open`]): its `Rm` is
 //! [`BareRm`] (GSP RPCs, r570 layouts, plus the kernel RM's work: channel memory descriptors,
