@@ -6,6 +6,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use nvbare_integration::sysfs_fixture::{FakeFunction, SysfsFixture};
+use nvbare_pci_host::vfio::peer::VfioPeerGroup;
 use nvbare_pci_host::vfio::{OpenOptions, VfioError, VfioGpu, preflight};
 use nvbare_pci_host::{Bdf, Sysfs};
 
@@ -181,4 +182,53 @@ fn a_function_added_later_to_the_group_is_checked_too() {
     let dev = FakeDev::new("later", &["16"]);
     let e = preflight(&Sysfs::new(fx.root()), bdf("0000:06:00.0"), &dev.opts()).unwrap_err();
     assert!(e.to_string().contains("0000:07:00.0 (xhci_hcd)"), "{e}");
+}
+
+/// Two GPUs ready for VFIO in the bind tree: 0000:03:00.0 (group 14) and 0000:06:00.0 (16).
+fn two_gpus() -> SysfsFixture {
+    let fx = SysfsFixture::bind_tree();
+    rebind(&fx, "0000:03:00.0", "vfio-pci");
+    rebind(&fx, "0000:03:00.1", "vfio-pci");
+    fs::remove_file(fx.device_dir("0000:04:00.0").join("driver")).unwrap();
+    fx
+}
+
+#[test]
+fn a_peer_group_checks_every_gpu_then_fails_clearly_without_vfio() {
+    let fx = two_gpus();
+    let s = Sysfs::new(fx.root());
+    let (a, b) = (bdf("0000:03:00.0"), bdf("0000:06:00.0"));
+    let dev = FakeDev::new("peer", &["14", "16"]);
+    let e = VfioPeerGroup::open_with(&s, &[a], &dev.opts()).unwrap_err();
+    assert!(e.to_string().contains("at least two GPUs"), "{e}");
+    let e = VfioPeerGroup::open_with(&s, &[a, a], &dev.opts()).unwrap_err();
+    assert!(matches!(e, VfioError::PeerGroup { .. }), "{e}");
+    assert!(
+        e.to_string().contains("0000:03:00.0 is listed twice"),
+        "{e}"
+    );
+    // Every GPU is checked before anything is opened: the one still on nvidia is named.
+    let e = VfioPeerGroup::open_with(&s, &[a, bdf("0000:01:00.0")], &dev.opts()).unwrap_err();
+    assert!(
+        matches!(&e, VfioError::NotBound { bdf: x, .. } if *x == bdf("0000:01:00.0")),
+        "{e}"
+    );
+    // Both pass the checks; this machine then has no VFIO container to share.
+    if !Path::new("/dev/vfio/vfio").exists() {
+        let e = VfioPeerGroup::open_with(&s, &[a, b], &dev.opts()).unwrap_err();
+        assert!(matches!(e, VfioError::NoVfio { .. }), "{e}");
+        assert!(e.to_string().contains("modprobe vfio-pci"), "{e}");
+        assert!(matches!(
+            VfioPeerGroup::open(&[a, b]),
+            Err(VfioError::NoVfio { .. })
+        ));
+    }
+    // No-IOMMU mode opens each GPU on its own and fails at the first ioctl on the fake node.
+    let dev = FakeDev::new("peer-noiommu", &["noiommu-14", "noiommu-16"]);
+    let opts = OpenOptions {
+        noiommu: true,
+        ..dev.opts()
+    };
+    let e = VfioPeerGroup::open_with(&s, &[a, b], &opts).unwrap_err();
+    assert!(matches!(e, VfioError::NoIommu(_)), "{e}");
 }

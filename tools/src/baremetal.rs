@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nvbare_core::chip::Chipset;
-use nvbare_core::device::baremetal::{BareMetalBackend, BareMetalError, BareMetalOptions};
+use nvbare_core::device::baremetal::{
+    BareMetalBackend, BareMetalError, BareMetalOptions, PeerPlatform,
+};
 use nvbare_core::gsp::boot::{
     BootError, BootHw, BootObserver, BootOptions, BootPhase, BootReport, SystemAddrs,
 };
@@ -24,9 +26,12 @@ use nvbare_pci_host::Bdf;
 use nvbare_pci_host::clock::HostClock;
 use nvbare_pci_host::dma::{DmaPool, PoolBuffer};
 use nvbare_pci_host::vfio::VfioGpu;
+use nvbare_pci_host::vfio::peer::VfioPeerGroup;
 use nvbare_sim::ChipModel;
 use nvbare_sim::baremetal::{BareMetalSim, SimBareMetal};
+use nvbare_sim::baremetal_system::BareMetalSystem;
 use nvbare_sim::boot::SimFirmware;
+use nvbare_sim::system::Topology;
 
 use crate::CliError;
 use crate::cmd::boot::{firmware_dir, load_firmware};
@@ -179,6 +184,53 @@ pub fn open_sim(
     }
 }
 
+/// Boots two (or more) simulated GPUs of one simulated host, bare metal, and opens their
+/// backends: they share host memory, and with [`Topology::P2p`] each one's BAR1 is a window
+/// the others' DMA reaches (the bare-metal peer path). Keep the system alive while the
+/// backends are used.
+pub fn open_sim_group(
+    chips: &[Chipset],
+    topology: Topology,
+    obs: &mut dyn BootObserver,
+) -> Result<(BareMetalSystem, Vec<SimBareMetal>), CliError> {
+    let mut gpus = Vec::with_capacity(chips.len());
+    let mut fws = Vec::with_capacity(chips.len());
+    for &chip in chips {
+        let model = ChipModel::for_chipset(chip)
+            .ok_or_else(|| CliError::Usage(format!("the simulator has no {chip} model")))?;
+        let dir = ensure_firmware(chip)?;
+        fws.push(load_firmware(chip, &dir)?);
+        let sim_fw = SimFirmware::load(chip, &dir).map_err(CliError::Runtime)?;
+        gpus.push((model, Arc::new(sim_fw)));
+    }
+    let sys = BareMetalSystem::new(&gpus, topology, false)
+        .map_err(|e| CliError::Runtime(format!("starting the simulated host: {e}")))?;
+    let mut backends = Vec::with_capacity(chips.len());
+    for (i, fw) in fws.iter().enumerate() {
+        let be = sys
+            .open(
+                i,
+                fw,
+                &BootOptions::default(),
+                obs,
+                BareMetalOptions::default(),
+            )
+            .map_err(|e| {
+                let hw = sys.errors();
+                CliError::Runtime(format!(
+                    "bare-metal bring-up of simulated GPU {i}: {e}{}",
+                    if hw.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; the simulated hardware saw: {}", hw.join("; "))
+                    }
+                ))
+            })?;
+        backends.push(be);
+    }
+    Ok((sys, backends))
+}
+
 // ------------------------------------------------------------------------------------------------
 // VFIO.
 
@@ -285,6 +337,44 @@ pub fn open_vfio(bdf: Bdf, obs: &mut dyn BootObserver) -> Result<VfioBareMetal, 
         ..Default::default()
     };
     BareMetalBackend::open(hw, bar1, &fw, &boot, obs, opts).map_err(bm_err(&format!("vfio:{bdf}")))
+}
+
+/// Opens the GPUs at `bdfs` through VFIO as one peer group (one container and DMA pool, each
+/// BAR1 mapped for the others' DMA: `nvbare_pci_host::vfio::peer`), boots GSP-RM on each and
+/// opens the bare-metal backends, each told where it sits ([`PeerPlatform`]). Keep the group
+/// alive while the backends are used. Untested on real hardware (docs/multi-gpu.md).
+pub fn open_vfio_group(
+    bdfs: &[Bdf],
+    obs: &mut dyn BootObserver,
+) -> Result<(Arc<VfioPeerGroup>, Vec<VfioBareMetal>), CliError> {
+    let group = Arc::new(VfioPeerGroup::open(bdfs)?);
+    let mut backends = Vec::with_capacity(bdfs.len());
+    for (i, gpu) in group.gpus().iter().enumerate() {
+        let bdf = gpu.function().bdf;
+        let chip = nvbare_core::chip::identify_mmio(gpu.bar0())?;
+        let chipset = chip.chipset();
+        let dir = ensure_firmware(chipset)?;
+        let fw = load_firmware(chipset, &dir)?;
+        let (hw, bar1, addrs) = vfio_hw(gpu.clone());
+        let boot = BootOptions {
+            addrs,
+            ..BootOptions::default()
+        };
+        let opts = BareMetalOptions {
+            label: format!("vfio:{bdf} ({}, bare metal)", chip.info.name),
+            peer: Some(PeerPlatform {
+                dma_space: group.dma_space(),
+                bar1: group.bar1_bus(i),
+                link: "PCIe BAR1 P2P (VFIO)".into(),
+            }),
+            ..Default::default()
+        };
+        backends.push(
+            BareMetalBackend::open(hw, bar1, &fw, &boot, obs, opts)
+                .map_err(bm_err(&format!("vfio:{bdf}")))?,
+        );
+    }
+    Ok((group, backends))
 }
 
 /// The firmware directory in messages.

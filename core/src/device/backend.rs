@@ -30,8 +30,8 @@
 //! | `attach` | nothing | `NV01_MEMORY_VIRTUAL` window (RM VA) or UVM register GPU + VA space | `SET_PAGE_DIRECTORY` |
 //! | `prepare_channel` | nothing | nothing | `instanceMem`/`ramfcMem`/`userdMem`/`mthdbufMem`/`errorNotifierMem` |
 //! | `channel_created` | nothing | `UVM_REGISTER_CHANNEL` (UVM VA) | nothing |
-//! | `enable_peer` | peer ports of a `SimSystem` | `UVM_ENABLE_PEER_ACCESS` (PCIe peers) | BAR1 window or NVLink peer id |
-//! | `map_peer_memory` | import the peer's memory object, `MAP_MEMORY_DMA` | UVM external mapping for this GPU's UUID | `PteAttrs::peer` / `peer_bar1` PTEs |
+//! | `enable_peer` | peer ports of a `SimSystem` | `UVM_ENABLE_PEER_ACCESS` (PCIe peers) | the peer's BAR1 window (`PeerPlatform`) |
+//! | `map_peer_memory` | import the peer's memory object, `MAP_MEMORY_DMA` | UVM external mapping for this GPU's UUID | `PteAttrs::peer_bar1` PTEs in our tables |
 //!
 //! Peer hooks default to [`BackendError::PeerUnsupported`], so a backend without them keeps
 //! working alone and two of its devices get a clear error instead of a link.

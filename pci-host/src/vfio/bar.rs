@@ -93,6 +93,15 @@ impl BarMmio {
         self.index
     }
 
+    /// The mapping of the whole BAR, when one mmap covers all of it (what a peer's DMA can
+    /// be pointed at through `VFIO_IOMMU_MAP_DMA`).
+    pub(crate) fn whole_mapping(&self) -> Option<(NonNull<u8>, usize)> {
+        match self.areas.as_slice() {
+            [a] if a.start == 0 && a.len == self.size => Some((a.ptr, a.len)),
+            _ => None,
+        }
+    }
+
     /// Whether every byte of the BAR is mmapped (no `pread`/`pwrite` fallback needed).
     pub fn fully_mapped(&self) -> bool {
         self.areas.iter().map(|a| a.len).sum::<usize>() == self.size

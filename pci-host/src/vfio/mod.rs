@@ -12,6 +12,7 @@
 //! [`DmaAllocator`]: nvbare_core::hal::DmaAllocator
 
 mod bar;
+pub mod peer;
 pub mod sys;
 
 use std::io;
@@ -180,6 +181,14 @@ pub enum VfioError {
         needed: u64,
         /// The largest size the kernel offers (`resource1_resize`).
         resizable: Option<u64>,
+    },
+    /// GPUs cannot be opened together as a peer group.
+    #[error("peer group {bdfs}: {reason}")]
+    PeerGroup {
+        /// The functions, comma-separated.
+        bdfs: String,
+        /// Why, and what to do.
+        reason: String,
     },
     /// Reading sysfs failed.
     #[error(transparent)]
@@ -528,6 +537,25 @@ impl VfioGpu {
                 Addressing::iommu(Arc::new(ContainerIommu(container)), space),
             )
         };
+        Self::finish(
+            sysfs,
+            function,
+            device,
+            DmaPool::new(addressing, opts.dma),
+            opts,
+        )
+    }
+
+    /// The rest of opening, once the device is open and its DMA pool exists (shared by the
+    /// GPUs of a [`peer::VfioPeerGroup`]): config space, memory decoding, BAR0 and BAR1.
+    fn finish(
+        sysfs: &Sysfs,
+        function: PciFunction,
+        device: DeviceHandle,
+        dma: DmaPool,
+        opts: &OpenOptions,
+    ) -> Result<Self, VfioError> {
+        let bdf = function.bdf;
         let device = Arc::new(device);
         let io_err = |op| move |source| VfioError::Io { bdf, op, source };
         let (cfg, _) = device
@@ -561,7 +589,7 @@ impl VfioGpu {
         Ok(VfioGpu {
             bar0,
             bar1,
-            dma: DmaPool::new(addressing, opts.dma),
+            dma,
             config,
             function,
             noiommu: opts.noiommu,

@@ -38,6 +38,19 @@ pub struct GspClock {
     clock: Arc<SimClock>,
     gpu: Arc<SimGpu>,
     boot: BootModel,
+    /// In a [`crate::baremetal_system::BareMetalSystem`]: runs every GPU's blocked channels
+    /// (the other GPUs run while this driver waits).
+    kick: Option<Kick>,
+}
+
+/// What a GPU of a simulated host runs after the driver waited: the other GPUs' progress.
+#[derive(Clone)]
+pub struct Kick(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Kick {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Kick")
+    }
 }
 
 impl std::fmt::Debug for GspClock {
@@ -56,6 +69,9 @@ impl Clock for GspClock {
         if let Some(emu) = self.boot.emulator() {
             self.gpu.with_core(|core| emu.pump(core));
         }
+        if let Some(k) = &self.kick {
+            (k.0)();
+        }
     }
 }
 
@@ -72,6 +88,7 @@ pub struct BareMetalSim {
     boot: BootModel,
     mmu: Arc<SimMmu>,
     rm: Arc<Mutex<RmModel>>,
+    kick: Option<Kick>,
 }
 
 impl std::fmt::Debug for BareMetalSim {
@@ -101,12 +118,26 @@ impl BareMetalSim {
     /// replaced by the shared RM model.
     pub fn with_config(
         model: ChipModel,
-        mut cfg: BootSimConfig,
+        cfg: BootSimConfig,
         virtual_time: bool,
     ) -> Result<Self, String> {
         let mut sc = SimConfig::new(model);
         sc.virtual_time = virtual_time;
-        let gpu = SimGpu::new(sc);
+        Self::on(SimGpu::new(sc), cfg)
+    }
+
+    /// A `model` GPU in a host it shares with other GPUs (its DMA reaches `host`, it keeps
+    /// time with `clock`); see [`crate::baremetal_system::BareMetalSystem`].
+    pub fn in_host(
+        model: ChipModel,
+        cfg: BootSimConfig,
+        host: Arc<crate::HostMemory>,
+        clock: Arc<SimClock>,
+    ) -> Result<Self, String> {
+        Self::on(SimGpu::new_in(model, host, clock), cfg)
+    }
+
+    fn on(gpu: Arc<SimGpu>, mut cfg: BootSimConfig) -> Result<Self, String> {
         let rm = RmModel::install(&gpu)?;
         let mmu = SimMmu::install(&gpu, MmuConfig::default());
         lock(&rm).set_gsp_mode(mmu.clone());
@@ -117,7 +148,23 @@ impl BareMetalSim {
             Box::new(SharedRm(shared.clone())) as Box<dyn RmService>
         });
         let boot = BootModel::install(&gpu, cfg);
-        Ok(BareMetalSim { gpu, boot, mmu, rm })
+        Ok(BareMetalSim {
+            gpu,
+            boot,
+            mmu,
+            rm,
+            kick: None,
+        })
+    }
+
+    /// Runs `kick` whenever the driver of this GPU waits (set by the system it belongs to).
+    pub(crate) fn set_kick(&mut self, kick: Kick) {
+        self.kick = Some(kick);
+    }
+
+    /// The RM model, shared.
+    pub(crate) fn rm_shared(&self) -> &Arc<Mutex<RmModel>> {
+        &self.rm
     }
 
     /// BAR0, DMA memory, clock and PCI config space as the backend gets them.
@@ -136,6 +183,7 @@ impl BareMetalSim {
             clock: self.gpu.clock(),
             gpu: self.gpu.clone(),
             boot: self.boot.clone(),
+            kick: self.kick.clone(),
         }
     }
 

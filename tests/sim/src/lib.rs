@@ -24,6 +24,7 @@ use nvbare_core::regs::{Register, RegisterArray};
 pub mod backend;
 pub mod bar0;
 pub mod baremetal;
+pub mod baremetal_system;
 pub mod boot;
 pub mod ce;
 pub mod clock;

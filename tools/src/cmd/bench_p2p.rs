@@ -62,7 +62,9 @@ pub enum SimTopologyArg {
 /// Options of `nvbare bench p2p`.
 #[derive(Args, Debug, Clone)]
 pub struct P2pArgs {
-    /// The two devices, A,B: sim:CHIP,sim:CHIP (one simulated host) or nvidia:N,nvidia:M.
+    /// The two devices, A,B: sim:CHIP,sim:CHIP (bare metal, one simulated host),
+    /// sim-rm:CHIP,sim-rm:CHIP (RM-level simulator), vfio:A,vfio:B (one VFIO peer group) or
+    /// nvidia:N,nvidia:M.
     #[arg(long, default_value = "sim:gh100,sim:gh100", value_parser = parse_pair)]
     pub devices: DevicePair,
     /// Bytes per copy (suffix K, M, G); default 1G, 64M on the simulator.
@@ -89,6 +91,13 @@ pub struct P2pArgs {
     /// Timeout of every wait, in milliseconds.
     #[arg(long, default_value_t = 20_000)]
     pub timeout_ms: u64,
+}
+
+fn topology(t: SimTopologyArg) -> Topology {
+    match t {
+        SimTopologyArg::P2p => Topology::P2p,
+        SimTopologyArg::NoP2p => Topology::NoP2p,
+    }
 }
 
 /// Two `--device` values.
@@ -126,16 +135,41 @@ pub fn run(out: &mut dyn Write, args: P2pArgs) -> Result<(), CliError> {
     };
     match args.devices {
         DevicePair(DeviceSpec::Sim(ca), DeviceSpec::Sim(cb)) => {
+            // Bare metal: both boot GSP-RM, build their own page tables and reach each other
+            // through BAR1 windows of one simulated host.
+            let t = Instant::now();
+            let (sys, mut backends) = crate::baremetal::open_sim_group(
+                &[ca, cb],
+                topology(args.sim_topology),
+                &mut crate::baremetal::PhasePrinter::quiet(),
+            )?;
+            let (Some(bb), Some(ba)) = (backends.pop(), backends.pop()) else {
+                return Err(CliError::Runtime(
+                    "opening the simulated pair failed".into(),
+                ));
+            };
+            let a = Device::open(ba, opts)
+                .map_err(|e| CliError::Runtime(format!("opening simulated GPU 0: {e}")))?;
+            let b = Device::open(bb, opts)
+                .map_err(|e| CliError::Runtime(format!("opening simulated GPU 1: {e}")))?;
+            let opened = t.elapsed();
+            let size = args.size.unwrap_or(64 << 20);
+            let r = bench(out, &args, &a, &b, size, opened, "simulator, bare metal");
+            drop((a, b));
+            drop(sys);
+            r
+        }
+        DevicePair(DeviceSpec::SimRm(ca), DeviceSpec::SimRm(cb)) => {
             let model = |c| {
                 ChipModel::for_chipset(c)
                     .ok_or_else(|| CliError::Usage(format!("the simulator has no {c} model")))
             };
-            let topology = match args.sim_topology {
-                SimTopologyArg::P2p => Topology::P2p,
-                SimTopologyArg::NoP2p => Topology::NoP2p,
-            };
-            let sys = SimSystem::new(&[model(ca)?, model(cb)?], topology, false)
-                .map_err(|e| CliError::Runtime(format!("starting the simulated host: {e}")))?;
+            let sys = SimSystem::new(
+                &[model(ca)?, model(cb)?],
+                topology(args.sim_topology),
+                false,
+            )
+            .map_err(|e| CliError::Runtime(format!("starting the simulated host: {e}")))?;
             let open = |i: usize| -> Result<_, CliError> {
                 let b = sys.backend(i).map_err(CliError::Runtime)?;
                 Device::open(b, opts)
@@ -147,7 +181,40 @@ pub fn run(out: &mut dyn Write, args: P2pArgs) -> Result<(), CliError> {
             let opened = t.elapsed();
             let size = args.size.unwrap_or(64 << 20);
             let _keep: Arc<SimSystem> = sys.clone();
-            bench(out, &args, &a, &b, size, opened, "simulator")
+            bench(out, &args, &a, &b, size, opened, "simulator, RM level")
+        }
+        DevicePair(DeviceSpec::Vfio(ba), DeviceSpec::Vfio(bb)) => {
+            if ba == bb {
+                return Err(CliError::Usage(format!(
+                    "--devices vfio:{ba},vfio:{bb}: two different GPUs are needed"
+                )));
+            }
+            let t = Instant::now();
+            // One peer group: one VFIO container, each BAR1 mapped for the other's DMA.
+            let (group, mut backends) = crate::baremetal::open_vfio_group(
+                &[ba, bb],
+                &mut crate::baremetal::PhasePrinter::quiet(),
+            )?;
+            let (Some(b1), Some(b0)) = (backends.pop(), backends.pop()) else {
+                return Err(CliError::Runtime("opening the GPU pair failed".into()));
+            };
+            let a = Device::open(b0, opts)
+                .map_err(|e| CliError::Runtime(format!("opening vfio:{ba}: {e}")))?;
+            let b = Device::open(b1, opts)
+                .map_err(|e| CliError::Runtime(format!("opening vfio:{bb}: {e}")))?;
+            let opened = t.elapsed();
+            let r = bench(
+                out,
+                &args,
+                &a,
+                &b,
+                args.size.unwrap_or(1 << 30),
+                opened,
+                "VFIO, bare metal",
+            );
+            drop((a, b));
+            drop(group);
+            r
         }
         #[cfg(feature = "nvidia-kmod")]
         DevicePair(DeviceSpec::Nvidia(ia), DeviceSpec::Nvidia(ib)) => {
@@ -183,8 +250,9 @@ pub fn run(out: &mut dyn Write, args: P2pArgs) -> Result<(), CliError> {
             Err(crate::kmod::not_built(ia))
         }
         DevicePair(a, b) => Err(CliError::Usage(format!(
-            "{a},{b}: two devices of one kind are needed: sim:CHIP,sim:CHIP (one simulated host) \
-             or nvidia:N,nvidia:M (vfio: has no device layer yet)"
+            "{a},{b}: two devices of one kind are needed: sim:CHIP,sim:CHIP (bare metal, one \
+             simulated host), sim-rm:CHIP,sim-rm:CHIP (the RM-level simulator), vfio:A,vfio:B \
+             or nvidia:N,nvidia:M"
         ))),
     }
 }
@@ -690,9 +758,10 @@ mod tests {
         assert_eq!(s.matches("PASS").count(), 5, "{s}");
         assert!(!s.contains("FAIL"), "{s}");
         assert!(s.contains("A -> B:") && s.contains("B -> A:"), "{s}");
-        assert!(s.contains("direct (simulated P2P"), "{s}");
+        assert!(s.contains("direct (simulated PCIe BAR1 P2P"), "{s}");
+        assert!(s.contains("bare metal"), "{s}");
 
-        let mut a = args("sim:ad102,sim:ad102");
+        let mut a = args("sim-rm:ad102,sim-rm:ad102");
         a.engine = EngineArg::Dst;
         a.json = true;
         let mut out = Vec::new();
@@ -713,25 +782,43 @@ mod tests {
 
     #[test]
     fn no_p2p_is_an_error_unless_staging_is_asked_for() {
-        let mut a = args("sim:gh100,sim:gh100");
-        a.sim_topology = SimTopologyArg::NoP2p;
-        let e = run(&mut Vec::new(), a.clone()).unwrap_err().to_string();
-        assert!(
-            e.contains("no P2P path") && e.contains("--mode staged"),
-            "{e}"
-        );
-        a.mode = ModeArg::Staged;
-        let mut out = Vec::new();
-        run(&mut out, a).unwrap();
-        let s = String::from_utf8(out).unwrap();
-        assert!(s.contains("host staging"), "{s}");
-        assert!(s.contains("skipped: no direct path"), "{s}");
-        assert!(!s.contains("FAIL"), "{s}");
+        for pair in ["sim:gh100,sim:gh100", "sim-rm:gh100,sim-rm:gh100"] {
+            let mut a = args(pair);
+            a.sim_topology = SimTopologyArg::NoP2p;
+            let e = run(&mut Vec::new(), a.clone()).unwrap_err().to_string();
+            assert!(
+                e.contains("no P2P path") && e.contains("--mode staged"),
+                "{pair}: {e}"
+            );
+            a.mode = ModeArg::Staged;
+            a.size = Some(1 << 20);
+            let mut out = Vec::new();
+            run(&mut out, a).unwrap();
+            let s = String::from_utf8(out).unwrap();
+            assert!(s.contains("host staging"), "{pair}: {s}");
+            assert!(s.contains("skipped: no direct path"), "{pair}: {s}");
+            assert!(!s.contains("FAIL"), "{pair}: {s}");
+        }
 
-        let e = run(&mut Vec::new(), args("sim:gh100,sim:ad102"))
+        for pair in ["sim:gh100,sim:ad102", "sim-rm:gh100,sim-rm:ad102"] {
+            let e = run(&mut Vec::new(), args(pair)).unwrap_err().to_string();
+            assert!(e.contains("same architecture"), "{pair}: {e}");
+        }
+        let e = run(&mut Vec::new(), args("sim:gh100,sim-rm:gh100"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("same architecture"), "{e}");
+        assert!(e.contains("two devices of one kind"), "{e}");
+        // vfio: one peer group; this machine has no VFIO, which the error says.
+        if !std::path::Path::new("/dev/vfio/vfio").exists() {
+            let e = run(&mut Vec::new(), args("vfio:0000:01:00.0,vfio:0000:02:00.0"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("VFIO is not available"), "{e}");
+        }
+        let e = run(&mut Vec::new(), args("vfio:0000:01:00.0,vfio:0000:01:00.0"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("two different GPUs"), "{e}");
         let e = run(&mut Vec::new(), args("sim:gh100,nvidia:1"))
             .unwrap_err()
             .to_string();

@@ -239,6 +239,9 @@ pub(crate) enum Owner {
     User,
     /// The backend itself (GR context buffers).
     Backend,
+    /// Another GPU's memory mapped here (peer mappings: no VRAM of ours behind them; released
+    /// with the device layer's allocations).
+    Peer,
 }
 
 /// A VRAM range nobody maps (instance blocks, RAMFC).
@@ -495,7 +498,7 @@ where
         let vas: Vec<u64> = self
             .live
             .iter()
-            .filter(|(_, l)| l.owner == Owner::User)
+            .filter(|(_, l)| matches!(l.owner, Owner::User | Owner::Peer))
             .map(|(va, _)| *va)
             .collect();
         for va in vas {
@@ -534,6 +537,60 @@ where
     /// End of the framebuffer.
     pub(crate) fn fb_end(&self) -> u64 {
         self.fb_end
+    }
+
+    /// Bytes of BAR1.
+    pub(crate) fn bar1_size(&self) -> u64 {
+        self.bar1.size() as u64
+    }
+
+    /// Maps `size` bytes of memory that is not ours (another GPU's VRAM through its BAR1, its
+    /// host memory) at bus/VRAM address `addr` with `attrs`, at a fresh VA.
+    pub(crate) fn map_foreign(
+        &mut self,
+        addr: u64,
+        size: u64,
+        attrs: &PteAttrs,
+    ) -> Result<u64, BareMetalError> {
+        let size =
+            size.max(1)
+                .checked_next_multiple_of(PAGE_4K)
+                .ok_or(BareMetalError::OutOfMemory {
+                    requested: size,
+                    location: Location::Device,
+                })?;
+        let va = self.va.alloc_aligned(size, page_align(size)).map_err(|_| {
+            BareMetalError::OutOfMemory {
+                requested: size,
+                location: Location::Device,
+            }
+        })?;
+        if let Err(e) = self.mapper.map(va, addr, size, attrs) {
+            let _ = self.va.free(va);
+            return Err(e.into());
+        }
+        self.live.insert(
+            va,
+            Live {
+                size,
+                vram: None,
+                owner: Owner::Peer,
+            },
+        );
+        Ok(va)
+    }
+
+    /// Removes a mapping of [`Mm::map_foreign`] (the mapper invalidates the TLB) and frees its
+    /// VA. Gone already (released when the device layer detached): nothing to do.
+    pub(crate) fn unmap_foreign(&mut self, va: u64) -> Result<(), BareMetalError> {
+        match self.live.get(&va) {
+            None => Ok(()),
+            Some(l) if l.owner == Owner::Peer => self.release(va),
+            Some(_) => Err(BareMetalError::Setup(
+                "unmapping a peer mapping whose VA belongs to an allocation of this GPU (a stale \
+                 or foreign PeerMapping)",
+            )),
+        }
     }
 }
 

@@ -25,6 +25,7 @@
 
 mod gr;
 mod memory;
+mod peer;
 mod rm;
 
 use alloc::string::{String, ToString};
@@ -33,9 +34,13 @@ use core::fmt;
 use zerocopy::{FromZeros, IntoBytes};
 
 pub use memory::{BareMemory, TablePlacement};
+pub use peer::PeerPlatform;
 pub use rm::BareRm;
 
-use super::{Backend, BackendError, Location, MemoryRequest, PhysRange, RmEvent, RmObjects};
+use super::{
+    Backend, BackendError, Location, MemoryRequest, PeerMapping, PeerPathInfo, PhysRange, RmEvent,
+    RmObjects,
+};
 use crate::chip::{Architecture, ChipError, ChipInfo, Chipset};
 use crate::gsp::GspError;
 use crate::gsp::boot::firmware::BootFirmware;
@@ -77,6 +82,9 @@ pub struct BareMetalOptions {
     pub tables: TablePlacement,
     /// Create the golden context image after boot (the kernel RM always does).
     pub golden_image: bool,
+    /// Where the GPU sits among the host's GPUs (its DMA address space, where its BAR1 is
+    /// visible to the others); `None` for a GPU opened on its own, which has no peers.
+    pub peer: Option<PeerPlatform>,
 }
 
 impl Default for BareMetalOptions {
@@ -89,6 +97,7 @@ impl Default for BareMetalOptions {
             table_bytes: 16 << 20,
             tables: TablePlacement::Vram,
             golden_image: true,
+            peer: None,
         }
     }
 }
@@ -241,6 +250,10 @@ pub struct BareMetalBackend<
     state: Option<BootState<D::Buffer>>,
     label: String,
     client_allocated: bool,
+    /// From [`BareMetalOptions::peer`].
+    peer: Option<PeerPlatform>,
+    /// BAR1 bus addresses of the peers [`Backend::enable_peer`] enabled.
+    peers_enabled: alloc::vec::Vec<u64>,
 }
 
 impl<M: Mmio + Clone, B1: Mmio + Clone, D: DmaAllocator, C: Clock + Clone, P: PciConfig> fmt::Debug
@@ -335,6 +348,8 @@ where
             state: Some(state),
             label: opts.label.clone(),
             client_allocated: false,
+            peer: opts.peer.clone(),
+            peers_enabled: alloc::vec::Vec::new(),
         };
         // On failure `be` drops, which unloads GSP-RM.
         be.setup(&opts)?;
@@ -576,6 +591,22 @@ where
 
     fn poll_events(&mut self) -> Option<RmEvent> {
         self.rm.poll_event()
+    }
+
+    fn enable_peer(&mut self, peer: &Self) -> Result<PeerPathInfo, BackendError> {
+        self.peer_enable(peer)
+    }
+
+    fn map_peer_memory(
+        &mut self,
+        peer: &Self,
+        mem: &Self::Memory,
+    ) -> Result<PeerMapping, BackendError> {
+        self.peer_map(peer, mem)
+    }
+
+    fn unmap_peer_memory(&mut self, mapping: PeerMapping) -> Result<(), BackendError> {
+        self.peer_unmap(mapping)
     }
 }
 
