@@ -199,7 +199,9 @@ pub fn open_device_with(
     Ok(any)
 }
 
-fn install_runtime<B: Backend>(dev: &Device<B>) {
+/// Installs the runtime kernels on `dev`; a device without them copies on the copy engine
+/// (logged).
+pub(crate) fn install_runtime<B: Backend>(dev: &Device<B>) {
     use nvbare_gsp_firmware::program::LoadCubin;
     match dev.install_runtime() {
         Ok(true) => {}

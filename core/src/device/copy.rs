@@ -131,7 +131,27 @@ impl<B: Backend> Inner<B> {
         }
     }
 
-    fn copy_with_kernel(
+    /// Whether [`CopyPath::Auto`] would run a copy of `len` bytes between two video-memory VAs
+    /// (local or a peer's) on the copy kernel.
+    pub(super) fn kernel_copy_applies(
+        &self,
+        opts: &DeviceOptions,
+        src: u64,
+        dst: u64,
+        len: u64,
+    ) -> bool {
+        use_kernel(
+            CopyPath::Auto,
+            self.copy_kernel.is_some(),
+            opts.kernel_copy_min_bytes,
+            (src, Location::Device),
+            (dst, Location::Device),
+            len,
+        )
+        .unwrap_or(false)
+    }
+
+    pub(super) fn copy_with_kernel(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,

@@ -281,7 +281,12 @@ impl<B: Backend> Device<B> {
             remote.finish()
         } else {
             let remote = link.map(src)?;
-            link.copy_into(me, remote.gpu_va(), dst, src.bytes())?;
+            link.copy_into(
+                me,
+                (remote.gpu_va(), remote.in_video_memory()),
+                dst,
+                src.bytes(),
+            )?;
             remote.finish()
         }
     }
@@ -403,7 +408,8 @@ impl<'d, B: Backend> PeerLink<'d, B> {
             ));
         }
         check_lengths(src.len, dst.len)?;
-        self.direct_copy(s, src.va, dst.gpu_va(), src.bytes())
+        let vram = src.location() == Location::Device && dst.in_video_memory();
+        self.direct_copy(s, src.va, dst.gpu_va(), src.bytes(), vram)
     }
 
     /// Copies the peer buffer `src` into `dst` (a buffer of the device `src` is mapped into),
@@ -417,33 +423,47 @@ impl<'d, B: Backend> PeerLink<'d, B> {
         src.check_link(self)?;
         check_lengths(src.len, dst.len)?;
         let bytes = (src.len * size_of::<T>()) as u64;
-        self.copy_into(src.accessor, src.gpu_va(), dst, bytes)
+        self.copy_into(
+            src.accessor,
+            (src.gpu_va(), src.in_video_memory()),
+            dst,
+            bytes,
+        )
     }
 
+    /// A pull into `dst` from `src` = (VA in `dst`'s device, whether it is video memory).
     fn copy_into<T: DeviceRepr>(
         &self,
         engine: usize,
-        src_va: u64,
+        src: (u64, bool),
         dst: &DeviceBuffer<'_, B, T>,
         bytes: u64,
     ) -> Result<(), DeviceError> {
+        let (src_va, src_vram) = src;
         if self.side_of_buffer(dst)? != engine {
             return Err(DeviceError::ForeignObject(
                 "destination buffer (it must belong to the device the peer buffer is mapped \
                  into)",
             ));
         }
-        self.direct_copy(engine, src_va, dst.va, bytes)
+        let vram = src_vram && dst.location() == Location::Device;
+        self.direct_copy(engine, src_va, dst.va, bytes, vram)
     }
 
-    /// A copy on `devs[engine]`'s copy engine, after everything submitted on the other device,
-    /// and before anything the other device submits later.
+    /// A copy by `devs[engine]`, after everything submitted on the other device, and before
+    /// anything the other device submits later. Between video memory on both sides (`vram`)
+    /// it runs on that device's copy kernel where [`CopyPath::Auto`] would (installed, large,
+    /// 16-byte congruent addresses): the SMs drive the link with many streams where one
+    /// copy-engine launch drives one. Otherwise, and for host memory, on its copy engine.
+    ///
+    /// [`CopyPath::Auto`]: super::CopyPath::Auto
     fn direct_copy(
         &self,
         engine: usize,
         src: u64,
         dst: u64,
         bytes: u64,
+        vram: bool,
     ) -> Result<(), DeviceError> {
         let other = 1 - engine;
         let (Some(other_sem), Some(engine_sem)) = (self.sem_maps[engine], self.sem_maps[other])
@@ -466,8 +486,16 @@ impl<'d, B: Backend> PeerLink<'d, B> {
         let e = self.devs[engine];
         let (v, copy_off) = {
             let mut i = e.inner()?;
-            let v = i.copy_after(&e.info, &e.options, src, dst, bytes, &acquires)?;
-            (v, i.sem_offsets()[1])
+            if vram && i.kernel_copy_applies(&e.options, src, dst, bytes) {
+                // The copy channel waits for the other device; the compute channel's launch
+                // waits for the copy channel (stream order), then copies.
+                i.acquire(&e.info, &e.options, &acquires)?;
+                i.copy_with_kernel(&e.info, &e.options, src, dst, bytes)?;
+                (i.submitted()[0], i.sem_offsets()[0])
+            } else {
+                let v = i.copy_after(&e.info, &e.options, src, dst, bytes, &acquires)?;
+                (v, i.sem_offsets()[1])
+            }
         };
         let o = self.devs[other];
         o.inner()?
@@ -625,6 +653,11 @@ impl<'l, 'd, B: Backend, T: DeviceRepr> PeerBuffer<'l, 'd, B, T> {
     /// GPU VA of element 0 in [`PeerBuffer::device`]'s VA space.
     pub fn gpu_va(&self) -> u64 {
         self.mapping.map_or(0, |m| m.va)
+    }
+
+    /// Whether the mapped memory is the peer's video memory (not host memory).
+    fn in_video_memory(&self) -> bool {
+        self.mapping.is_some_and(|m| m.location == Location::Device)
     }
 
     /// Elements.

@@ -457,3 +457,68 @@ fn links_and_mappings_leave_nothing_behind() {
         "B's RM objects after the link is gone"
     );
 }
+
+#[test]
+fn large_peer_copies_run_on_the_copy_kernel_and_stay_ordered() {
+    let sys = system(&[GH100, GH100], Topology::P2p);
+    let (a, b) = (open(&sys, 0), open(&sys, 1));
+    assert!(a.install_runtime().unwrap() && b.install_runtime().unwrap());
+    let link = a.enable_peer_access(&b, PeerMode::Direct).unwrap();
+
+    // Pushed and pulled, both ways, an odd number of elements above the kernel's threshold.
+    let n = (1 << 18) + 3;
+    let (pa, pb) = (pattern(n, 31), pattern(n, 32));
+    let src_a = a.htod_copy(&pa).unwrap();
+    let src_b = b.htod_copy(&pb).unwrap();
+    let mut dst_b = b.alloc_zeros::<u32>(n).unwrap();
+    let mut dst_a = a.alloc_zeros::<u32>(n).unwrap();
+    a.synchronize().unwrap();
+    let [(a_launches, _), _] = a.timelines().unwrap();
+    link.copy(&src_a, &mut dst_b).unwrap();
+    let [(a_launches2, _), _] = a.timelines().unwrap();
+    assert_eq!(
+        a_launches2,
+        a_launches + 1,
+        "A's push is one launch of its copy kernel"
+    );
+    a.dtod_peer_copy(&link, &src_b, &mut dst_a).unwrap();
+    assert_eq!(
+        b.dtoh_copy(&dst_b).unwrap(),
+        pa,
+        "A -> B pushed by A's copy kernel"
+    );
+    assert_eq!(
+        a.dtoh_copy(&dst_a).unwrap(),
+        pb,
+        "B -> A pulled by A's copy kernel"
+    );
+
+    // Ordering as with the copy engine: A's pull follows B's gated kernel, and B's next kernel
+    // follows A's pull.
+    let gate = link.semaphore(&a).unwrap();
+    let module = b.load_cubin(&kernels(90)).unwrap();
+    let add1 = module.function("add1").unwrap();
+    let buf_b = b.htod_copy(&pa).unwrap();
+    let mut got = a.alloc_zeros::<u32>(n).unwrap();
+    b.synchronize().unwrap();
+    let on_a = link.map(&buf_b).unwrap();
+    let cfg = LaunchConfig::for_num_elems(n as u32);
+    gate.wait(&b, 1).unwrap();
+    b.launch(&add1, cfg, &[buf_b.arg(), (n as u32).into()])
+        .unwrap();
+    link.copy_from_peer(&on_a, &mut got).unwrap();
+    b.launch(&add1, cfg, &[buf_b.arg(), (n as u32).into()])
+        .unwrap();
+    let [(sub, done), _] = a.timelines().unwrap();
+    assert!(done < sub, "A's kernel pull waits for B's gated work");
+    gate.set(1).unwrap();
+    a.synchronize().unwrap();
+    b.synchronize().unwrap();
+    let plus = |k: u32| pa.iter().map(|v| v.wrapping_add(k)).collect::<Vec<u32>>();
+    assert!(
+        a.dtoh_copy(&got).unwrap() == plus(1),
+        "pulled between B's two kernels"
+    );
+    assert!(b.dtoh_copy(&buf_b).unwrap() == plus(2));
+    drop(on_a);
+}

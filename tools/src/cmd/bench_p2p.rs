@@ -91,6 +91,11 @@ pub struct P2pArgs {
     /// Timeout of every wait, in milliseconds.
     #[arg(long, default_value_t = 20_000)]
     pub timeout_ms: u64,
+    /// Do not install the runtime copy kernel: every peer copy runs on a copy engine (by
+    /// default large copies between video memory run on the copy kernel of the device
+    /// `--engine` names).
+    #[arg(long)]
+    pub no_runtime: bool,
 }
 
 fn topology(t: SimTopologyArg) -> Topology {
@@ -538,6 +543,11 @@ fn bench<B: Backend>(
         "bench p2p ({what}): A = {na}, B = {nb}; opened in {opened:.2?}"
     )
     .map_err(io)?;
+    if !args.no_runtime {
+        crate::open::install_runtime(a);
+        crate::open::install_runtime(b);
+    }
+    let kernel_path = a.has_copy_kernel() && b.has_copy_kernel() && size >= 256 << 10;
     let mode = match args.mode {
         ModeArg::Direct => PeerMode::Direct,
         ModeArg::Staged => PeerMode::AllowHostStaging,
@@ -590,9 +600,14 @@ fn bench<B: Backend>(
         writeln!(
             log,
             "  bandwidth: {} MiB per copy, {} timed copies per direction after a warm-up, \
-             engine of the {}",
+             {} of the {}",
             bytes >> 20,
             args.reps,
+            if kernel_path {
+                "copy kernel"
+            } else {
+                "copy engine"
+            },
             match args.engine {
                 EngineArg::Src => "source (push)",
                 EngineArg::Dst => "destination (pull)",
@@ -689,13 +704,15 @@ fn bench<B: Backend>(
                 )
             };
             j.push_str(&format!(
-                ",\"copy_bytes\":{bytes},\"reps\":{},\"engine\":{},\"p2p_a_to_b_gbps\":{:.3},\
+                ",\"copy_bytes\":{bytes},\"reps\":{},\"engine\":{},\"copy_path\":{},\
+                 \"p2p_a_to_b_gbps\":{:.3},\
                  \"p2p_b_to_a_gbps\":{:.3},\"p2p_a_to_b\":{},\"p2p_b_to_a\":{},\"verified\":{ok}",
                 args.reps,
                 json_str(match args.engine {
                     EngineArg::Src => "source",
                     EngineArg::Dst => "destination",
                 }),
+                json_str(if kernel_path { "kernel" } else { "copy engine" }),
                 ab.gbps(bytes),
                 ba.gbps(bytes),
                 dir(ab),
@@ -730,6 +747,7 @@ mod tests {
             json: false,
             sim_topology: SimTopologyArg::P2p,
             timeout_ms: 5000,
+            no_runtime: false,
         }
     }
 
