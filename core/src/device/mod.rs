@@ -143,10 +143,11 @@ impl Default for DeviceOptions {
             deferred_submits: 0,
             release_sysmembar: false,
             kernel_copy_min_bytes: 256 << 10,
-            // The best of the shapes measured on the H200 (docs/benchmarks.md): large grids
-            // of 256-thread CTAs beat one full-occupancy wave that loops (4052 vs 3843 GB/s).
+            // The best of the shapes measured on the H200 (docs/benchmarks.md): 256-thread
+            // CTAs, enough of them that a 1 GiB copy needs no grid-stride loop (4130-4141 GB/s,
+            // CUDA 4128 in the same session; 256 CTAs per SM 4053, one looping wave 3843).
             copy_kernel_block: 256,
-            copy_kernel_ctas_per_sm: 256,
+            copy_kernel_ctas_per_sm: 2048,
             qmd_overrides: [None; 4],
         }
     }
