@@ -5,8 +5,6 @@
 //! semaphores and events, peer host memory, unmap → fault, no P2P → a clear error. Virtual
 //! time.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use nvbare_core::chip::Chipset;
@@ -16,37 +14,16 @@ use nvbare_core::device::{
     PeerPath,
 };
 use nvbare_core::gsp::boot::{BootOptions, NoObserver};
-use nvbare_gsp_firmware::FirmwareSet;
-use nvbare_gsp_firmware::boot::ReadError;
 use nvbare_gsp_firmware::program::LoadCubin;
-use nvbare_gsp_firmware::testutil;
 use nvbare_sim::baremetal::SimBareMetal;
 use nvbare_sim::baremetal_system::BareMetalSystem;
-use nvbare_sim::boot::SimFirmware;
 use nvbare_sim::gpu_mem::Aperture;
 use nvbare_sim::mmu::{GmmuFormat, TableLoc};
 use nvbare_sim::models::{AD102, ChipModel, GH100};
 use nvbare_sim::system::Topology;
 
-type Fw = (Arc<SimFirmware>, Arc<FirmwareSet>);
-
-/// Firmware loads once per chip per test process.
-fn firmware(chip: Chipset) -> Fw {
-    static CACHE: OnceLock<Mutex<HashMap<Chipset, Fw>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut c = cache.lock().unwrap();
-    c.entry(chip)
-        .or_insert_with(|| {
-            let dir = testutil::require_firmware_dir();
-            let sim = SimFirmware::load(chip, &dir).unwrap();
-            let set = FirmwareSet::load(chip, |p| {
-                std::fs::read(dir.join(p)).map_err(|e| ReadError::Io(e.to_string()))
-            })
-            .unwrap();
-            (Arc::new(sim), Arc::new(set))
-        })
-        .clone()
-}
+mod common;
+use common::firmware;
 
 fn dev_opts() -> DeviceOptions {
     DeviceOptions {

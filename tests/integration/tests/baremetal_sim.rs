@@ -3,8 +3,7 @@
 //! descriptors, GR context promotion, copies and launches, faults reported by GSP events,
 //! unload and a second boot. Virtual time, so timeouts cost nothing.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nvbare_core::chip::Chipset;
@@ -13,31 +12,12 @@ use nvbare_core::device::{Device, DeviceError, DeviceOptions, LaunchConfig, Reco
 use nvbare_core::gsp::boot::{BootOptions, NoObserver};
 use nvbare_core::rm::ctrl::rc;
 use nvbare_gsp_firmware::FirmwareSet;
-use nvbare_gsp_firmware::boot::ReadError;
 use nvbare_gsp_firmware::program::LoadCubin;
-use nvbare_gsp_firmware::testutil;
 use nvbare_sim::baremetal::{BareMetalSim, SimBareMetal};
-use nvbare_sim::boot::SimFirmware;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 
-/// Firmware loads once per chip per test process (SHA checks of ~100 MB).
-fn firmware(chip: Chipset) -> (Arc<SimFirmware>, Arc<FirmwareSet>) {
-    type Cache = Mutex<HashMap<Chipset, (Arc<SimFirmware>, Arc<FirmwareSet>)>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut c = cache.lock().unwrap();
-    c.entry(chip)
-        .or_insert_with(|| {
-            let dir = testutil::require_firmware_dir();
-            let sim = SimFirmware::load(chip, &dir).unwrap();
-            let set = FirmwareSet::load(chip, |p| {
-                std::fs::read(dir.join(p)).map_err(|e| ReadError::Io(e.to_string()))
-            })
-            .unwrap();
-            (Arc::new(sim), Arc::new(set))
-        })
-        .clone()
-}
+mod common;
+use common::firmware;
 
 fn fixture(name: &str) -> Vec<u8> {
     let p = format!("{}/../fixtures/cubins/{name}", env!("CARGO_MANIFEST_DIR"));
