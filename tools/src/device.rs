@@ -2,8 +2,6 @@
 //!
 //! * `sim` or `sim:CHIP`: the built-in simulated GPU (CHIP: ad102, gh100, gb202; default gh100),
 //!   driven bare metal (GSP boot with the real firmware, GSP RPC, our page tables);
-//! * `sim-rm` or `sim-rm:CHIP`: the same simulated GPU with an RM that answers directly, as
-//!   a kernel driver's would (for debugging the upper layers);
 //! * `nvidia:N`: GPU N through the nvidia kernel driver (the kernel-driver adapter);
 //! * `vfio:DOMAIN:BUS:DEV.FN`: a GPU bound to vfio-pci, driven bare-metal.
 
@@ -19,9 +17,6 @@ use nvbare_sim::ChipModel;
 pub enum DeviceSpec {
     /// The simulated GPU playing this chip, driven bare metal.
     Sim(Chipset),
-    /// The simulated GPU playing this chip, its RM answering directly (no GSP, no page tables
-    /// of ours).
-    SimRm(Chipset),
     /// GPU index N of the nvidia kernel driver (`/dev/nvidiaN`).
     Nvidia(u32),
     /// A GPU bound to vfio-pci.
@@ -38,7 +33,6 @@ impl fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeviceSpec::Sim(c) => write!(f, "sim:{}", c.name().to_ascii_lowercase()),
-            DeviceSpec::SimRm(c) => write!(f, "sim-rm:{}", c.name().to_ascii_lowercase()),
             DeviceSpec::Nvidia(n) => write!(f, "nvidia:{n}"),
             DeviceSpec::Vfio(b) => write!(f, "vfio:{b}"),
         }
@@ -48,7 +42,7 @@ impl fmt::Display for DeviceSpec {
 /// Why a device string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{problem}\nvalid forms: sim[:CHIP] (CHIP: {chips}; default gh100), sim-rm[:CHIP] (the simulator with a directly answering RM), nvidia:N (e.g. nvidia:0), vfio:DOMAIN:BUS:DEV.FN (e.g. vfio:0000:01:00.0)"
+    "{problem}\nvalid forms: sim[:CHIP] (CHIP: {chips}; default gh100), nvidia:N (e.g. nvidia:0), vfio:DOMAIN:BUS:DEV.FN (e.g. vfio:0000:01:00.0)"
 )]
 pub struct DeviceSpecError {
     problem: String,
@@ -70,10 +64,10 @@ fn sim_chip(chip: &str) -> Result<Chipset, DeviceSpecError> {
 }
 
 impl DeviceSpec {
-    /// The simulated chip, for `sim:` and `sim-rm:` devices.
+    /// The simulated chip, for `sim:` devices.
     pub fn sim_chip(&self) -> Option<Chipset> {
         match self {
-            DeviceSpec::Sim(c) | DeviceSpec::SimRm(c) => Some(*c),
+            DeviceSpec::Sim(c) => Some(*c),
             _ => None,
         }
     }
@@ -90,8 +84,12 @@ impl FromStr for DeviceSpec {
         match (kind, arg) {
             ("sim", None) => Ok(DeviceSpec::default()),
             ("sim", Some(chip)) => sim_chip(chip).map(DeviceSpec::Sim),
-            ("sim-rm", None) => Ok(DeviceSpec::SimRm(Chipset::GH100)),
-            ("sim-rm", Some(chip)) => sim_chip(chip).map(DeviceSpec::SimRm),
+            ("sim-rm", _) => Err(spec_error(
+                "sim-rm is gone: the RM-level simulator is for unit tests only \
+                 (nvbare_sim::backend::SimBackend); `sim:CHIP` is the simulated GPU, driven bare \
+                 metal"
+                    .into(),
+            )),
             ("nvidia", Some(n)) => n
                 .parse::<u32>()
                 .map(DeviceSpec::Nvidia)
@@ -139,13 +137,6 @@ mod tests {
             DeviceSpec::Nvidia(3)
         );
         assert_eq!(
-            "sim-rm".parse::<DeviceSpec>().unwrap(),
-            DeviceSpec::SimRm(Chipset::GH100)
-        );
-        let s: DeviceSpec = "sim-rm:ad102".parse().unwrap();
-        assert_eq!(s, DeviceSpec::SimRm(Chipset::AD102));
-        assert_eq!(s.to_string(), "sim-rm:ad102");
-        assert_eq!(
             "vfio:0000:01:00.0"
                 .parse::<DeviceSpec>()
                 .unwrap()
@@ -162,8 +153,8 @@ mod tests {
             "sim:",
             "sim:tu102",
             "sim:xyz",
-            "sim-rm:",
-            "sim-rm:tu102",
+            "sim-rm",
+            "sim-rm:gh100",
             "nvidia",
             "nvidia:x",
             "vfio:1",

@@ -7,7 +7,6 @@
 //! | device | backend |
 //! |---|---|
 //! | `sim:CHIP` | bare metal on the simulated GPU (`BareMetalBackend`: GSP boot, RPC, page tables) |
-//! | `sim-rm:CHIP` | the simulator's RM answering directly (`SimBackend`) |
 //! | `nvidia:N` | the nvidia kernel driver (`KernelBackend`) |
 //! | `vfio:BDF` | bare metal on a GPU bound to vfio-pci (`BareMetalBackend` over `VfioGpu`) |
 
@@ -16,8 +15,6 @@ use std::io::Write;
 use nvbare_core::device::{Backend, Device, DeviceOptions};
 use nvbare_core::gsp::boot::BootObserver;
 use nvbare_core::rm::Handle;
-use nvbare_sim::ChipModel;
-use nvbare_sim::backend::SimBackend;
 use nvbare_sim::baremetal::{BareMetalSim, SimBareMetal};
 
 use crate::baremetal::{PhasePrinter, VfioBareMetal};
@@ -50,16 +47,6 @@ pub trait CliBackend: Backend {
     /// The page-table counters of a bare-metal backend.
     fn page_table_stats(&self) -> Option<String> {
         None
-    }
-}
-
-impl CliBackend for SimBackend {
-    fn pause_channel(&self, channel: Handle) -> bool {
-        self.freeze_channel(channel)
-    }
-
-    fn resume_channel(&self, channel: Handle) {
-        self.thaw_channel(channel);
     }
 }
 
@@ -96,8 +83,6 @@ impl CliBackend for VfioBareMetal {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum AnyDevice {
-    /// The simulator, its RM answering directly.
-    Sim(Device<SimBackend>),
     /// The simulator driven bare metal (and the simulator, for its findings).
     BareSim(Device<SimBareMetal>, BareMetalSim),
     /// A GPU bound to vfio-pci, driven bare metal.
@@ -111,7 +96,6 @@ impl AnyDevice {
     /// What the device is.
     pub fn info(&self) -> &nvbare_core::device::DeviceInfo {
         match self {
-            AnyDevice::Sim(d) => d.info(),
             AnyDevice::BareSim(d, _) => d.info(),
             AnyDevice::Vfio(d) => d.info(),
             #[cfg(feature = "nvidia-kmod")]
@@ -158,7 +142,6 @@ impl AnyDevice {
 macro_rules! with_device {
     ($any:expr, $dev:ident => $body:expr) => {
         match $any {
-            $crate::open::AnyDevice::Sim($dev) => $body,
             $crate::open::AnyDevice::BareSim($dev, _) => $body,
             $crate::open::AnyDevice::Vfio($dev) => $body,
             #[cfg(feature = "nvidia-kmod")]
@@ -234,15 +217,6 @@ fn open_bare(
             Device::open(backend, opts)
                 .map(AnyDevice::Vfio)
                 .map_err(dev_err)
-        }
-        DeviceSpec::SimRm(cs) => {
-            let model = ChipModel::for_chipset(cs)
-                .ok_or_else(|| CliError::Usage(format!("the simulator has no {cs} model")))?;
-            let backend = SimBackend::new(model, false)
-                .map_err(|e| CliError::Runtime(format!("starting the simulated {cs}: {e}")))?;
-            Device::open(backend, opts)
-                .map(AnyDevice::Sim)
-                .map_err(|e| CliError::Runtime(format!("{spec}: {e}")))
         }
         #[cfg(feature = "nvidia-kmod")]
         DeviceSpec::Nvidia(index) => {

@@ -19,15 +19,13 @@
 //! destination buffers start zeroed and are verified after the timed copies.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use nvbare_core::device::{
     Backend, Device, DeviceBuffer, DeviceError, DeviceOptions, PeerLink, PeerMode, PeerPath,
 };
-use nvbare_sim::ChipModel;
-use nvbare_sim::system::{SimSystem, Topology};
+use nvbare_sim::system::Topology;
 
 use super::bench::parse_size;
 use crate::{CliError, DeviceSpec};
@@ -62,9 +60,8 @@ pub enum SimTopologyArg {
 /// Options of `nvbare bench p2p`.
 #[derive(Args, Debug, Clone)]
 pub struct P2pArgs {
-    /// The two devices, A,B: sim:CHIP,sim:CHIP (bare metal, one simulated host),
-    /// sim-rm:CHIP,sim-rm:CHIP (RM-level simulator), vfio:A,vfio:B (one VFIO peer group) or
-    /// nvidia:N,nvidia:M.
+    /// The two devices, A,B: sim:CHIP,sim:CHIP (bare metal, one simulated host), vfio:A,vfio:B
+    /// (one VFIO peer group) or nvidia:N,nvidia:M.
     #[arg(long, default_value = "sim:gh100,sim:gh100", value_parser = parse_pair)]
     pub devices: DevicePair,
     /// Bytes per copy (suffix K, M, G); default 1G, 64M on the simulator.
@@ -164,30 +161,6 @@ pub fn run(out: &mut dyn Write, args: P2pArgs) -> Result<(), CliError> {
             drop(sys);
             r
         }
-        DevicePair(DeviceSpec::SimRm(ca), DeviceSpec::SimRm(cb)) => {
-            let model = |c| {
-                ChipModel::for_chipset(c)
-                    .ok_or_else(|| CliError::Usage(format!("the simulator has no {c} model")))
-            };
-            let sys = SimSystem::new(
-                &[model(ca)?, model(cb)?],
-                topology(args.sim_topology),
-                false,
-            )
-            .map_err(|e| CliError::Runtime(format!("starting the simulated host: {e}")))?;
-            let open = |i: usize| -> Result<_, CliError> {
-                let b = sys.backend(i).map_err(CliError::Runtime)?;
-                Device::open(b, opts)
-                    .map_err(|e| CliError::Runtime(format!("opening simulated GPU {i}: {e}")))
-            };
-            let t = Instant::now();
-            let a = open(0)?;
-            let b = open(1)?;
-            let opened = t.elapsed();
-            let size = args.size.unwrap_or(64 << 20);
-            let _keep: Arc<SimSystem> = sys.clone();
-            bench(out, &args, &a, &b, size, opened, "simulator, RM level")
-        }
         DevicePair(DeviceSpec::Vfio(ba), DeviceSpec::Vfio(bb)) => {
             if ba == bb {
                 return Err(CliError::Usage(format!(
@@ -256,8 +229,7 @@ pub fn run(out: &mut dyn Write, args: P2pArgs) -> Result<(), CliError> {
         }
         DevicePair(a, b) => Err(CliError::Usage(format!(
             "{a},{b}: two devices of one kind are needed: sim:CHIP,sim:CHIP (bare metal, one \
-             simulated host), sim-rm:CHIP,sim-rm:CHIP (the RM-level simulator), vfio:A,vfio:B \
-             or nvidia:N,nvidia:M"
+             simulated host), vfio:A,vfio:B or nvidia:N,nvidia:M"
         ))),
     }
 }
@@ -779,7 +751,7 @@ mod tests {
         assert!(s.contains("direct (simulated PCIe BAR1 P2P"), "{s}");
         assert!(s.contains("bare metal"), "{s}");
 
-        let mut a = args("sim-rm:ad102,sim-rm:ad102");
+        let mut a = args("sim:ad102,sim:ad102");
         a.engine = EngineArg::Dst;
         a.json = true;
         let mut out = Vec::new();
@@ -800,7 +772,7 @@ mod tests {
 
     #[test]
     fn no_p2p_is_an_error_unless_staging_is_asked_for() {
-        for pair in ["sim:gh100,sim:gh100", "sim-rm:gh100,sim-rm:gh100"] {
+        for pair in ["sim:gh100,sim:gh100", "sim:ad102,sim:ad102"] {
             let mut a = args(pair);
             a.sim_topology = SimTopologyArg::NoP2p;
             let e = run(&mut Vec::new(), a.clone()).unwrap_err().to_string();
@@ -818,14 +790,11 @@ mod tests {
             assert!(!s.contains("FAIL"), "{pair}: {s}");
         }
 
-        for pair in ["sim:gh100,sim:ad102", "sim-rm:gh100,sim-rm:ad102"] {
+        for pair in ["sim:gh100,sim:ad102", "sim:ad102,sim:gb202"] {
             let e = run(&mut Vec::new(), args(pair)).unwrap_err().to_string();
             assert!(e.contains("same architecture"), "{pair}: {e}");
         }
-        let e = run(&mut Vec::new(), args("sim:gh100,sim-rm:gh100"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("two devices of one kind"), "{e}");
+        assert!(parse_pair("sim:gh100,sim-rm:gh100").is_err());
         // vfio: one peer group; this machine has no VFIO, which the error says.
         if !std::path::Path::new("/dev/vfio/vfio").exists() {
             let e = run(&mut Vec::new(), args("vfio:0000:01:00.0,vfio:0000:02:00.0"))

@@ -252,7 +252,7 @@ fn run_vfio(
 /// Runs `nvbare boot`.
 pub fn run(out: &mut dyn Write, args: BootArgs) -> Result<(), CliError> {
     let chip = match args.device {
-        DeviceSpec::Sim(c) | DeviceSpec::SimRm(c) => c,
+        DeviceSpec::Sim(c) => c,
         DeviceSpec::Vfio(bdf) => return run_vfio(out, bdf, &args),
         other => {
             return Err(CliError::Usage(format!(

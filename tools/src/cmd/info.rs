@@ -58,7 +58,7 @@ fn io(e: std::io::Error) -> CliError {
 /// Runs `nvbare info --device DEV`.
 pub fn run(out: &mut dyn Write, device: DeviceSpec) -> Result<(), CliError> {
     match device {
-        DeviceSpec::Sim(cs) | DeviceSpec::SimRm(cs) => {
+        DeviceSpec::Sim(cs) => {
             let model = ChipModel::for_chipset(cs)
                 .ok_or_else(|| CliError::Usage(format!("the simulator has no {cs} model")))?;
             let gpu = SimGpu::new(SimConfig::new(model));
