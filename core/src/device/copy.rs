@@ -131,21 +131,21 @@ impl<B: Backend> Inner<B> {
         }
     }
 
-    /// Whether [`CopyPath::Auto`] would run a copy of `len` bytes between two video-memory VAs
-    /// (local or a peer's) on the copy kernel.
+    /// Whether [`CopyPath::Auto`] runs a copy of `len` bytes from `src` to `dst` (VAs, local or
+    /// peer mappings, and where their memory is) on the copy kernel.
     pub(super) fn kernel_copy_applies(
         &self,
         opts: &DeviceOptions,
-        src: u64,
-        dst: u64,
+        src: (u64, Location),
+        dst: (u64, Location),
         len: u64,
     ) -> bool {
         use_kernel(
             CopyPath::Auto,
             self.copy_kernel.is_some(),
             opts.kernel_copy_min_bytes,
-            (src, Location::Device),
-            (dst, Location::Device),
+            src,
+            dst,
             len,
         )
         .unwrap_or(false)

@@ -281,12 +281,7 @@ impl<B: Backend> Device<B> {
             remote.finish()
         } else {
             let remote = link.map(src)?;
-            link.copy_into(
-                me,
-                (remote.gpu_va(), remote.in_video_memory()),
-                dst,
-                src.bytes(),
-            )?;
+            link.copy_into(me, (remote.gpu_va(), remote.location()), dst, src.bytes())?;
             remote.finish()
         }
     }
@@ -408,8 +403,12 @@ impl<'d, B: Backend> PeerLink<'d, B> {
             ));
         }
         check_lengths(src.len, dst.len)?;
-        let vram = src.location() == Location::Device && dst.in_video_memory();
-        self.direct_copy(s, src.va, dst.gpu_va(), src.bytes(), vram)
+        self.direct_copy(
+            s,
+            (src.va, src.location()),
+            (dst.gpu_va(), dst.location()),
+            src.bytes(),
+        )
     }
 
     /// Copies the peer buffer `src` into `dst` (a buffer of the device `src` is mapped into),
@@ -423,47 +422,40 @@ impl<'d, B: Backend> PeerLink<'d, B> {
         src.check_link(self)?;
         check_lengths(src.len, dst.len)?;
         let bytes = (src.len * size_of::<T>()) as u64;
-        self.copy_into(
-            src.accessor,
-            (src.gpu_va(), src.in_video_memory()),
-            dst,
-            bytes,
-        )
+        self.copy_into(src.accessor, (src.gpu_va(), src.location()), dst, bytes)
     }
 
-    /// A pull into `dst` from `src` = (VA in `dst`'s device, whether it is video memory).
+    /// A pull into `dst` from `src` = (VA in `dst`'s device, where the memory is).
     fn copy_into<T: DeviceRepr>(
         &self,
         engine: usize,
-        src: (u64, bool),
+        src: (u64, Location),
         dst: &DeviceBuffer<'_, B, T>,
         bytes: u64,
     ) -> Result<(), DeviceError> {
-        let (src_va, src_vram) = src;
         if self.side_of_buffer(dst)? != engine {
             return Err(DeviceError::ForeignObject(
                 "destination buffer (it must belong to the device the peer buffer is mapped \
                  into)",
             ));
         }
-        let vram = src_vram && dst.location() == Location::Device;
-        self.direct_copy(engine, src_va, dst.va, bytes, vram)
+        self.direct_copy(engine, src, (dst.va, dst.location()), bytes)
     }
 
-    /// A copy by `devs[engine]`, after everything submitted on the other device, and before
-    /// anything the other device submits later. Between video memory on both sides (`vram`)
-    /// it runs on that device's copy kernel where [`CopyPath::Auto`] would (installed, large,
-    /// 16-byte congruent addresses): the SMs drive the link with many streams where one
-    /// copy-engine launch drives one. Otherwise, and for host memory, on its copy engine.
+    /// A copy by `devs[engine]` from `src` to `dst` (VA in that device, where the memory is),
+    /// after everything submitted on the other device, and before anything the other device
+    /// submits later. It runs on that device's copy kernel where [`CopyPath::Auto`] would
+    /// (installed, both in video memory, large, 16-byte congruent addresses): the SMs drive the
+    /// link with many streams where one copy-engine launch drives one. Otherwise on its copy
+    /// engine.
     ///
     /// [`CopyPath::Auto`]: super::CopyPath::Auto
     fn direct_copy(
         &self,
         engine: usize,
-        src: u64,
-        dst: u64,
+        src: (u64, Location),
+        dst: (u64, Location),
         bytes: u64,
-        vram: bool,
     ) -> Result<(), DeviceError> {
         let other = 1 - engine;
         let (Some(other_sem), Some(engine_sem)) = (self.sem_maps[engine], self.sem_maps[other])
@@ -486,14 +478,14 @@ impl<'d, B: Backend> PeerLink<'d, B> {
         let e = self.devs[engine];
         let (v, copy_off) = {
             let mut i = e.inner()?;
-            if vram && i.kernel_copy_applies(&e.options, src, dst, bytes) {
+            if i.kernel_copy_applies(&e.options, src, dst, bytes) {
                 // The copy channel waits for the other device; the compute channel's launch
                 // waits for the copy channel (stream order), then copies.
                 i.acquire(&e.info, &e.options, &acquires)?;
-                i.copy_with_kernel(&e.info, &e.options, src, dst, bytes)?;
+                i.copy_with_kernel(&e.info, &e.options, src.0, dst.0, bytes)?;
                 (i.submitted()[0], i.sem_offsets()[0])
             } else {
-                let v = i.copy_after(&e.info, &e.options, src, dst, bytes, &acquires)?;
+                let v = i.copy_after(&e.info, &e.options, src.0, dst.0, bytes, &acquires)?;
                 (v, i.sem_offsets()[1])
             }
         };
@@ -655,9 +647,9 @@ impl<'l, 'd, B: Backend, T: DeviceRepr> PeerBuffer<'l, 'd, B, T> {
         self.mapping.map_or(0, |m| m.va)
     }
 
-    /// Whether the mapped memory is the peer's video memory (not host memory).
-    fn in_video_memory(&self) -> bool {
-        self.mapping.is_some_and(|m| m.location == Location::Device)
+    /// Where the mapped memory lives: the peer's video memory or host memory.
+    fn location(&self) -> Location {
+        self.mapping.map_or(Location::Host, |m| m.location)
     }
 
     /// Elements.
