@@ -22,7 +22,9 @@
 //! `QMD_MAJOR_VERSION`/minor, `QMD_GROUP_ID` 0x3f, `SM_GLOBAL_CACHING_ENABLE` (V03),
 //! `QMD_TYPE` = `GRID_CTA` (V04/V05), `API_VISIBLE_CALL_LIMIT` = `NO_CHECK`, `SAMPLER_INDEX` =
 //! `VIA_HEADER_INDEX`, `CWD_MEMBAR_TYPE` = `L1_SYSMEMBAR`, the texture header/sampler/data and
-//! shader-data cache invalidates, `CONSTANT_BUFFER_INVALIDATE(i)` for every bound bank, and for
+//! shader-data cache invalidates, `CONSTANT_BUFFER_INVALIDATE(i)` for every bound bank,
+//! `CONSTANT_BUFFER_PREFETCH(0)` = `PREFETCH_PRE` with its `..._PRE_MAX_SIZE_SHIFTED8` = the bank's
+//! size (V04/V05: bank 0 is fetched before the launch, not on the first CTA's first read), and for
 //! each release: `PAYLOAD64B`, `STRUCTURE_SIZE` = `SEMAPHORE_FOUR_WORDS` (64-bit payload + 64-bit
 //! timestamp, 16 bytes), `MEMBAR_TYPE` = `FE_SYSMEMBAR`; a dependent QMD gets `ACTION` =
 //! `QMD_SCHEDULE` and `PREFETCH`.
@@ -478,6 +480,8 @@ struct Names {
     cb_lo: &'static str,
     cb_hi: &'static str,
     cb_shift: u32,
+    /// The field bounding constant-bank prefetch before launch (V04/V05 only).
+    cb_prefetch_pre_max: Option<&'static str>,
 }
 
 fn names(v: QmdVersion) -> Result<Names, QmdError> {
@@ -496,6 +500,7 @@ fn names(v: QmdVersion) -> Result<Names, QmdError> {
             cb_lo: "CONSTANT_BUFFER_ADDR_LOWER",
             cb_hi: "CONSTANT_BUFFER_ADDR_UPPER",
             cb_shift: 0,
+            cb_prefetch_pre_max: None,
         },
         QmdVersion::V04_00 => Names {
             register_count: "REGISTER_COUNT",
@@ -511,6 +516,7 @@ fn names(v: QmdVersion) -> Result<Names, QmdError> {
             cb_lo: "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6",
             cb_hi: "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6",
             cb_shift: 6,
+            cb_prefetch_pre_max: Some("CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8"),
         },
         QmdVersion::V05_00 => Names {
             register_count: "REGISTER_COUNT",
@@ -526,6 +532,7 @@ fn names(v: QmdVersion) -> Result<Names, QmdError> {
             cb_lo: "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6",
             cb_hi: "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6",
             cb_shift: 6,
+            cb_prefetch_pre_max: Some("CONSTANT_BANK_PREFETCH_PRE_MAX_SIZE_SHIFTED8"),
         },
         version => return Err(QmdError::UnsupportedVersion { version }),
     })
@@ -605,6 +612,10 @@ const DEPENDENT_QMD_ACTION_QMD_SCHEDULE: u64 = 1;
 const QMD_TYPE_GRID_CTA: u64 = 2;
 /// `L1_SYSMEMBAR` CWD membar type.
 const CWD_MEMBAR_TYPE_L1_SYSMEMBAR: u64 = 1;
+/// `CONSTANT_BUFFER_PREFETCH_PREFETCH_PRE` (V04/V05).
+const CONSTANT_BUFFER_PREFETCH_PRE: u64 = 1;
+/// Largest value of the 6-bit `..._PREFETCH_PRE_MAX_SIZE_SHIFTED8` (63 x 256 bytes).
+const CB_PREFETCH_MAX_SHIFTED8: u64 = 63;
 
 /// The table's `&'static` name for `field` (for errors), or "" if unknown.
 fn static_name(v: QmdVersion, field: &str) -> &'static str {
@@ -736,6 +747,17 @@ impl Qmd {
             q.set(&indexed("CONSTANT_BUFFER_SIZE_SHIFTED4", i), size16)?;
             q.set(&indexed("CONSTANT_BUFFER_VALID", i), 1)?;
             q.set(&indexed("CONSTANT_BUFFER_INVALIDATE", i), 1)?;
+        }
+        // Hopper and Blackwell can fetch constant bank 0 (driver area and parameters, read by
+        // nearly every kernel's first instructions) while the launch is being set up instead of
+        // on the first CTA's first read: 0.25-0.3 µs of a launch + sync on the H200
+        // (docs/benchmarks.md).
+        if let (Some(max_name), Some((_, size))) = (n.cb_prefetch_pre_max, d.cbufs[0]) {
+            q.set("CONSTANT_BUFFER_PREFETCH(0)", CONSTANT_BUFFER_PREFETCH_PRE)?;
+            q.set(
+                max_name,
+                u64::from(size).div_ceil(256).min(CB_PREFETCH_MAX_SHIFTED8),
+            )?;
         }
 
         // Completion.
@@ -1081,6 +1103,10 @@ mod tests {
         assert_eq!(g("CONSTANT_BUFFER_SIZE_SHIFTED4(7)"), 0x1000);
         assert_eq!(g("CONSTANT_BUFFER_VALID(1)"), 0);
         assert_eq!(g("CONSTANT_BUFFER_INVALIDATE(0)"), 1);
+        // Bank 0 (0x21c bytes) prefetched before launch, three 256-byte units; others not.
+        assert_eq!(g("CONSTANT_BUFFER_PREFETCH(0)"), 1);
+        assert_eq!(g("CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8"), 3);
+        assert_eq!(g("CONSTANT_BUFFER_PREFETCH(3)"), 0);
         assert_eq!(g("RELEASE_ENABLE(0)"), 1);
         assert_eq!(g("RELEASE_ENABLE(2)"), 0);
         assert_eq!(g("RELEASE_SEMAPHORE0_PAYLOAD_UPPER"), 0x1122_3344);
@@ -1105,6 +1131,21 @@ mod tests {
             0x26
         );
         assert_eq!(v5.get("DEPENDENT_QMD0_ENABLE").unwrap(), 1);
+        assert_eq!(v5.get("CONSTANT_BUFFER_PREFETCH(0)").unwrap(), 1);
+        assert_eq!(
+            v5.get("CONSTANT_BANK_PREFETCH_PRE_MAX_SIZE_SHIFTED8")
+                .unwrap(),
+            3
+        );
+        // A bank larger than the field can say is prefetched up to its 63 x 256 bytes.
+        let mut big = sample(QmdVersion::V04_00);
+        big.cbufs[0] = Some((0x20_0000_0040, 0x1_0000));
+        let qb = Qmd::build(QmdVersion::V04_00, &big).unwrap();
+        assert_eq!(
+            qb.get("CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8")
+                .unwrap(),
+            63
+        );
         let v3 = Qmd::build(QmdVersion::V03_00, &sample(QmdVersion::V03_00)).unwrap();
         assert_eq!(v3.get("SM_GLOBAL_CACHING_ENABLE").unwrap(), 1);
         assert_eq!(v3.get("CONSTANT_BUFFER_ADDR_UPPER(7)").unwrap(), 0x7f);

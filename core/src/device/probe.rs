@@ -12,6 +12,7 @@ use super::backend::{Backend, GpuMemory};
 use super::error::ChannelKind;
 use super::ops::Inner;
 use super::{Device, DeviceError, DeviceInfo, DeviceOptions};
+use crate::channel::gpfifo::USERD_GP_PUT;
 use crate::hal::{Clock, Mmio};
 use crate::regs::RelativeRegister;
 use crate::regs::usermode::{
@@ -35,6 +36,9 @@ pub struct SubmitProbe {
     pub write1k_ns: f64,
     /// Ringing the compute channel's doorbell with nothing new in its ring.
     pub doorbell_ns: f64,
+    /// Rewriting `GPPut` in USERD (the value it has) and the store barrier: the ring's own
+    /// mapping, which a launch writes besides command memory.
+    pub userd_write_barrier_ns: f64,
     /// Reading the GPU timer (`NVC361_TIME_0`) from the usermode window.
     pub timer_read_ns: f64,
 }
@@ -103,6 +107,21 @@ impl<B: Backend> Inner<B> {
         um.store_barrier();
         let write1k_ns = per_op(t);
 
+        let ring = &self.chans[ci].ring;
+        let put_at = self.chans[ci].userd_offset + USERD_GP_PUT;
+        let put = self.chans[ci].fifo.put();
+        if self.chans[ci].fifo.unpublished() != 0 {
+            return Err(DeviceError::BadRange(
+                "ring entries not yet published after a synchronize".into(),
+            ));
+        }
+        let t = clock.now();
+        for _ in 0..n {
+            ring.write_u32(put_at, put)?;
+            um.store_barrier();
+        }
+        let userd_write_barrier_ns = per_op(t);
+
         let bell = NVC361_NOTIFY_CHANNEL_PENDING::offset_of::<MappedUsermode>();
         let t = clock.now();
         for _ in 0..n {
@@ -127,6 +146,7 @@ impl<B: Backend> Inner<B> {
             write1k_barrier_ns,
             write1k_ns,
             doorbell_ns,
+            userd_write_barrier_ns,
             timer_read_ns,
         })
     }

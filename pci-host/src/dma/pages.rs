@@ -197,7 +197,8 @@ pub fn physical_pages(vaddr: usize, len: usize) -> Result<Vec<u64>, PagemapError
     Ok(out)
 }
 
-/// Volatile copies between DMA memory and ordinary slices (8 bytes at a time where aligned).
+/// Volatile copies between DMA or mapped device memory and ordinary slices (8 bytes at a time
+/// where aligned).
 pub(crate) mod volatile_copy {
     use std::ptr;
 

@@ -225,6 +225,31 @@ struct UvmState {
     channels: Vec<(Handle, u64)>,
 }
 
+/// Which of the CPU-written GPU structures live in video memory (through BAR1) rather than in
+/// host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VramFor {
+    /// GPFIFO rings with USERD, and command memory (the default).
+    Both,
+    /// Rings only.
+    Rings,
+    /// Command memory only.
+    Commands,
+    /// Neither.
+    Neither,
+}
+
+impl VramFor {
+    fn covers(self, purpose: Purpose) -> bool {
+        matches!(
+            (self, purpose),
+            (VramFor::Both, Purpose::Ring | Purpose::Commands)
+                | (VramFor::Rings, Purpose::Ring)
+                | (VramFor::Commands, Purpose::Commands)
+        )
+    }
+}
+
 /// The kernel-driver backend: one GPU opened through nvidia.ko.
 #[derive(Debug)]
 pub struct KernelBackend {
@@ -245,8 +270,9 @@ pub struct KernelBackend {
     fallback_warned: bool,
     /// Put GPFIFO rings (with USERD) and command memory in video memory, written by the CPU
     /// through BAR1, as tinygrad does: the GPU then fetches GP entries, pushbuffers, QMDs and
-    /// constant banks from its own memory instead of across PCIe.
-    cmds_in_vram: bool,
+    /// constant banks from its own memory instead of across PCIe. `NVBARE_KMOD_CMDS` picks
+    /// other placements to measure what each costs.
+    vram_for: VramFor,
     /// GPU page size of that video memory.
     cmds_page: GpuPageSize,
     index: u32,
@@ -369,27 +395,25 @@ impl KernelBackend {
             )
             .map_err(|e| KmodError::Invalid(format!("GPU VA window: {e:?}")))?,
         );
-        let (cmds_in_vram, cmds_page) = match std::env::var("NVBARE_KMOD_CMDS").as_deref() {
+        let (vram_for, cmds_page) = match std::env::var("NVBARE_KMOD_CMDS").as_deref() {
             // 64 KiB pages measured faster on the H200 than 4 KiB ones (docs/benchmarks.md).
-            Err(_) | Ok("") | Ok("vram") => (true, GpuPageSize::Big),
-            Ok("vram4k") => (true, GpuPageSize::Small),
-            Ok("host") => (false, GpuPageSize::Small),
+            Err(_) | Ok("") | Ok("vram") => (VramFor::Both, GpuPageSize::Big),
+            Ok("vram4k") => (VramFor::Both, GpuPageSize::Small),
+            Ok("vram2m") => (VramFor::Both, GpuPageSize::Huge),
+            Ok("host") => (VramFor::Neither, GpuPageSize::Small),
+            Ok("ring-host") => (VramFor::Commands, GpuPageSize::Big),
+            Ok("cmds-host") => (VramFor::Rings, GpuPageSize::Big),
             Ok(other) => {
                 return Err(KmodError::Invalid(format!(
                     "NVBARE_KMOD_CMDS={other:?}: use `vram` (rings and command memory in video \
-                     memory with 64 KiB GPU pages, the default), `vram4k` (4 KiB pages) or \
-                     `host`"
+                     memory with 64 KiB GPU pages, the default), `vram4k` (4 KiB pages), \
+                     `vram2m` (2 MiB pages), `host` \
+                     (both in host memory), `ring-host` (rings in host memory, commands in \
+                     video memory) or `cmds-host` (the reverse)"
                 )));
             }
         };
-        log::debug!(
-            "nvidia:{index}: {mode}, rings and commands in {}",
-            if cmds_in_vram {
-                "video memory"
-            } else {
-                "host memory"
-            }
-        );
+        log::debug!("nvidia:{index}: {mode}, video memory for {vram_for:?}");
         Ok(KernelBackend {
             uvm: None,
             gpu,
@@ -400,7 +424,7 @@ impl KernelBackend {
             va,
             reservation: None,
             fallback_warned: false,
-            cmds_in_vram,
+            vram_for,
             cmds_page,
             index,
             group: None,
@@ -764,10 +788,7 @@ impl Backend for KernelBackend {
 
     fn alloc_memory(&mut self, req: &DeviceMemoryRequest) -> Result<KernelMemory, BackendError> {
         let objs = self.objs()?;
-        if self.cmds_in_vram
-            && req.location == Location::Host
-            && matches!(req.purpose, Purpose::Ring | Purpose::Commands)
-        {
+        if req.location == Location::Host && self.vram_for.covers(req.purpose) {
             match self.alloc_vram_for_cpu(req, objs) {
                 Ok(m) => return Ok(m),
                 Err(e) => {
@@ -775,7 +796,7 @@ impl Backend for KernelBackend {
                         "rings and command memory stay in host memory: video memory for them \
                          failed ({e})"
                     );
-                    self.cmds_in_vram = false;
+                    self.vram_for = VramFor::Neither;
                 }
             }
         }
@@ -1027,6 +1048,30 @@ fn reserve_window() -> Option<VaReservation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placements_put_only_rings_and_commands_in_video_memory() {
+        use Purpose::*;
+        let all = [
+            Buffer,
+            Program,
+            Ring,
+            Commands,
+            Notifier,
+            Staging,
+            LocalMemory,
+        ];
+        for (v, want) in [
+            (VramFor::Both, &[Ring, Commands][..]),
+            (VramFor::Rings, &[Ring][..]),
+            (VramFor::Commands, &[Commands][..]),
+            (VramFor::Neither, &[][..]),
+        ] {
+            for p in all {
+                assert_eq!(v.covers(p), want.contains(&p), "{v:?} {p:?}");
+            }
+        }
+    }
 
     #[test]
     fn the_window_is_below_2_40_and_page_aligned() {

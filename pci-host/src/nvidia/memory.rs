@@ -16,6 +16,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use crate::dma::pages::volatile_copy;
 use nvbare_core::hal::{HalError, check_range};
 use nvbare_core::rm::{Handle, Rm, RmError, RmStatus, class};
 use rustix::mm::{MapFlags, ProtFlags};
@@ -177,53 +178,6 @@ fn rm_call_error(op: &'static str, object: Handle, status: u32) -> KmodError {
         op,
         object,
         status: RmStatus(status),
-    }
-}
-
-/// Copies `dst.len()` bytes from `src` with volatile loads (8 bytes at a time where aligned).
-///
-/// # Safety
-///
-/// `src` must be valid for reads of `dst.len()` bytes.
-unsafe fn volatile_read(src: *const u8, dst: &mut [u8]) {
-    let n = dst.len();
-    let mut i = 0;
-    while i < n {
-        let p = src.wrapping_add(i);
-        if p.addr().is_multiple_of(8) && i + 8 <= n {
-            // SAFETY: p is 8-aligned and [i, i + 8) lies within the n valid bytes (caller).
-            let w = unsafe { p.cast::<u64>().read_volatile() };
-            dst[i..i + 8].copy_from_slice(&w.to_ne_bytes());
-            i += 8;
-        } else {
-            // SAFETY: i < n, within the n valid bytes (caller).
-            dst[i] = unsafe { p.read_volatile() };
-            i += 1;
-        }
-    }
-}
-
-/// Copies `src` to `dst` with volatile stores (8 bytes at a time where aligned).
-///
-/// # Safety
-///
-/// `dst` must be valid for writes of `src.len()` bytes.
-unsafe fn volatile_write(dst: *mut u8, src: &[u8]) {
-    let n = src.len();
-    let mut i = 0;
-    while i < n {
-        let p = dst.wrapping_add(i);
-        if p.addr().is_multiple_of(8) && i + 8 <= n {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&src[i..i + 8]);
-            // SAFETY: p is 8-aligned and [i, i + 8) lies within the n valid bytes (caller).
-            unsafe { p.cast::<u64>().write_volatile(u64::from_ne_bytes(w)) };
-            i += 8;
-        } else {
-            // SAFETY: i < n, within the n valid bytes (caller).
-            unsafe { p.write_volatile(src[i]) };
-            i += 1;
-        }
     }
 }
 
@@ -429,7 +383,7 @@ impl CpuMapping {
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HalError> {
         check_range(offset as u64, dst.len() as u64, self.len as u64)?;
         // SAFETY: the range was checked against the live mapping of `len` bytes.
-        unsafe { volatile_read(self.ptr.as_ptr().add(offset), dst) };
+        unsafe { volatile_copy::read(self.ptr.as_ptr().add(offset), dst) };
         Ok(())
     }
 
@@ -437,7 +391,7 @@ impl CpuMapping {
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), HalError> {
         check_range(offset as u64, src.len() as u64, self.len as u64)?;
         // SAFETY: the range was checked against the live, writable mapping.
-        unsafe { volatile_write(self.ptr.as_ptr().add(offset), src) };
+        unsafe { volatile_copy::write(self.ptr.as_ptr().add(offset), src) };
         Ok(())
     }
 
@@ -561,7 +515,7 @@ impl HostMemory {
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HalError> {
         check_range(offset as u64, dst.len() as u64, self.len as u64)?;
         // SAFETY: checked range of our live mapping.
-        unsafe { volatile_read(self.ptr.as_ptr().add(offset), dst) };
+        unsafe { volatile_copy::read(self.ptr.as_ptr().add(offset), dst) };
         Ok(())
     }
 
@@ -569,7 +523,7 @@ impl HostMemory {
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), HalError> {
         check_range(offset as u64, src.len() as u64, self.len as u64)?;
         // SAFETY: checked range of our live, writable mapping.
-        unsafe { volatile_write(self.ptr.as_ptr().add(offset), src) };
+        unsafe { volatile_copy::write(self.ptr.as_ptr().add(offset), src) };
         Ok(())
     }
 }

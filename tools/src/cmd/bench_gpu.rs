@@ -239,6 +239,13 @@ pub struct Probe {
     /// Round trip minus that GPU span, median µs: the release reaching the CPU, plus the part
     /// of the timer read before the GPU sampled it.
     pub return_us: f64,
+    /// A submission of only the timeline release (no kernel, no copy) and a wait for it,
+    /// median µs, on the compute and on the copy channel: the floor of a round trip
+    /// (doorbell, GP entry and pushbuffer fetch, semaphore write, the CPU seeing it).
+    pub release_only_us: [f64; 2],
+    /// GPU time from just before a release-only submission (timer read) to its release on the
+    /// compute channel, median µs.
+    pub release_only_gpu_span_us: f64,
 }
 
 fn rt(what: &str) -> impl Fn(nvbare_core::device::DeviceError) -> CliError + '_ {
@@ -429,10 +436,43 @@ fn measure<B: CliBackend>(
             span.push(gpu);
             ret.push(total - gpu);
         }
+        let mut release_only_us = [0.0; 2];
+        for (slot, ch) in release_only_us
+            .iter_mut()
+            .zip([ChannelKind::Compute, ChannelKind::Copy])
+        {
+            let mut v = Vec::with_capacity(2000);
+            for i in 0..2200 {
+                let t = Instant::now();
+                let value = dev
+                    .submit_raw(ch, &[])
+                    .map_err(rt("release-only submission"))?;
+                dev.wait_for(ch, value).map_err(rt("release-only wait"))?;
+                if i >= 200 {
+                    v.push(us(t.elapsed()));
+                }
+            }
+            *slot = median(v);
+        }
+        let mut release_span = Vec::with_capacity(2000);
+        for _ in 0..2000 {
+            let g0 = dev.gpu_time_ns().map_err(rt("GPU timer"))?;
+            let value = dev
+                .submit_raw(ChannelKind::Compute, &[])
+                .map_err(rt("release-only submission"))?;
+            dev.wait_for(ChannelKind::Compute, value)
+                .map_err(rt("release-only wait"))?;
+            let g1 = dev
+                .release_timestamp(ChannelKind::Compute)
+                .map_err(rt("release timestamp"))?;
+            release_span.push(g1.wrapping_sub(g0) as f64 / 1e3);
+        }
         Some(Probe {
             submit,
             gpu_span_us: median(span),
             return_us: median(ret),
+            release_only_us,
+            release_only_gpu_span_us: median(release_span),
         })
     } else {
         None
@@ -523,7 +563,9 @@ impl GpuBench {
             s.push_str(&format!(
                 ",\"probe\":{{\"iterations\":{},\"sem_read_ns\":{},\"write8_barrier_ns\":{},\
                  \"write8_full_fence_ns\":{},\"write1k_barrier_ns\":{},\"write1k_ns\":{},\
-                 \"doorbell_ns\":{},\"timer_read_ns\":{},\"gpu_span_us\":{},\"return_us\":{}}}",
+                 \"doorbell_ns\":{},\"userd_write_barrier_ns\":{},\"timer_read_ns\":{},\"gpu_span_us\":{},\"return_us\":{},\
+                 \"release_only_compute_us\":{},\"release_only_copy_us\":{},\
+                 \"release_only_gpu_span_us\":{}}}",
                 q.iterations,
                 num(q.sem_read_ns),
                 num(q.write8_barrier_ns),
@@ -531,9 +573,13 @@ impl GpuBench {
                 num(q.write1k_barrier_ns),
                 num(q.write1k_ns),
                 num(q.doorbell_ns),
+                num(q.userd_write_barrier_ns),
                 num(q.timer_read_ns),
                 num(p.gpu_span_us),
-                num(p.return_us)
+                num(p.return_us),
+                num(p.release_only_us[0]),
+                num(p.release_only_us[1]),
+                num(p.release_only_gpu_span_us)
             ));
         }
         s.push('}');
@@ -583,7 +629,7 @@ impl GpuBench {
             s.push_str(&format!(
                 "  probe ({} each, ns/op)     semaphore read {:.0}, 8 B + store barrier {:.0}, \
                  8 B + full fence {:.0}, 1 KiB + store barrier {:.0}, 1 KiB alone {:.0}, \
-                 doorbell {:.0}, GPU timer read {:.0}\n",
+                 doorbell {:.0}, USERD GPPut + store barrier {:.0}, GPU timer read {:.0}\n",
                 q.iterations,
                 q.sem_read_ns,
                 q.write8_barrier_ns,
@@ -591,11 +637,17 @@ impl GpuBench {
                 q.write1k_barrier_ns,
                 q.write1k_ns,
                 q.doorbell_ns,
+                q.userd_write_barrier_ns,
                 q.timer_read_ns
             ));
             s.push_str(&format!(
                 "  round trip split           GPU {:.2} µs (timer read to release), return {:.2} µs\n",
                 p.gpu_span_us, p.return_us
+            ));
+            s.push_str(&format!(
+                "  release only (no work)     compute channel {:.2} µs, copy channel {:.2} µs \
+                 (submit + wait, median); GPU {:.2} µs (timer read to release)\n",
+                p.release_only_us[0], p.release_only_us[1], p.release_only_gpu_span_us
             ));
         }
         s
@@ -690,6 +742,7 @@ mod tests {
             "\"d2d_path\":\"kernel\"",
             "\"probe\":{\"iterations\":20000,",
             "\"gpu_span_us\":",
+            "\"release_only_copy_us\":",
         ] {
             assert!(s.contains(key), "{key} missing in {s}");
         }
