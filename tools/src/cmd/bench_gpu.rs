@@ -313,6 +313,31 @@ fn verify_copies<B: CliBackend>(dev: &Device<B>, big: usize) -> Result<(), CliEr
     Ok(())
 }
 
+/// Runs `round_trip` (a submission whose last work is on the compute channel, and a wait for
+/// it) `n` times, each right after a GPU timer read. Returns the medians (µs) of the GPU time
+/// from that read to the compute timeline's release timestamp, and of the rest of the round
+/// trip.
+fn gpu_split<B: CliBackend>(
+    dev: &Device<B>,
+    n: usize,
+    mut round_trip: impl FnMut() -> Result<(), CliError>,
+) -> Result<(f64, f64), CliError> {
+    let (mut span, mut ret) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let g0 = dev.gpu_time_ns().map_err(rt("GPU timer"))?;
+        let t = Instant::now();
+        round_trip()?;
+        let total = us(t.elapsed());
+        let g1 = dev
+            .release_timestamp(ChannelKind::Compute)
+            .map_err(rt("release timestamp"))?;
+        let gpu = g1.wrapping_sub(g0) as f64 / 1e3;
+        span.push(gpu);
+        ret.push(total - gpu);
+    }
+    Ok((median(span), median(ret)))
+}
+
 /// Runs the measurements on an open device.
 fn measure<B: CliBackend>(
     dev: &Device<B>,
@@ -422,20 +447,16 @@ fn measure<B: CliBackend>(
     let probe = if args.probe {
         progress("probe: launch primitives, GPU-timer split of 2000 round trips");
         let submit = dev.probe_submit_path(20_000).map_err(rt("probe"))?;
-        let (mut span, mut ret) = (Vec::new(), Vec::new());
-        for _ in 0..2000 {
-            let g0 = dev.gpu_time_ns().map_err(rt("GPU timer"))?;
-            let t = Instant::now();
+        let (gpu_span_us, return_us) = gpu_split(dev, 2000, || {
             dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
-            dev.synchronize().map_err(rt("synchronize"))?;
-            let total = us(t.elapsed());
-            let g1 = dev
-                .release_timestamp(ChannelKind::Compute)
-                .map_err(rt("release timestamp"))?;
-            let gpu = g1.wrapping_sub(g0) as f64 / 1e3;
-            span.push(gpu);
-            ret.push(total - gpu);
-        }
+            dev.synchronize().map_err(rt("synchronize"))
+        })?;
+        let release_only = |ch| -> Result<(), CliError> {
+            let value = dev
+                .submit_raw(ch, &[])
+                .map_err(rt("release-only submission"))?;
+            dev.wait_for(ch, value).map_err(rt("release-only wait"))
+        };
         let mut release_only_us = [0.0; 2];
         for (slot, ch) in release_only_us
             .iter_mut()
@@ -444,35 +465,21 @@ fn measure<B: CliBackend>(
             let mut v = Vec::with_capacity(2000);
             for i in 0..2200 {
                 let t = Instant::now();
-                let value = dev
-                    .submit_raw(ch, &[])
-                    .map_err(rt("release-only submission"))?;
-                dev.wait_for(ch, value).map_err(rt("release-only wait"))?;
+                release_only(ch)?;
                 if i >= 200 {
                     v.push(us(t.elapsed()));
                 }
             }
             *slot = median(v);
         }
-        let mut release_span = Vec::with_capacity(2000);
-        for _ in 0..2000 {
-            let g0 = dev.gpu_time_ns().map_err(rt("GPU timer"))?;
-            let value = dev
-                .submit_raw(ChannelKind::Compute, &[])
-                .map_err(rt("release-only submission"))?;
-            dev.wait_for(ChannelKind::Compute, value)
-                .map_err(rt("release-only wait"))?;
-            let g1 = dev
-                .release_timestamp(ChannelKind::Compute)
-                .map_err(rt("release timestamp"))?;
-            release_span.push(g1.wrapping_sub(g0) as f64 / 1e3);
-        }
+        let (release_only_gpu_span_us, _) =
+            gpu_split(dev, 2000, || release_only(ChannelKind::Compute))?;
         Some(Probe {
             submit,
-            gpu_span_us: median(span),
-            return_us: median(ret),
+            gpu_span_us,
+            return_us,
             release_only_us,
-            release_only_gpu_span_us: median(release_span),
+            release_only_gpu_span_us,
         })
     } else {
         None
