@@ -250,6 +250,28 @@ impl VramFor {
     }
 }
 
+/// Where rings and command memory go, and the GPU page size of the video memory for them, by
+/// the value of `NVBARE_KMOD_CMDS` (unset or empty: the default).
+fn placement(value: Option<&str>) -> Result<(VramFor, GpuPageSize), KmodError> {
+    Ok(match value {
+        // 64 KiB pages measured faster on the H200 than 4 KiB ones (docs/benchmarks.md).
+        None | Some("") | Some("vram") => (VramFor::Both, GpuPageSize::Big),
+        Some("vram4k") => (VramFor::Both, GpuPageSize::Small),
+        Some("vram2m") => (VramFor::Both, GpuPageSize::Huge),
+        Some("host") => (VramFor::Neither, GpuPageSize::Small),
+        Some("ring-host") => (VramFor::Commands, GpuPageSize::Big),
+        Some("cmds-host") => (VramFor::Rings, GpuPageSize::Big),
+        Some(other) => {
+            return Err(KmodError::Invalid(format!(
+                "NVBARE_KMOD_CMDS={other:?}: use `vram` (rings and command memory in video \
+                 memory with 64 KiB GPU pages, the default), `vram4k` (4 KiB pages), `vram2m` \
+                 (2 MiB pages), `host` (both in host memory), `ring-host` (rings in host \
+                 memory, commands in video memory) or `cmds-host` (the reverse)"
+            )));
+        }
+    })
+}
+
 /// The kernel-driver backend: one GPU opened through nvidia.ko.
 #[derive(Debug)]
 pub struct KernelBackend {
@@ -395,24 +417,7 @@ impl KernelBackend {
             )
             .map_err(|e| KmodError::Invalid(format!("GPU VA window: {e:?}")))?,
         );
-        let (vram_for, cmds_page) = match std::env::var("NVBARE_KMOD_CMDS").as_deref() {
-            // 64 KiB pages measured faster on the H200 than 4 KiB ones (docs/benchmarks.md).
-            Err(_) | Ok("") | Ok("vram") => (VramFor::Both, GpuPageSize::Big),
-            Ok("vram4k") => (VramFor::Both, GpuPageSize::Small),
-            Ok("vram2m") => (VramFor::Both, GpuPageSize::Huge),
-            Ok("host") => (VramFor::Neither, GpuPageSize::Small),
-            Ok("ring-host") => (VramFor::Commands, GpuPageSize::Big),
-            Ok("cmds-host") => (VramFor::Rings, GpuPageSize::Big),
-            Ok(other) => {
-                return Err(KmodError::Invalid(format!(
-                    "NVBARE_KMOD_CMDS={other:?}: use `vram` (rings and command memory in video \
-                     memory with 64 KiB GPU pages, the default), `vram4k` (4 KiB pages), \
-                     `vram2m` (2 MiB pages), `host` \
-                     (both in host memory), `ring-host` (rings in host memory, commands in \
-                     video memory) or `cmds-host` (the reverse)"
-                )));
-            }
-        };
+        let (vram_for, cmds_page) = placement(std::env::var("NVBARE_KMOD_CMDS").ok().as_deref())?;
         log::debug!("nvidia:{index}: {mode}, video memory for {vram_for:?}");
         Ok(KernelBackend {
             uvm: None,
@@ -1071,6 +1076,28 @@ mod tests {
                 assert_eq!(v.covers(p), want.contains(&p), "{v:?} {p:?}");
             }
         }
+    }
+
+    #[test]
+    fn placement_values_and_a_bad_one() {
+        use GpuPageSize::*;
+        for (v, want) in [
+            (None, (VramFor::Both, Big)),
+            (Some(""), (VramFor::Both, Big)),
+            (Some("vram"), (VramFor::Both, Big)),
+            (Some("vram4k"), (VramFor::Both, Small)),
+            (Some("vram2m"), (VramFor::Both, Huge)),
+            (Some("host"), (VramFor::Neither, Small)),
+            (Some("ring-host"), (VramFor::Commands, Big)),
+            (Some("cmds-host"), (VramFor::Rings, Big)),
+        ] {
+            assert_eq!(placement(v).unwrap(), want, "{v:?}");
+        }
+        let e = placement(Some("VRAM")).unwrap_err().to_string();
+        assert!(
+            e.contains("NVBARE_KMOD_CMDS=\"VRAM\"") && e.contains("`ring-host`"),
+            "{e}"
+        );
     }
 
     #[test]
