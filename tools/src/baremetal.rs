@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use nvbare_core::chip::Chipset;
 use nvbare_core::device::baremetal::{
-    BareMetalBackend, BareMetalError, BareMetalOptions, PeerPlatform,
+    BareMetalBackend, BareMetalError, BareMetalOptions, BarePlatform, PeerPlatform,
 };
 use nvbare_core::gsp::boot::{
     BootError, BootHw, BootObserver, BootOptions, BootPhase, BootReport, SystemAddrs,
@@ -293,8 +293,20 @@ impl PciConfig for VfioPci {
 /// The hardware of a GPU bound to vfio-pci, as the boot code wants it.
 pub type VfioHw = BootHw<VfioBar, VfioDma, HostClock, VfioPci>;
 
+/// The host side of a GPU bound to vfio-pci.
+#[derive(Debug, Clone, Copy)]
+pub struct VfioPlatform;
+
+impl BarePlatform for VfioPlatform {
+    type Bar0 = VfioBar;
+    type Bar1 = VfioBar;
+    type Dma = VfioDma;
+    type Clock = HostClock;
+    type Pci = VfioPci;
+}
+
 /// The bare-metal backend on a GPU bound to vfio-pci.
-pub type VfioBareMetal = BareMetalBackend<VfioBar, VfioBar, VfioDma, HostClock, VfioPci>;
+pub type VfioBareMetal = BareMetalBackend<VfioPlatform>;
 
 /// The `hal` view of an opened GPU, and the addresses GSP-RM wants in `GspSystemInfo`.
 pub fn vfio_hw(gpu: Arc<VfioGpu>) -> (VfioHw, VfioBar, SystemAddrs) {
@@ -383,14 +395,7 @@ pub fn firmware_location() -> String {
 }
 
 /// What a bare-metal backend set up, one line each.
-pub fn summary<M, B1, D, C, P>(b: &BareMetalBackend<M, B1, D, C, P>) -> Vec<String>
-where
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: nvbare_core::hal::Clock + Clone,
-    P: PciConfig,
-{
+pub fn summary<H: BarePlatform>(b: &BareMetalBackend<H>) -> Vec<String> {
     let mut v = Vec::new();
     let (client, internal) = b.clients();
     v.push(format!(
@@ -439,14 +444,7 @@ where
 }
 
 /// The page-table counters of a bare-metal backend.
-pub fn page_table_stats<M, B1, D, C, P>(b: &BareMetalBackend<M, B1, D, C, P>) -> String
-where
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: nvbare_core::hal::Clock + Clone,
-    P: PciConfig,
-{
+pub fn page_table_stats<H: BarePlatform>(b: &BareMetalBackend<H>) -> String {
     let s = b.map_stats();
     let (used, _, _) = b.page_tables();
     format!(

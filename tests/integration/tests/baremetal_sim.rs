@@ -419,10 +419,20 @@ impl nvbare_core::hal::Mmio for SmallBar1 {
     }
 }
 
+/// The simulator with [`SmallBar1`].
+struct SmallBarPlatform;
+impl nvbare_core::device::baremetal::BarePlatform for SmallBarPlatform {
+    type Bar0 = nvbare_sim::SimBar0;
+    type Bar1 = SmallBar1;
+    type Dma = nvbare_sim::SimDma;
+    type Clock = nvbare_sim::baremetal::GspClock;
+    type Pci = nvbare_sim::SimPci;
+}
+
 #[test]
 fn a_small_bar_is_refused_before_booting() {
     let (s, fw) = sim(AD102);
-    let r = nvbare_core::device::baremetal::BareMetalBackend::open(
+    let r = nvbare_core::device::baremetal::BareMetalBackend::<SmallBarPlatform>::open(
         s.hw(),
         SmallBar1(s.bar1()),
         &*fw,

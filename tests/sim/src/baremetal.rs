@@ -19,7 +19,9 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nvbare_core::device::baremetal::{BareMetalBackend, BareMetalError, BareMetalOptions};
+use nvbare_core::device::baremetal::{
+    BareMetalBackend, BareMetalError, BareMetalOptions, BarePlatform,
+};
 use nvbare_core::gsp::boot::firmware::BootFirmware;
 use nvbare_core::gsp::boot::{BootHw, BootObserver, BootOptions};
 use nvbare_core::hal::Clock;
@@ -78,8 +80,20 @@ impl Clock for GspClock {
 /// The hardware the bare-metal backend gets on the simulator.
 pub type SimBareHw = BootHw<SimBar0, SimDma, GspClock, SimPci>;
 
+/// The simulator's side of the bare-metal backend.
+#[derive(Debug, Clone, Copy)]
+pub struct SimPlatform;
+
+impl BarePlatform for SimPlatform {
+    type Bar0 = SimBar0;
+    type Bar1 = SimBar1;
+    type Dma = SimDma;
+    type Clock = GspClock;
+    type Pci = SimPci;
+}
+
 /// The bare-metal backend on the simulator.
-pub type SimBareMetal = BareMetalBackend<SimBar0, SimBar1, SimDma, GspClock, SimPci>;
+pub type SimBareMetal = BareMetalBackend<SimPlatform>;
 
 /// A simulated GPU wired for the bare-metal path.
 #[derive(Clone)]

@@ -25,9 +25,9 @@ use alloc::vec::Vec;
 
 use zerocopy::{FromZeros, IntoBytes};
 
-use super::BareMetalError;
 use super::memory::{BareMemory, Mm, Owner, VramBlock};
 use super::rm::{BareRm, NV_MEMORY_CACHED, NV_MEMORY_UNCACHED, RAMFC_SIZE, RAMIN_SIZE};
+use super::{BareMem, BareMetalError, BarePlatform, DmaBuf};
 use crate::device::{GpuMemory, Location, MemoryRequest, Purpose};
 use crate::gsp::client::{
     ERROR_NOTIFIER_TYPE_NONE, INITIALIZE_CTX_APERTURE_COH_SYS, INITIALIZE_CTX_APERTURE_VIDMEM,
@@ -42,7 +42,7 @@ use crate::gsp::client::{
     NV2080_CTRL_INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO_PARAMS,
     SET_PAGE_DIRECTORY_FLAGS_ALL_CHANNELS, channel_internal_flags, ctx_engine_id, promote_id,
 };
-use crate::hal::{Clock, DmaAllocator, DmaBuffer, Mmio, PciConfig};
+use crate::hal::{Clock, DmaAllocator, DmaBuffer, Mmio};
 use crate::mm::{PAGE_4K, PageDirectoryBase, TableAperture};
 use crate::rm::alloc::{
     ADDR_FBMEM, ADDR_SYSMEM, NV_CHANNEL_ALLOC_PARAMS,
@@ -223,14 +223,7 @@ pub(crate) fn vaspace_alloc(va_limit: u64) -> VaSpaceAlloc {
     }
 }
 
-impl<M, B1, D, C, P> BareRm<M, B1, D, C, P>
-where
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: Clock + Clone,
-    P: PciConfig,
-{
+impl<H: BarePlatform> BareRm<H> {
     fn internal_handle(&mut self) -> Handle {
         let h = self.gr.next_internal;
         self.gr.next_internal = h.wrapping_add(1);
@@ -302,7 +295,7 @@ where
 
     /// A buffer for promote id `id`, zeroed (the client must clear buffers before
     /// initialisation), mapped in our VA space. `None` if the GPU has no such buffer.
-    fn ctx_buffer(&mut self, id: u16) -> Result<Option<BareMemory<B1, D::Buffer>>, BareMetalError> {
+    fn ctx_buffer(&mut self, id: u16) -> Result<Option<BareMem<H>>, BareMetalError> {
         let Some((size, align)) = self.gr.size_of(id) else {
             return Ok(None);
         };
@@ -353,7 +346,7 @@ where
     pub(crate) fn promote_user_context(
         &mut self,
         channel: Handle,
-    ) -> Result<GrContext<B1, D::Buffer>, BareMetalError> {
+    ) -> Result<GrContext<H::Bar1, DmaBuf<H>>, BareMetalError> {
         let subdevice = self.user.map(|o| o.subdevice).ok_or(BareMetalError::Setup(
             "a compute object before the VA space was attached",
         ))?;

@@ -1,8 +1,9 @@
 //! The bare-metal [`Backend`]: GSP boot, GSP RPC, our own page tables and the usermode
 //! doorbell in BAR0, over the `hal` traits only.
 //!
-//! [`BareMetalBackend::open`] takes the hardware (BAR0, BAR1, DMA memory, clock, PCI config:
-//! `VfioGpu`'s `bar0()/bar1()/dma()/clock()/pci()`, or the simulator's) and the firmware, and:
+//! [`BareMetalBackend::open`] takes the hardware of a [`BarePlatform`] (BAR0, BAR1, DMA memory,
+//! clock, PCI config: `VfioGpu`'s `bar0()/bar1()/dma()/clock()/pci()`, or the simulator's) and
+//! the firmware, and:
 //!
 //! 1. checks BAR1 covers the framebuffer (CPU access to VRAM goes through BAR1 in physical
 //!    mode; small-BAR systems get [`BareMetalError::SmallBar`] with what to do);
@@ -61,6 +62,40 @@ use crate::rm::alloc::{NV_CHANNEL_ALLOC_PARAMS, VaSpaceAlloc};
 use crate::rm::class::NV01_ROOT;
 use crate::rm::{Handle, RmError};
 use memory::{Mm, Owner};
+
+/// The host side a bare-metal GPU runs on: BAR0, BAR1, DMA memory, a clock and PCI
+/// configuration space. One type names all five (`VfioPlatform` on Linux, the simulator's
+/// `SimPlatform`), so the backend, its RM and their impls take one parameter instead of five.
+pub trait BarePlatform {
+    /// BAR0: registers and the usermode doorbell.
+    type Bar0: Mmio + Clone;
+    /// BAR1 in physical mode: the CPU's window into video memory.
+    type Bar1: Mmio + Clone;
+    /// DMA memory (GSP-RM's queues, host-memory page tables and buffers).
+    type Dma: DmaAllocator;
+    /// Time, for every timeout.
+    type Clock: Clock + Clone;
+    /// PCI configuration space.
+    type Pci: PciConfig;
+}
+
+/// The boot hardware of platform `H` (what [`BareMetalBackend::open`] takes).
+pub type BareHw<H> = BootHw<
+    <H as BarePlatform>::Bar0,
+    <H as BarePlatform>::Dma,
+    <H as BarePlatform>::Clock,
+    <H as BarePlatform>::Pci,
+>;
+
+/// A DMA buffer of platform `H`.
+pub type DmaBuf<H> = <<H as BarePlatform>::Dma as DmaAllocator>::Buffer;
+
+/// The GSP RPC transport of platform `H`.
+pub type BareRpc<H> =
+    GspRpc<DmaBuf<H>, <H as BarePlatform>::Bar0, <H as BarePlatform>::Clock, BootEvents>;
+
+/// The GPU memory the backend of platform `H` hands out.
+pub type BareMem<H> = BareMemory<<H as BarePlatform>::Bar1, DmaBuf<H>>;
 
 /// BAR0 offset of the usermode block (`NV_VIRTUAL_FUNCTION_FULL_PHYS_OFFSET + 0x30000`).
 pub const USERMODE_BAR0_OFFSET: usize = 0x00bb_0000;
@@ -239,15 +274,9 @@ pub fn set_bar1_physical<M: Mmio + ?Sized>(bar0: &M, chip: &ChipInfo) {
 
 /// A GPU driven bare metal: GSP-RM, our page tables, our allocators. See the
 /// [module documentation](self).
-pub struct BareMetalBackend<
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: Clock + Clone,
-    P: PciConfig,
-> {
-    rm: BareRm<M, B1, D, C, P>,
-    state: Option<BootState<D::Buffer>>,
+pub struct BareMetalBackend<H: BarePlatform> {
+    rm: BareRm<H>,
+    state: Option<BootState<DmaBuf<H>>>,
     label: String,
     client_allocated: bool,
     /// From [`BareMetalOptions::peer`].
@@ -256,9 +285,7 @@ pub struct BareMetalBackend<
     peers_enabled: alloc::vec::Vec<u64>,
 }
 
-impl<M: Mmio + Clone, B1: Mmio + Clone, D: DmaAllocator, C: Clock + Clone, P: PciConfig> fmt::Debug
-    for BareMetalBackend<M, B1, D, C, P>
-{
+impl<H: BarePlatform> fmt::Debug for BareMetalBackend<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BareMetalBackend")
             .field("label", &self.label)
@@ -268,19 +295,12 @@ impl<M: Mmio + Clone, B1: Mmio + Clone, D: DmaAllocator, C: Clock + Clone, P: Pc
     }
 }
 
-impl<M, B1, D, C, P> BareMetalBackend<M, B1, D, C, P>
-where
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: Clock + Clone,
-    P: PciConfig,
-{
+impl<H: BarePlatform> BareMetalBackend<H> {
     /// Boots GSP-RM on `hw` with `fw` and sets everything up (see the module documentation).
     /// Boot phases go to `obs`. On failure after the boot, GSP-RM is unloaded again.
     pub fn open<F, O>(
-        hw: BootHw<M, D, C, P>,
-        bar1: B1,
+        hw: BareHw<H>,
+        bar1: H::Bar1,
         fw: &F,
         boot_opts: &BootOptions<'_>,
         obs: &mut O,
@@ -433,12 +453,12 @@ where
     }
 
     /// The hardware.
-    pub fn hw(&self) -> &BootHw<M, D, C, P> {
+    pub fn hw(&self) -> &BareHw<H> {
         &self.rm.hw
     }
 
     /// The GSP RPC transport, for diagnostics and tests (`None` once unloaded).
-    pub fn transport(&mut self) -> Option<&mut GspRpc<D::Buffer, M, C, BootEvents>> {
+    pub fn transport(&mut self) -> Option<&mut BareRpc<H>> {
         self.rm.gsp.as_mut().map(|g| g.rpc())
     }
 
@@ -489,14 +509,7 @@ where
     }
 }
 
-impl<M, B1, D, C, P> Drop for BareMetalBackend<M, B1, D, C, P>
-where
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: Clock + Clone,
-    P: PciConfig,
-{
+impl<H: BarePlatform> Drop for BareMetalBackend<H> {
     fn drop(&mut self) {
         if self.state.is_some() {
             match self.shutdown(&mut NoObserver) {
@@ -507,18 +520,11 @@ where
     }
 }
 
-impl<M, B1, D, C, P> Backend for BareMetalBackend<M, B1, D, C, P>
-where
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: Clock + Clone,
-    P: PciConfig,
-{
-    type Rm = BareRm<M, B1, D, C, P>;
-    type Memory = BareMemory<B1, D::Buffer>;
-    type Usermode = UsermodeWindow<M>;
-    type Clock = C;
+impl<H: BarePlatform> Backend for BareMetalBackend<H> {
+    type Rm = BareRm<H>;
+    type Memory = BareMem<H>;
+    type Usermode = UsermodeWindow<H::Bar0>;
+    type Clock = H::Clock;
 
     fn describe(&self) -> String {
         self.label.clone()
@@ -528,7 +534,7 @@ where
         &mut self.rm
     }
 
-    fn clock(&self) -> &C {
+    fn clock(&self) -> &H::Clock {
         &self.rm.hw.clock
     }
 

@@ -21,9 +21,8 @@
 
 use alloc::string::String;
 
-use super::BareMetalBackend;
+use super::{BareMetalBackend, BarePlatform};
 use crate::device::{BackendError, GpuMemory, Location, PeerMapping, PeerPathInfo};
-use crate::hal::{Clock, DmaAllocator, Mmio, PciConfig};
 use crate::mm::{PAGE_4K, PeerBar1Window, PteAttrs};
 
 /// Where a bare-metal GPU sits among the host's GPUs, as the host layer knows it (the core
@@ -123,14 +122,7 @@ pub(crate) fn bar1_window(
     Ok((w, theirs.link.clone()))
 }
 
-impl<M, B1, D, C, P> BareMetalBackend<M, B1, D, C, P>
-where
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: Clock + Clone,
-    P: PciConfig,
-{
+impl<H: BarePlatform> BareMetalBackend<H> {
     pub(crate) fn peer_view(&self) -> PeerView<'_> {
         PeerView {
             label: &self.label,

@@ -21,20 +21,19 @@ use alloc::vec::Vec;
 
 use zerocopy::{FromBytes, IntoBytes};
 
-use super::BareMetalError;
 use super::gr::{GrContext, GrSetup};
-use super::memory::{BareMemory, Mm, VramBlock};
+use super::memory::{Mm, VramBlock};
+use super::{BareHw, BareMem, BareMetalError, BarePlatform, BareRpc, DmaBuf};
 use crate::chip::ChipInfo;
 use crate::device::{GpuMemory, Location, RmEvent, RmObjects};
-use crate::gsp::boot::BootHw;
 use crate::gsp::boot::sequencer::BootEvents;
 use crate::gsp::client::{
     ERROR_NOTIFIER_TYPE_MEMORY, ERROR_NOTIFIER_TYPE_NONE, INTERNALFLAGS_PRIVILEGE_USER,
     channel_internal_flags, work_submit_token,
 };
 use crate::gsp::events::GspEvent;
-use crate::gsp::rpc::{GspRm, GspRpc};
-use crate::hal::{Clock, DmaAllocator, DmaBuffer, Mmio, PciConfig};
+use crate::gsp::rpc::GspRm;
+use crate::hal::{DmaAllocator, DmaBuffer};
 use crate::rm::alloc::{ADDR_FBMEM, ADDR_SYSMEM, NV_CHANNEL_ALLOC_PARAMS, NV_MEMORY_DESC_PARAMS};
 use crate::rm::class::{ClassKind, class_kind};
 use crate::rm::ctrl::{
@@ -53,7 +52,8 @@ pub(crate) const RAMIN_SIZE: u64 = 4096;
 pub(crate) const RAMFC_SIZE: u64 = 0x200;
 
 /// The transport type of a booted GSP.
-pub(crate) type Gsp<D, M, C> = GspRm<<D as DmaAllocator>::Buffer, M, C, BootEvents>;
+pub(crate) type Gsp<H> =
+    GspRm<DmaBuf<H>, <H as BarePlatform>::Bar0, <H as BarePlatform>::Clock, BootEvents>;
 
 /// Memory of one channel that only GSP-RM uses.
 #[derive(Debug)]
@@ -73,33 +73,25 @@ struct ChannelRec<B1, B> {
 }
 
 /// The bare-metal backend's `Rm`: GSP-RM RPCs plus the kernel RM's part.
-pub struct BareRm<
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: Clock + Clone,
-    P: PciConfig,
-> {
-    pub(crate) hw: BootHw<M, D, C, P>,
-    pub(crate) gsp: Option<Gsp<D, M, C>>,
+pub struct BareRm<H: BarePlatform> {
+    pub(crate) hw: BareHw<H>,
+    pub(crate) gsp: Option<Gsp<H>>,
     pub(crate) client: Handle,
     pub(crate) chip: &'static ChipInfo,
     /// Runlist of the GR engine (from GSP-RM's device info table).
     pub(crate) runlist: u32,
     /// Bytes of the CE fault method buffer per channel.
     pub(crate) mthdbuf_size: u32,
-    pub(crate) mm: Mm<B1, D::Buffer, M, C>,
-    pub(crate) gr: GrSetup<B1, D::Buffer>,
+    pub(crate) mm: Mm<H::Bar1, DmaBuf<H>, H::Bar0, H::Clock>,
+    pub(crate) gr: GrSetup<H::Bar1, DmaBuf<H>>,
     /// The device layer's objects, once attached.
     pub(crate) user: Option<RmObjects>,
-    pending_channel: Option<ChannelMem<D::Buffer>>,
-    channels: Vec<ChannelRec<B1, D::Buffer>>,
+    pending_channel: Option<ChannelMem<DmaBuf<H>>>,
+    channels: Vec<ChannelRec<H::Bar1, DmaBuf<H>>>,
     events: VecDeque<RmEvent>,
 }
 
-impl<M: Mmio + Clone, B1: Mmio + Clone, D: DmaAllocator, C: Clock + Clone, P: PciConfig>
-    core::fmt::Debug for BareRm<M, B1, D, C, P>
-{
+impl<H: BarePlatform> core::fmt::Debug for BareRm<H> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("BareRm")
             .field("client", &self.client)
@@ -118,21 +110,14 @@ fn unloaded(op: RmOp) -> RmError {
     }
 }
 
-impl<M, B1, D, C, P> BareRm<M, B1, D, C, P>
-where
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: Clock + Clone,
-    P: PciConfig,
-{
+impl<H: BarePlatform> BareRm<H> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        hw: BootHw<M, D, C, P>,
-        gsp: Gsp<D, M, C>,
+        hw: BareHw<H>,
+        gsp: Gsp<H>,
         client: Handle,
         chip: &'static ChipInfo,
-        mm: Mm<B1, D::Buffer, M, C>,
+        mm: Mm<H::Bar1, DmaBuf<H>, H::Bar0, H::Clock>,
     ) -> Self {
         BareRm {
             hw,
@@ -151,9 +136,7 @@ where
     }
 
     /// The RPC transport (`Err` once unloaded).
-    pub(crate) fn rpc(
-        &mut self,
-    ) -> Result<&mut GspRpc<D::Buffer, M, C, BootEvents>, BareMetalError> {
+    pub(crate) fn rpc(&mut self) -> Result<&mut BareRpc<H>, BareMetalError> {
         self.gsp
             .as_mut()
             .map(|g| g.rpc())
@@ -164,12 +147,12 @@ where
     pub(crate) fn prepare_channel(
         &mut self,
         params: &mut NV_CHANNEL_ALLOC_PARAMS,
-        ring: &BareMemory<B1, D::Buffer>,
+        ring: &BareMem<H>,
         userd_offset: u64,
-        notifier: &BareMemory<B1, D::Buffer>,
+        notifier: &BareMem<H>,
     ) -> Result<(), BareMetalError>
     where
-        D::Buffer: DmaBuffer,
+        DmaBuf<H>: DmaBuffer,
     {
         if let Some(old) = self.pending_channel.take() {
             // A channel prepared but never allocated (the alloc was not attempted).
@@ -255,7 +238,7 @@ where
         self.user = None;
     }
 
-    fn release_channel(&mut self, r: ChannelRec<B1, D::Buffer>) {
+    fn release_channel(&mut self, r: ChannelRec<H::Bar1, DmaBuf<H>>) {
         self.mm.free_vram_block(r.mem.instance);
         if let Some(g) = r.gr {
             g.release(&mut self.mm);
@@ -372,14 +355,7 @@ fn convert_event(ev: &GspEvent) -> Option<RmEvent> {
     })
 }
 
-impl<M, B1, D, C, P> Rm for BareRm<M, B1, D, C, P>
-where
-    M: Mmio + Clone,
-    B1: Mmio + Clone,
-    D: DmaAllocator,
-    C: Clock + Clone,
-    P: PciConfig,
-{
+impl<H: BarePlatform> Rm for BareRm<H> {
     fn client(&self) -> Handle {
         self.client
     }
