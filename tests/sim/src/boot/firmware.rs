@@ -267,3 +267,35 @@ impl Default for SimFwsec {
         Self::new()
     }
 }
+
+/// The pinned r570.144 firmware of `chip` from the cache, as the simulator sees it and as the
+/// driver loads it ([`nvbare_gsp_firmware::FirmwareSet`]); loaded once per chip per process
+/// (SHA checks of ~100 MB). A test helper: it panics with the fetch script's name when the
+/// cache is missing, and on firmware that does not load.
+pub fn pinned_firmware(
+    chip: Chipset,
+) -> (
+    std::sync::Arc<SimFirmware>,
+    std::sync::Arc<nvbare_gsp_firmware::FirmwareSet>,
+) {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Pair = (Arc<SimFirmware>, Arc<nvbare_gsp_firmware::FirmwareSet>);
+    static CACHE: OnceLock<Mutex<HashMap<Chipset, Pair>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    // A test that panicked while loading poisons the lock; the map is still consistent.
+    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+    c.entry(chip)
+        .or_insert_with(|| {
+            let dir = nvbare_gsp_firmware::testutil::require_firmware_dir();
+            let sim = SimFirmware::load(chip, &dir)
+                .unwrap_or_else(|e| panic!("simulator firmware for {chip:?}: {e}"));
+            let set = nvbare_gsp_firmware::FirmwareSet::load(chip, |p| {
+                std::fs::read(dir.join(p))
+                    .map_err(|e| nvbare_gsp_firmware::boot::ReadError::Io(e.to_string()))
+            })
+            .unwrap_or_else(|e| panic!("driver firmware set for {chip:?}: {e}"));
+            (Arc::new(sim), Arc::new(set))
+        })
+        .clone()
+}

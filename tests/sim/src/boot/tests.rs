@@ -1,9 +1,8 @@
 //! The driver's boot (`nvbare_core::gsp::boot`) with the real r570.144 firmware against the
 //! simulated boot hardware, on virtual time (timeouts are instant).
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nvbare_core::chip::Chipset;
@@ -19,30 +18,11 @@ use nvbare_core::hal::PciConfig;
 use nvbare_core::mm::FbOwner;
 use nvbare_core::regs::falcon::Gsp;
 use nvbare_gsp_firmware::FirmwareSet;
-use nvbare_gsp_firmware::boot::ReadError;
-use nvbare_gsp_firmware::testutil;
 
 use super::*;
 use crate::{SimConfig, models};
 
-/// Firmware loads once per chip per test process.
-fn firmware(chip: Chipset) -> (Arc<SimFirmware>, Arc<FirmwareSet>) {
-    type Cache = Mutex<HashMap<Chipset, (Arc<SimFirmware>, Arc<FirmwareSet>)>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut c = cache.lock().unwrap();
-    c.entry(chip)
-        .or_insert_with(|| {
-            let dir = testutil::require_firmware_dir();
-            let sim = SimFirmware::load(chip, &dir).unwrap();
-            let set = FirmwareSet::load(chip, |p| {
-                std::fs::read(dir.join(p)).map_err(|e| ReadError::Io(e.to_string()))
-            })
-            .unwrap();
-            (Arc::new(sim), Arc::new(set))
-        })
-        .clone()
-}
+use firmware::pinned_firmware as firmware;
 
 struct Rig {
     gpu: Arc<SimGpu>,
