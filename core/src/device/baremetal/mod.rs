@@ -103,7 +103,9 @@ pub const USERMODE_BAR0_OFFSET: usize = 0x00bb_0000;
 /// Settings of the bare-metal backend.
 #[derive(Debug, Clone)]
 pub struct BareMetalOptions {
-    /// What [`Backend::describe`] says, e.g. `vfio:0000:01:00.0`.
+    /// What [`Backend::describe`] says, e.g. `vfio:0000:01:00.0 (H200, bare metal)`: the
+    /// device spec, then a description in parentheses (peer errors name a GPU by the part
+    /// before ` (`).
     pub label: String,
     /// Our RM client and where its handles start.
     pub client: ClientConfig,

@@ -50,6 +50,13 @@ pub(crate) struct PeerView<'a> {
     pub bar1_size: u64,
 }
 
+/// The device part of a backend label (`vfio:0000:01:00.0 (H200, bare metal)` ->
+/// `vfio:0000:01:00.0`): a peer error names both GPUs several times, and the device layer's
+/// message around it already gives each full label once.
+fn short_label(label: &str) -> &str {
+    label.split_once(" (").map_or(label, |(spec, _)| spec)
+}
+
 fn unsupported(reason: String) -> BackendError {
     BackendError::PeerUnsupported { reason }
 }
@@ -125,7 +132,7 @@ pub(crate) fn bar1_window(
 impl<H: BarePlatform> BareMetalBackend<H> {
     pub(crate) fn peer_view(&self) -> PeerView<'_> {
         PeerView {
-            label: &self.label,
+            label: short_label(&self.label),
             chip: self.rm.chip,
             platform: self.peer.as_ref(),
             bar1_size: self.rm.mm.bar1_size(),
@@ -166,14 +173,14 @@ impl<H: BarePlatform> BareMetalBackend<H> {
                 if !self.peers_enabled.contains(&w.bus_base()) {
                     return Err(unsupported(alloc::format!(
                         "peer access from {} to {} is not enabled: call enable_peer first",
-                        self.label,
-                        peer.label
+                        short_label(&self.label),
+                        short_label(&peer.label)
                     )));
                 }
                 let bus = w.bus_address(phys.base, phys.size).map_err(|e| {
                     unsupported(alloc::format!(
                         "{}'s memory at {:#x}+{:#x} is outside its BAR1: {e}",
-                        peer.label,
+                        short_label(&peer.label),
                         phys.base,
                         phys.size
                     ))
@@ -224,6 +231,20 @@ mod tests {
             platform: p,
             bar1_size: 1 << 30,
         }
+    }
+
+    #[test]
+    fn peer_errors_name_gpus_by_their_device_spec() {
+        assert_eq!(
+            short_label("sim:gh100#1 (simulated H200, GPU 1 of 2, bare metal)"),
+            "sim:gh100#1"
+        );
+        assert_eq!(
+            short_label("vfio:0000:01:00.0 (H200, bare metal)"),
+            "vfio:0000:01:00.0"
+        );
+        assert_eq!(short_label("bare metal"), "bare metal");
+        assert_eq!(short_label(""), "");
     }
 
     fn reason(e: BackendError) -> String {
