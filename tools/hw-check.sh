@@ -20,15 +20,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-if [ -n "${OUT:-}" ]; then
-    log="$OUT"
-    if [ -d "$OUT" ]; then
-        log="$OUT/hw-check.log"
-        export BENCH_DIR="${BENCH_DIR:-$OUT/bench}"
-    fi
-    mkdir -p "$(dirname "$log")"
-    exec > >(tee -a "$log") 2>&1
-fi
+CHECK_NAME=hw-check
+STEP_TIMEOUT="${STEP_TIMEOUT:-120}"
+# shellcheck source=tools/lib/check.sh
+. tools/lib/check.sh
+check_log
 
 device=nvidia:0
 skip_bench=
@@ -44,29 +40,6 @@ done
 
 NVBARE="${NVBARE:-target/release/nvbare}"
 SEED="${SEED:-$(date +%s)}"
-STEP_TIMEOUT="${STEP_TIMEOUT:-120}"
-work="$(mktemp -d "${TMPDIR:-/tmp}/nvbare-hw-check.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-
-results=()
-failed=0
-record() { # record NAME STATUS [DETAIL]
-    results+=("$(printf '%-4s  %s%s' "$2" "$1" "${3:+  ($3)}")")
-    [ "$2" = FAIL ] && failed=1
-    printf '%s: %s%s\n' "$2" "$1" "${3:+ ($3)}"
-}
-step() { printf '\n==> %s\n' "$*"; }
-
-# run_logged NAME CMD...: runs CMD with a hard wall-clock limit, output to $work/NAME.{out,err},
-# echoes both, returns CMD's status.
-run_logged() {
-    local name="$1"; shift
-    timeout --kill-after=10 "$STEP_TIMEOUT" "$@" >"$work/$name.out" 2>"$work/$name.err"
-    local rc=$?
-    cat "$work/$name.out"
-    cat "$work/$name.err" >&2
-    return $rc
-}
 
 step "preflight"
 echo "date:   $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -241,10 +214,4 @@ if [ -z "$skip_bench" ]; then
     fi
 fi
 
-printf '\n==> summary (seed %s)\n' "$SEED"
-printf '%s\n' "${results[@]}"
-if [ $failed -ne 0 ]; then
-    echo "hw-check: FAILED"
-    exit 1
-fi
-echo "hw-check: all steps passed"
+check_summary "seed $SEED"

@@ -13,21 +13,18 @@
 #   OUT     if set, everything printed is also appended to a log: OUT itself, or OUT/p2p-check.log
 #           when OUT is a directory (the benchmark JSON then goes to OUT/bench too)
 #   NVCC    for the CUDA baseline (default nvcc; see tools/bench/compare_p2p.sh)
+#   STEP_TIMEOUT  wall-clock limit of each nvbare step in seconds (default 900)
 #
 # Every step prints PASS, FAIL or SKIP and the script goes on after a failure; the exit status is
 # non-zero if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-if [ -n "${OUT:-}" ]; then
-    log="$OUT"
-    if [ -d "$OUT" ]; then
-        log="$OUT/p2p-check.log"
-        export BENCH_DIR="${BENCH_DIR:-$OUT/bench}"
-    fi
-    mkdir -p "$(dirname "$log")"
-    exec > >(tee -a "$log") 2>&1
-fi
+CHECK_NAME=p2p-check
+STEP_TIMEOUT="${STEP_TIMEOUT:-900}"
+# shellcheck source=tools/lib/check.sh
+. tools/lib/check.sh
+check_log
 
 devices=nvidia:0,nvidia:1
 size=1G
@@ -40,7 +37,7 @@ while [ $# -gt 0 ]; do
         --size=*) size="${1#--size=}"; shift ;;
         --reps) reps="${2:?--reps needs a value}"; shift 2 ;;
         --reps=*) reps="${1#--reps=}"; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "p2p-check.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -52,28 +49,6 @@ a="${devices%%,*}"; b="${devices#*,}"
 
 NVBARE="${NVBARE:-target/release/nvbare}"
 export NVBARE
-work="$(mktemp -d "${TMPDIR:-/tmp}/nvbare-p2p-check.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-
-results=()
-failed=0
-record() { # record NAME STATUS [DETAIL]
-    results+=("$(printf '%-4s  %s%s' "$2" "$1" "${3:+  ($3)}")")
-    [ "$2" = FAIL ] && failed=1
-    printf '%s: %s%s\n' "$2" "$1" "${3:+ ($3)}"
-}
-step() { printf '\n==> %s\n' "$*"; }
-
-# run_logged NAME CMD...: runs CMD with a hard wall-clock limit, output to $work/NAME.{out,err},
-# echoes both, returns CMD's status (124/137 when it was killed for taking too long).
-run_logged() {
-    local name="$1"; shift
-    timeout --kill-after=10 900 "$@" >"$work/$name.out" 2>"$work/$name.err"
-    local rc=$?
-    cat "$work/$name.out"
-    cat "$work/$name.err" >&2
-    return $rc
-}
 
 step "preflight"
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -142,10 +117,4 @@ else
     record "peer copy bandwidth, pull" FAIL
 fi
 
-printf '\n==> summary\n'
-printf '%s\n' "${results[@]}"
-if [ $failed -ne 0 ]; then
-    echo "p2p-check: FAILED"
-    exit 1
-fi
-echo "p2p-check: all steps passed"
+check_summary
