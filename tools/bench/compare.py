@@ -7,8 +7,9 @@ Exit status: 0 when both files were read (targets are informational), 2 on unrea
 3 with --strict when a target was missed.
 """
 
-import json
 import sys
+
+from benchjson import fmt, get, load, table as layout
 
 # (label, key path, unit, lower_is_better, target)
 # target: ("abs", limit) = nvbare <= limit (or >= for higher-is-better); ("cuda",) = at least
@@ -25,26 +26,6 @@ METRICS = [
     ("4-byte H2D", ("copy4_h2d_us",), "us", True, None),
     ("device open", ("open_s",), "s", True, ("abs", 0.05)),
 ]
-
-
-def get(d, path):
-    for k in path:
-        if not isinstance(d, dict) or k not in d:
-            return None
-        d = d[k]
-    return d if isinstance(d, (int, float)) and not isinstance(d, bool) else None
-
-
-def fmt(v):
-    if v is None:
-        return "-"
-    if v == 0:
-        return "0"
-    if abs(v) >= 100:
-        return f"{v:.1f}"
-    if abs(v) >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3f}"
 
 
 def speedup(cuda, ours, lower_is_better):
@@ -84,14 +65,7 @@ def table(cuda, ours):
             (f"{label} ({unit})", fmt(c), fmt(o), "-" if s is None else f"{s:.2f}x", status)
         )
     head = ("metric", "CUDA", "nvbare", "nvbare speedup", "target")
-    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-    lines = []
-    line = lambda r: "  ".join(
-        x.ljust(w) if i in (0, 4) else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths))
-    ).rstrip()
-    lines.append(line(head))
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend(line(r) for r in rows)
+    lines = layout(head, rows, left=(0, 4))
     return lines, results
 
 
@@ -101,14 +75,9 @@ def main(argv):
     if len(args) != 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    docs = []
-    for path in args:
-        try:
-            with open(path) as f:
-                docs.append(json.load(f))
-        except (OSError, ValueError) as e:
-            print(f"compare.py: cannot read {path}: {e}", file=sys.stderr)
-            return 2
+    docs = [load(path, "compare.py") for path in args]
+    if any(d is None for d in docs):
+        return 2
     cuda, ours = docs
     print(f"CUDA:   {cuda.get('device', '?')} ({cuda.get('backend', '?')})")
     print(f"nvbare: {ours.get('device', '?')} ({ours.get('backend', '?')})")

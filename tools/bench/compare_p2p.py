@@ -7,8 +7,9 @@ A missing or unreadable file shows as "-" in its column. Exit status: 0 when bot
 and both report verified data, 1 otherwise.
 """
 
-import json
 import sys
+
+from benchjson import fmt, get, load, table
 
 # (label, key path, unit)
 ROWS = [
@@ -24,42 +25,11 @@ ROWS = [
 ]
 
 
-def get(d, path):
-    for k in path:
-        if not isinstance(d, dict) or k not in d:
-            return None
-        d = d[k]
-    return d if isinstance(d, (int, float)) and not isinstance(d, bool) else None
-
-
-def fmt(v):
-    if v is None:
-        return "-"
-    if v == 0:
-        return "0"
-    if abs(v) >= 100:
-        return f"{v:.1f}"
-    if abs(v) >= 1:
-        return f"{v:.2f}"
-    if abs(v) >= 0.001:
-        return f"{v:.4f}"
-    return f"{v:.2e}"
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"compare_p2p.py: cannot read {path}: {e}", file=sys.stderr)
-        return None
-
-
 def main(argv):
     if len(argv) != 3:
         print(__doc__.strip(), file=sys.stderr)
         return 1
-    cuda, ours = load(argv[1]), load(argv[2])
+    cuda, ours = load(argv[1], "compare_p2p.py"), load(argv[2], "compare_p2p.py")
     c, o = cuda or {}, ours or {}
     print(f"CUDA:   {', '.join(c.get('devices', ['?']))}  path {c.get('path', '?')}")
     print(f"nvbare: {', '.join(o.get('devices', ['?']))}  path {o.get('path_detail', o.get('path', '?'))}")
@@ -78,14 +48,8 @@ def main(argv):
         ratio = None
         if cv and ov and cv > 0 and ov > 0:
             ratio = ov / cv if unit == "GB/s" else cv / ov
-        rows.append((f"{label} ({unit})", fmt(cv), fmt(ov), "-" if ratio is None else f"{ratio:.2f}x"))
-    head = ("metric", "CUDA", "nvbare", "ratio")
-    widths = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
-    line = lambda r: "  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))
-    print(line(head))
-    print("  ".join("-" * w for w in widths))
-    for r in rows:
-        print(line(r))
+        rows.append((f"{label} ({unit})", fmt(cv, 4), fmt(ov, 4), "-" if ratio is None else f"{ratio:.2f}x"))
+    print("\n".join(table(("metric", "CUDA", "nvbare", "ratio"), rows)))
     checks = o.get("checks")
     if isinstance(checks, dict) and checks:
         print()
