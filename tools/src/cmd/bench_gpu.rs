@@ -246,6 +246,61 @@ pub struct Probe {
     /// GPU time from just before a release-only submission (timer read) to its release on the
     /// compute channel, median µs.
     pub release_only_gpu_span_us: f64,
+    /// Median launch call (CPU, µs) in each consecutive window of round trips (100 ms each on
+    /// hardware): shows whether the launch call's speed changes over time on this machine.
+    pub call_windows_us: Vec<f64>,
+    /// Length of one of those windows.
+    pub window: Duration,
+}
+
+/// How the per-window launch-call medians split into a fast and a slow mode.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowModes {
+    /// The fastest window's median, µs.
+    pub fastest_us: f64,
+    /// Windows slower than [`SLOW_FACTOR`] times the fastest.
+    pub slow_windows: usize,
+    /// Median of those slow windows, µs (`None` when there are none).
+    pub slow_median_us: Option<f64>,
+}
+
+/// A window counts as slow when its median launch call exceeds the fastest window's by this
+/// factor (the two modes seen on the H200 differ by about 2x; jitter within a mode is < 1.2x).
+pub const SLOW_FACTOR: f64 = 1.5;
+
+/// Splits per-window medians into the fast and the slow mode; `None` for no finite windows.
+pub fn window_modes(windows: &[f64]) -> Option<WindowModes> {
+    let finite: Vec<f64> = windows.iter().copied().filter(|w| w.is_finite()).collect();
+    let fastest_us = finite.iter().copied().min_by(f64::total_cmp)?;
+    let slow: Vec<f64> = finite
+        .iter()
+        .copied()
+        .filter(|&w| w > fastest_us * SLOW_FACTOR)
+        .collect();
+    Some(WindowModes {
+        fastest_us,
+        slow_windows: slow.len(),
+        slow_median_us: (!slow.is_empty()).then(|| median(slow)),
+    })
+}
+
+/// Round trips of `round_trip` (which returns its launch call's duration) for `n` consecutive
+/// windows of `window`; the median launch call of each.
+fn call_windows(
+    n: usize,
+    window: Duration,
+    mut round_trip: impl FnMut() -> Result<Duration, CliError>,
+) -> Result<Vec<f64>, CliError> {
+    let mut medians = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        let mut calls = Vec::new();
+        while start.elapsed() < window {
+            calls.push(us(round_trip()?));
+        }
+        medians.push(median(calls));
+    }
+    Ok(medians)
 }
 
 fn rt(what: &str) -> impl Fn(nvbare_core::device::DeviceError) -> CliError + '_ {
@@ -474,12 +529,30 @@ fn measure<B: CliBackend>(
         }
         let (release_only_gpu_span_us, _) =
             gpu_split(dev, 2000, || release_only(ChannelKind::Compute))?;
+        let (windows, window) = if hw {
+            (30, Duration::from_millis(100))
+        } else {
+            (4, Duration::from_millis(20))
+        };
+        progress(&format!(
+            "probe: launch call over {windows} windows of {} ms",
+            window.as_millis()
+        ));
+        let call_windows_us = call_windows(windows, window, || {
+            let t = Instant::now();
+            dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
+            let call = t.elapsed();
+            dev.synchronize().map_err(rt("synchronize"))?;
+            Ok(call)
+        })?;
         Some(Probe {
             submit,
             gpu_span_us,
             return_us,
             release_only_us,
             release_only_gpu_span_us,
+            call_windows_us,
+            window,
         })
     } else {
         None
@@ -567,12 +640,14 @@ impl GpuBench {
         );
         if let Some(p) = &self.probe {
             let q = &p.submit;
+            let modes = window_modes(&p.call_windows_us);
             s.push_str(&format!(
                 ",\"probe\":{{\"iterations\":{},\"sem_read_ns\":{},\"write8_barrier_ns\":{},\
                  \"write8_full_fence_ns\":{},\"write1k_barrier_ns\":{},\"write1k_ns\":{},\
                  \"doorbell_ns\":{},\"userd_write_barrier_ns\":{},\"timer_read_ns\":{},\"gpu_span_us\":{},\"return_us\":{},\
                  \"release_only_compute_us\":{},\"release_only_copy_us\":{},\
-                 \"release_only_gpu_span_us\":{}}}",
+                 \"release_only_gpu_span_us\":{},\"call_window_ms\":{},\"call_windows_us\":[{}],\
+                 \"call_fastest_window_us\":{},\"call_slow_windows\":{},\"call_slow_median_us\":{}}}",
                 q.iterations,
                 num(q.sem_read_ns),
                 num(q.write8_barrier_ns),
@@ -586,7 +661,18 @@ impl GpuBench {
                 num(p.return_us),
                 num(p.release_only_us[0]),
                 num(p.release_only_us[1]),
-                num(p.release_only_gpu_span_us)
+                num(p.release_only_gpu_span_us),
+                p.window.as_millis(),
+                p.call_windows_us
+                    .iter()
+                    .map(|&w| num(w))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                modes.map_or("null".into(), |m| num(m.fastest_us)),
+                modes.map_or("null".into(), |m| m.slow_windows.to_string()),
+                modes
+                    .and_then(|m| m.slow_median_us)
+                    .map_or("null".into(), num),
             ));
         }
         s.push('}');
@@ -656,6 +742,23 @@ impl GpuBench {
                  (submit + wait, median); GPU {:.2} µs (timer read to release)\n",
                 p.release_only_us[0], p.release_only_us[1], p.release_only_gpu_span_us
             ));
+            if let Some(m) = window_modes(&p.call_windows_us) {
+                let slow = match m.slow_median_us {
+                    Some(v) => format!(
+                        "{} slower than {SLOW_FACTOR}x that (median {v:.2} µs): the launch \
+                         call changes speed on this machine",
+                        m.slow_windows
+                    ),
+                    None => format!("none {SLOW_FACTOR}x slower"),
+                };
+                s.push_str(&format!(
+                    "  launch call by window      {} windows of {} ms: fastest median {:.2} µs; \
+                     {slow}\n",
+                    p.call_windows_us.len(),
+                    p.window.as_millis(),
+                    m.fastest_us,
+                ));
+            }
         }
         s
     }
@@ -750,10 +853,28 @@ mod tests {
             "\"probe\":{\"iterations\":20000,",
             "\"gpu_span_us\":",
             "\"release_only_copy_us\":",
+            "\"call_window_ms\":20,\"call_windows_us\":[",
+            "\"call_fastest_window_us\":",
+            "\"call_slow_windows\":",
         ] {
             assert!(s.contains(key), "{key} missing in {s}");
         }
         assert!(s.trim_end().ends_with('}') && !s.contains("NaN"), "{s}");
+    }
+
+    #[test]
+    fn launch_call_windows_split_into_a_fast_and_a_slow_mode() {
+        let m = window_modes(&[0.37, 0.76, 0.38, 0.36, 0.78, 0.74, 0.52]).unwrap();
+        assert_eq!(m.fastest_us, 0.36);
+        // 0.52 is within 1.5x of 0.36 (0.54): fast mode.
+        assert_eq!(m.slow_windows, 3);
+        assert_eq!(m.slow_median_us, Some(0.76));
+        let one_mode = window_modes(&[0.68, 0.70, 0.69]).unwrap();
+        assert_eq!((one_mode.slow_windows, one_mode.slow_median_us), (0, None));
+        assert_eq!(window_modes(&[]), None);
+        assert_eq!(window_modes(&[f64::NAN]), None);
+        let with_nan = window_modes(&[f64::NAN, 0.4, 0.9]).unwrap();
+        assert_eq!((with_nan.fastest_us, with_nan.slow_windows), (0.4, 1));
     }
 
     #[test]
