@@ -175,10 +175,17 @@ pub fn open_device_with(
     obs: &mut dyn BootObserver,
     runtime: bool,
 ) -> Result<AnyDevice, CliError> {
+    let t = std::time::Instant::now();
     let any = open_bare(spec, opts, obs)?;
     if runtime {
+        let r = std::time::Instant::now();
         crate::with_device!(&any, dev => install_runtime(dev));
+        log::debug!(
+            "open: runtime kernels: {:.2} ms",
+            r.elapsed().as_secs_f64() * 1e3
+        );
     }
+    log::debug!("open: {spec} in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
     Ok(any)
 }
 
@@ -220,7 +227,12 @@ fn open_bare(
         }
         #[cfg(feature = "nvidia-kmod")]
         DeviceSpec::Nvidia(index) => {
+            let t = std::time::Instant::now();
             let backend = nvbare_pci_host::nvidia::KernelBackend::open(index)?;
+            log::debug!(
+                "open: driver nodes, root client, GPU attach (nvidia.ko): {:.2} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
             Device::open(backend, opts)
                 .map(AnyDevice::Kernel)
                 .map_err(|e| CliError::Runtime(format!("{spec}: {e}")))

@@ -24,7 +24,7 @@ use crate::channel::methods::{SUBC_COMPUTE, SUBC_COPY};
 use crate::channel::pushbuf::PushBuffer;
 use crate::channel::qmd::LaunchDesc;
 use crate::chip::Chipset;
-use crate::hal::{PollError, poll_until};
+use crate::hal::{Clock, PollError, poll_until};
 use crate::rm::alloc::*;
 use crate::rm::class::*;
 use crate::rm::ctrl::*;
@@ -102,6 +102,24 @@ impl From<PollError> for WaitEnd {
     }
 }
 
+/// Debug-logs how long each phase of opening (or re-creating the channels) took, so `-vv`
+/// shows where a slow open goes.
+struct Phases {
+    last: Duration,
+}
+
+impl Phases {
+    fn new(now: Duration) -> Self {
+        Phases { last: now }
+    }
+
+    fn done(&mut self, now: Duration, what: &str) {
+        let ms = now.saturating_sub(self.last).as_secs_f64() * 1e3;
+        log::debug!("open: {what}: {ms:.2} ms");
+        self.last = now;
+    }
+}
+
 fn alloc_mem<B: Backend>(
     backend: &mut B,
     size: u64,
@@ -143,6 +161,7 @@ impl<B: Backend> Inner<B> {
                 opts.gpfifo_entries
             )));
         }
+        let mut phases = Phases::new(backend.clock().now());
         let abi = backend.rm().abi();
         let client = backend.rm().client();
 
@@ -172,6 +191,7 @@ impl<B: Backend> Inner<B> {
                     .alloc(client, NV01_DEVICE_0, p0080.as_mut_bytes())?
             }
         };
+        phases.done(backend.clock().now(), "driver version, device object");
         // Everything until the device's state exists; on failure the device object (and with
         // it every RM object under it) is freed, or only the VA space if the backend owns the
         // device, and the backend detached.
@@ -267,6 +287,10 @@ impl<B: Backend> Inner<B> {
                 )));
             }
 
+            phases.done(
+                backend.clock().now(),
+                "subdevice, chip, class list, GR info",
+            );
             let usermode = backend.map_usermode(classes.usermode)?;
             if opts.perf_boost {
                 let mut b = NV2080_CTRL_PERF_BOOST_PARAMS {
@@ -284,6 +308,7 @@ impl<B: Backend> Inner<B> {
                 }
             }
 
+            phases.done(backend.clock().now(), "usermode mapping, perf boost");
             let mut vp = backend.vaspace_params().encode(abi);
             let vaspace = backend
                 .rm()
@@ -319,6 +344,10 @@ impl<B: Backend> Inner<B> {
             if let Some(sem) = allocated.first() {
                 sem.zero(0, SEM_PAGE)?;
             }
+            phases.done(
+                backend.clock().now(),
+                "address space, channel and semaphore memory",
+            );
             let fifo = GpFifo::new(entries, 0)?.with_fence(opts.doorbell_fence);
             let fifos = [fifo.clone(), fifo];
             let qmd_patch = QmdPatch::new(qmd)?;
@@ -449,7 +478,10 @@ impl<B: Backend> Inner<B> {
             // Local memory for kernels that need only the stack reserve, so the first launch
             // does not have to stop the pipeline to set it up.
             let base_local = launch::local_memory_per_thread(0)?;
-            inner.ensure_local_memory(&info, opts, base_local)
+            let mut phases = Phases::new(inner.backend.clock().now());
+            inner.ensure_local_memory(&info, opts, base_local)?;
+            phases.done(inner.backend.clock().now(), "local memory");
+            Ok(())
         });
         if let Err(e) = started {
             inner.dead = Some(e.to_string());
@@ -468,6 +500,7 @@ impl<B: Backend> Inner<B> {
         info: &DeviceInfo,
         opts: &DeviceOptions,
     ) -> Result<(), DeviceError> {
+        let mut phases = Phases::new(self.backend.clock().now());
         let objs = self.objs;
         let classes = self.classes;
         let mut g = NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS {
@@ -532,6 +565,14 @@ impl<B: Backend> Inner<B> {
             c.class = engine_class;
             c.fifo =
                 GpFifo::new(c.fifo.entries(), t.workSubmitToken)?.with_fence(opts.doorbell_fence);
+            phases.done(
+                self.backend.clock().now(),
+                if ci == COMPUTE {
+                    "channel group, compute channel and engine object"
+                } else {
+                    "copy channel and engine object"
+                },
+            );
         }
         let mut d = NV83DE_ALLOC_PARAMETERS {
             hDebuggerClient_Obsolete: 0,
@@ -553,6 +594,7 @@ impl<B: Backend> Inner<B> {
         self.backend
             .rm()
             .control(tsg, NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, s.as_mut_bytes())?;
+        phases.done(self.backend.clock().now(), "debugger, scheduling");
 
         // Bind the engine objects and program the windows (and local memory, if any).
         let compute_class = classes.compute;
@@ -582,6 +624,10 @@ impl<B: Backend> Inner<B> {
             "the compute channel to start",
         )?;
         self.wait(info, opts, COPY, v_copy, "the copy channel to start")?;
+        phases.done(
+            self.backend.clock().now(),
+            "first submissions on both channels",
+        );
         Ok(())
     }
 
