@@ -321,6 +321,7 @@ impl<B: Backend> Inner<B> {
                 vaspace,
             };
             backend.attach(&objs)?;
+            phases.done(backend.clock().now(), "address space");
 
             // Memory goes into `allocated` first, so a failure frees it through the backend.
             let entries = opts.gpfifo_entries;
@@ -340,14 +341,14 @@ impl<B: Backend> Inner<B> {
             for (size, purpose) in plan {
                 let m = alloc_mem(&mut backend, size, Location::Host, true, purpose)?;
                 allocated.push(m);
+                phases.done(
+                    backend.clock().now(),
+                    &alloc::format!("{purpose:?} memory, {size} bytes"),
+                );
             }
             if let Some(sem) = allocated.first() {
                 sem.zero(0, SEM_PAGE)?;
             }
-            phases.done(
-                backend.clock().now(),
-                "address space, channel and semaphore memory",
-            );
             let fifo = GpFifo::new(entries, 0)?.with_fence(opts.doorbell_fence);
             let fifos = [fifo.clone(), fifo];
             let qmd_patch = QmdPatch::new(qmd)?;
