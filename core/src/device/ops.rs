@@ -113,7 +113,7 @@ impl Phases {
         Phases { last: now }
     }
 
-    fn done(&mut self, now: Duration, what: &str) {
+    fn done(&mut self, now: Duration, what: impl core::fmt::Display) {
         let ms = now.saturating_sub(self.last).as_secs_f64() * 1e3;
         log::debug!("open: {what}: {ms:.2} ms");
         self.last = now;
@@ -343,7 +343,7 @@ impl<B: Backend> Inner<B> {
                 allocated.push(m);
                 phases.done(
                     backend.clock().now(),
-                    &alloc::format!("{purpose:?} memory, {size} bytes"),
+                    format_args!("{purpose:?} memory, {size} bytes"),
                 );
             }
             if let Some(sem) = allocated.first() {
