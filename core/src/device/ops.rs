@@ -89,6 +89,14 @@ fn other(ci: usize) -> usize {
     1 - ci
 }
 
+/// The index of `kind`'s channel in [`Inner::chans`].
+pub(super) fn chan_index(kind: ChannelKind) -> usize {
+    match kind {
+        ChannelKind::Compute => COMPUTE,
+        ChannelKind::Copy => COPY,
+    }
+}
+
 /// What [`poll_until`] ends with.
 enum WaitEnd {
     Timeout(Duration),
@@ -1473,10 +1481,7 @@ impl<B: Backend> Inner<B> {
                 words.len()
             )));
         }
-        let ci = match channel {
-            ChannelKind::Compute => COMPUTE,
-            ChannelKind::Copy => COPY,
-        };
+        let ci = chan_index(channel);
         self.submit_with(info, opts, ci, 0, words, |_, _, _| Ok(false))
     }
 
@@ -1487,10 +1492,7 @@ impl<B: Backend> Inner<B> {
         channel: ChannelKind,
         value: u64,
     ) -> Result<(), DeviceError> {
-        let ci = match channel {
-            ChannelKind::Compute => COMPUTE,
-            ChannelKind::Copy => COPY,
-        };
+        let ci = chan_index(channel);
         self.wait(info, opts, ci, value, "submitted work")
     }
 

@@ -10,7 +10,7 @@ use core::sync::atomic::{Ordering, fence};
 
 use super::backend::{Backend, GpuMemory};
 use super::error::ChannelKind;
-use super::ops::Inner;
+use super::ops::{Inner, chan_index};
 use super::{Device, DeviceError, DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::USERD_GP_PUT;
 use crate::hal::{Clock, Mmio};
@@ -190,10 +190,6 @@ impl<B: Backend> Device<B> {
     /// The GPU timestamp of the last release of `channel`'s timeline semaphore (the launch's
     /// QMD release writes one; the copy engine's release too).
     pub fn release_timestamp(&self, channel: ChannelKind) -> Result<u64, DeviceError> {
-        let ci = match channel {
-            ChannelKind::Compute => 0,
-            ChannelKind::Copy => 1,
-        };
-        self.inner()?.release_timestamp(ci)
+        self.inner()?.release_timestamp(chan_index(channel))
     }
 }
