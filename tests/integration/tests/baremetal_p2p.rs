@@ -17,8 +17,8 @@ use nvbare_core::gsp::boot::{BootOptions, NoObserver};
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::baremetal::SimBareMetal;
 use nvbare_sim::baremetal_system::BareMetalSystem;
-use nvbare_sim::gpu_mem::Aperture;
-use nvbare_sim::mmu::{GmmuFormat, TableLoc};
+use nvbare_sim::gpu_mem::{Aperture, FaultKind};
+use nvbare_sim::mmu::{GmmuFormat, TableLoc, WalkedPage};
 use nvbare_sim::models::{AD102, ChipModel, GH100};
 use nvbare_sim::system::Topology;
 
@@ -86,6 +86,25 @@ fn kernels(model: ChipModel) -> Vec<u8> {
 
 /// An odd size: not a whole number of pages.
 const N: usize = (1 << 20) / 4 + 3;
+
+/// Walks the page tables the first GPU of `sys` (`dev`, a GH100) runs on at `va`, as its MMU
+/// does.
+fn walk_first(
+    sys: &BareMetalSystem,
+    dev: &Device<SimBareMetal>,
+    va: u64,
+) -> Result<WalkedPage, FaultKind> {
+    let pdb = dev.with_backend(|be| be.page_directory()).unwrap();
+    let sim = sys.sim(0).unwrap();
+    let space = sim.mmu().address_space(
+        GmmuFormat::for_chip(GH100.chipset.info()),
+        TableLoc {
+            aperture: Aperture::Vram,
+            addr: pdb.addr,
+        },
+    );
+    sim.gpu().with_core(|core| space.walk(core, va))
+}
 
 fn copies_both_ways(model: ChipModel) {
     let (sys, devs) = host(&[model, model], Topology::P2p);
@@ -161,19 +180,7 @@ fn a_peer_mapping_is_sys_noncoherent_at_the_peer_bar1_and_faults_once_unmapped()
     assert_eq!(on_a.device().id(), a.id());
 
     // Walk A's page tables (ours) at the mapping.
-    let pdb = a.with_backend(|be| be.page_directory()).unwrap();
-    let sim_a = sys.sim(0).unwrap();
-    let space = sim_a.mmu().address_space(
-        GmmuFormat::for_chip(GH100.chipset.info()),
-        TableLoc {
-            aperture: Aperture::Vram,
-            addr: pdb.addr,
-        },
-    );
-    let walked = sim_a
-        .gpu()
-        .with_core(|core| space.walk(core, on_a.gpu_va()))
-        .unwrap();
+    let walked = walk_first(&sys, a, on_a.gpu_va()).unwrap();
     assert_eq!(walked.aperture, Aperture::SysNonCoherent);
     let bar1 = sys.bar1_base(1).unwrap();
     let pa = walked
@@ -210,7 +217,7 @@ fn a_peer_mapping_is_sys_noncoherent_at_the_peer_bar1_and_faults_once_unmapped()
     let stale = on_a.arg();
     let va = on_a.gpu_va();
     on_a.finish().unwrap();
-    assert!(sim_a.gpu().with_core(|core| space.walk(core, va)).is_err());
+    assert!(walk_first(&sys, a, va).is_err());
     a.launch(&add1, LaunchConfig::for_num_elems(n), &[stale, n.into()])
         .unwrap();
     let err = a.synchronize().unwrap_err();
@@ -218,7 +225,7 @@ fn a_peer_mapping_is_sys_noncoherent_at_the_peer_bar1_and_faults_once_unmapped()
         panic!("expected an MMU fault, got {err}");
     };
     assert_eq!(report.fault_address(), Some(va), "{err}");
-    assert_eq!(sim_a.mmu().stats().stale_hits, 0);
+    assert_eq!(sys.sim(0).unwrap().mmu().stats().stale_hits, 0);
     // B's buffer kept the kernel's first result.
     same(b.dtoh_copy(&buf_b).unwrap(), &want, "buf_b");
 }
@@ -288,19 +295,7 @@ fn peer_host_memory_maps_as_system_memory() {
     let host_b = b.alloc_host::<u32>(1000).unwrap();
     assert_eq!(host_b.location(), Location::Host);
     let on_a = link.map(&host_b).unwrap();
-    let pdb = a.with_backend(|be| be.page_directory()).unwrap();
-    let sim_a = sys.sim(0).unwrap();
-    let space = sim_a.mmu().address_space(
-        GmmuFormat::for_chip(GH100.chipset.info()),
-        TableLoc {
-            aperture: Aperture::Vram,
-            addr: pdb.addr,
-        },
-    );
-    let walked = sim_a
-        .gpu()
-        .with_core(|core| space.walk(core, on_a.gpu_va()))
-        .unwrap();
+    let walked = walk_first(&sys, a, on_a.gpu_va()).unwrap();
     assert_eq!(walked.aperture, Aperture::SysCoherent);
     // A's copy engine writes B's host buffer through the mapping.
     let src = a.htod_copy(&pattern(1000, 6)).unwrap();
