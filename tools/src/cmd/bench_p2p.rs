@@ -797,29 +797,23 @@ mod tests {
             assert!(!s.contains("FAIL"), "{pair}: {s}");
         }
 
+        // The error `run` gives for a pair of devices.
+        let fails = |pair: &str| run(&mut Vec::new(), args(pair)).unwrap_err().to_string();
         for pair in ["sim:gh100,sim:ad102", "sim:ad102,sim:gb202"] {
-            let e = run(&mut Vec::new(), args(pair)).unwrap_err().to_string();
+            let e = fails(pair);
             assert!(e.contains("same architecture"), "{pair}: {e}");
         }
         assert!(parse_pair("sim:gh100,sim-rm:gh100").is_err());
         // vfio: one peer group; this machine has no VFIO, which the error says.
         if !std::path::Path::new("/dev/vfio/vfio").exists() {
-            let e = run(&mut Vec::new(), args("vfio:0000:01:00.0,vfio:0000:02:00.0"))
-                .unwrap_err()
-                .to_string();
+            let e = fails("vfio:0000:01:00.0,vfio:0000:02:00.0");
             assert!(e.contains("VFIO is not available"), "{e}");
         }
-        let e = run(&mut Vec::new(), args("vfio:0000:01:00.0,vfio:0000:01:00.0"))
-            .unwrap_err()
-            .to_string();
+        let e = fails("vfio:0000:01:00.0,vfio:0000:01:00.0");
         assert!(e.contains("two different GPUs"), "{e}");
-        let e = run(&mut Vec::new(), args("sim:gh100,nvidia:1"))
-            .unwrap_err()
-            .to_string();
+        let e = fails("sim:gh100,nvidia:1");
         assert!(e.contains("two devices of one kind"), "{e}");
-        let e = run(&mut Vec::new(), args("nvidia:1,nvidia:1"))
-            .unwrap_err()
-            .to_string();
+        let e = fails("nvidia:1,nvidia:1");
         assert!(e.contains("two different GPUs"), "{e}");
     }
 }
