@@ -177,20 +177,22 @@ mod tests {
         d
     }
 
+    /// The template key both tests launch under.
+    const KEY: TemplateKey = TemplateKey {
+        slot: 1,
+        generation: 1,
+        kernel: 0,
+        dynamic_shared: 0,
+    };
+
     #[test]
     fn a_patched_template_equals_a_fresh_build() {
         for v in [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00] {
             let p = QmdPatch::new(v).unwrap();
             let mut t = Templates::default();
-            let key = TemplateKey {
-                slot: 1,
-                generation: 1,
-                kernel: 0,
-                dynamic_shared: 0,
-            };
             let first = desc([1, 1, 1], [32, 1, 1], 0x10_0000_2000, 1);
             assert_eq!(
-                t.qmd(v, &p, key, &first, true, &[]).unwrap(),
+                t.qmd(v, &p, KEY, &first, true, &[]).unwrap(),
                 Qmd::build(v, &first).unwrap()
             );
             for (grid, block, cb0, payload) in [
@@ -204,7 +206,7 @@ mod tests {
                 ),
             ] {
                 let d = desc(grid, block, cb0, payload);
-                let patched = t.qmd(v, &p, key, &d, true, &[]).unwrap();
+                let patched = t.qmd(v, &p, KEY, &d, true, &[]).unwrap();
                 assert_eq!(patched, Qmd::build(v, &d).unwrap(), "{v:?} {grid:?}");
                 assert_eq!(patched.launch_desc().unwrap().grid, grid);
             }
@@ -216,12 +218,6 @@ mod tests {
         for v in [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00] {
             let p = QmdPatch::new(v).unwrap();
             let mut t = Templates::default();
-            let key = TemplateKey {
-                slot: 1,
-                generation: 1,
-                kernel: 0,
-                dynamic_shared: 0,
-            };
             let d = desc([1, 1, 1], [32, 1, 1], 0x10_0000_2000, 1);
             let fresh = Qmd::build(v, &d).unwrap();
             assert_eq!(fresh.get("CWD_MEMBAR_TYPE").unwrap(), 1);
@@ -231,22 +227,22 @@ mod tests {
                 None,
                 Some(("INVALIDATE_TEXTURE_DATA_CACHE", 0)),
             ];
-            let q = t.qmd(v, &p, key, &d, true, &ov).unwrap();
+            let q = t.qmd(v, &p, KEY, &d, true, &ov).unwrap();
             assert_eq!(q.get("CWD_MEMBAR_TYPE").unwrap(), 0, "{v:?}");
             assert_eq!(q.get("INVALIDATE_TEXTURE_DATA_CACHE").unwrap(), 0);
             // The cached template keeps them; the next launch patches only the grid.
             let d2 = desc([9, 1, 1], [32, 1, 1], 0x10_0000_2000, 2);
-            let q2 = t.qmd(v, &p, key, &d2, true, &ov).unwrap();
+            let q2 = t.qmd(v, &p, KEY, &d2, true, &ov).unwrap();
             assert_eq!(q2.get("CWD_MEMBAR_TYPE").unwrap(), 0);
             assert_eq!(q2.launch_desc().unwrap().grid, [9, 1, 1]);
 
             let mut t = Templates::default();
             assert!(
-                t.qmd(v, &p, key, &d, true, &[Some(("NO_SUCH_FIELD", 1))])
+                t.qmd(v, &p, KEY, &d, true, &[Some(("NO_SUCH_FIELD", 1))])
                     .is_err()
             );
             assert!(
-                t.qmd(v, &p, key, &d, true, &[Some(("CWD_MEMBAR_TYPE", 4))])
+                t.qmd(v, &p, KEY, &d, true, &[Some(("CWD_MEMBAR_TYPE", 4))])
                     .is_err()
             );
         }
