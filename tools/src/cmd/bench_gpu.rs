@@ -585,7 +585,8 @@ fn num(x: f64) -> String {
     }
 }
 
-fn json_str(s: &str) -> String {
+/// `s` as a JSON string literal (the bench commands write their JSON by hand).
+pub(super) fn json_str(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
     o.push('"');
     for c in s.chars() {

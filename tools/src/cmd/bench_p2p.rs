@@ -28,6 +28,7 @@ use nvbare_core::device::{
 use nvbare_sim::system::Topology;
 
 use super::bench::parse_size;
+use super::bench_gpu::json_str;
 use crate::{CliError, DeviceSpec};
 
 /// How the two devices may exchange data.
@@ -479,21 +480,6 @@ fn timed_mapped<B: Backend>(
         }
     }
     Ok(d)
-}
-
-fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
 }
 
 #[allow(clippy::too_many_arguments)]
