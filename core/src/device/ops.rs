@@ -322,6 +322,7 @@ impl<B: Backend> Inner<B> {
                 .rm()
                 .alloc(device, FERMI_VASPACE_A, vp.as_mut_bytes())?;
             vaspace_created = Some(vaspace);
+            phases.done(backend.clock().now(), "address space (FERMI_VASPACE_A)");
             let objs = RmObjects {
                 client,
                 device,
@@ -329,7 +330,7 @@ impl<B: Backend> Inner<B> {
                 vaspace,
             };
             backend.attach(&objs)?;
-            phases.done(backend.clock().now(), "address space");
+            phases.done(backend.clock().now(), "address space: backend attach");
 
             // Memory goes into `allocated` first, so a failure frees it through the backend.
             let entries = opts.gpfifo_entries;
