@@ -44,7 +44,7 @@ if [ ! -x "$NVBARE" ]; then
     echo "compare.sh: $NVBARE not found; build it with: cargo build --release -p nvbare-tools" >&2
     exit 1
 fi
-if [ ! -x "$CUDA_BASELINE" ] || [ "$src" -nt "$CUDA_BASELINE" ]; then
+if [ ! -x "$CUDA_BASELINE" ] || [ "$src" -nt "$CUDA_BASELINE" ] || [ tools/bench/bench_util.h -nt "$CUDA_BASELINE" ]; then
     if ! command -v "$NVCC" >/dev/null; then
         echo "compare.sh: $NVCC not found (install the CUDA toolkit or set NVCC=/path/to/nvcc)" >&2
         exit 1

@@ -65,7 +65,7 @@ rm -f "$cuda_json" "$nvbare_json"
 status=0
 
 cuda_ok=1
-if [ ! -x "$CUDA_P2P" ] || [ "$src" -nt "$CUDA_P2P" ]; then
+if [ ! -x "$CUDA_P2P" ] || [ "$src" -nt "$CUDA_P2P" ] || [ tools/bench/bench_util.h -nt "$CUDA_P2P" ]; then
     if ! command -v "$NVCC" >/dev/null; then
         echo "compare_p2p.sh: $NVCC not found (install the CUDA toolkit or set NVCC=/path/to/nvcc)" >&2
         cuda_ok=0

@@ -24,6 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
+
+static const char *kProg = "cuda_baseline";
+
 static const char *kEmptyPtx =
     ".version 7.0\n"
     ".target sm_52\n"
@@ -32,12 +36,6 @@ static const char *kEmptyPtx =
     "{\n"
     "    ret;\n"
     "}\n";
-
-static double now_s() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void check(CUresult r, const char *what, int line) {
     if (r == CUDA_SUCCESS) return;
@@ -61,16 +59,6 @@ struct Args {
     long small_iters = 10000;  // 4-byte copies
 };
 
-static long parse_long(const char *s, const char *flag, long min = 1) {
-    char *end = nullptr;
-    long v = strtol(s, &end, 0);
-    if (!s[0] || *end || v < min) {
-        fprintf(stderr, "cuda_baseline: %s needs a number >= %ld, got %s\n", flag, min, s);
-        exit(2);
-    }
-    return v;
-}
-
 static Args parse(int argc, char **argv) {
     Args a;
     for (int i = 1; i < argc; i++) {
@@ -80,14 +68,14 @@ static Args parse(int argc, char **argv) {
             exit(2);
         }
         const char *v = argv[++i];
-        if (f == "--device") a.device = (int)parse_long(v, "--device", 0);
+        if (f == "--device") a.device = (int)parse_long(kProg, v, "--device", 0);
         else if (f == "--cubin") a.cubin = v;
         else if (f == "--kernel") a.kernel = v;
-        else if (f == "--iters") a.iters = parse_long(v, "--iters");
-        else if (f == "--launches") a.launches = parse_long(v, "--launches");
-        else if (f == "--copy-mib") a.copy_mib = parse_long(v, "--copy-mib");
-        else if (f == "--copy-reps") a.copy_reps = (int)parse_long(v, "--copy-reps");
-        else if (f == "--small-iters") a.small_iters = parse_long(v, "--small-iters");
+        else if (f == "--iters") a.iters = parse_long(kProg, v, "--iters", 1);
+        else if (f == "--launches") a.launches = parse_long(kProg, v, "--launches", 1);
+        else if (f == "--copy-mib") a.copy_mib = parse_long(kProg, v, "--copy-mib", 1);
+        else if (f == "--copy-reps") a.copy_reps = (int)parse_long(kProg, v, "--copy-reps", 1);
+        else if (f == "--small-iters") a.small_iters = parse_long(kProg, v, "--small-iters", 1);
         else {
             fprintf(stderr, "cuda_baseline: unknown option %s\n", f.c_str());
             exit(2);

@@ -26,11 +26,9 @@
 #include <string>
 #include <vector>
 
-static double now_s() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
+
+static const char *kProg = "cuda_p2p";
 
 static void check(cudaError_t r, const char *what, int line) {
     if (r == cudaSuccess) return;
@@ -46,16 +44,6 @@ struct Args {
     long size_mib = 1024;
     int reps = 10;
 };
-
-static long parse_long(const char *s, const char *flag, long min) {
-    char *end = nullptr;
-    long v = strtol(s, &end, 0);
-    if (!s[0] || *end || v < min) {
-        fprintf(stderr, "cuda_p2p: %s needs a number >= %ld, got %s\n", flag, min, s);
-        exit(2);
-    }
-    return v;
-}
 
 static Args parse(int argc, char **argv) {
     Args a;
@@ -77,12 +65,12 @@ static Args parse(int argc, char **argv) {
                 exit(2);
             }
             std::string first(v, comma - v);
-            a.a = (int)parse_long(first.c_str(), "--devices", 0);
-            a.b = (int)parse_long(comma + 1, "--devices", 0);
+            a.a = (int)parse_long(kProg, first.c_str(), "--devices", 0);
+            a.b = (int)parse_long(kProg, comma + 1, "--devices", 0);
         } else if (f == "--size-mib") {
-            a.size_mib = parse_long(v, f.c_str(), 1);
+            a.size_mib = parse_long(kProg, v, f.c_str(), 1);
         } else if (f == "--reps") {
-            a.reps = (int)parse_long(v, f.c_str(), 1);
+            a.reps = (int)parse_long(kProg, v, f.c_str(), 1);
         } else {
             fprintf(stderr, "cuda_p2p: unknown option %s\n", f.c_str());
             exit(2);
