@@ -251,6 +251,52 @@ pub struct Probe {
     pub call_windows_us: Vec<f64>,
     /// Length of one of those windows.
     pub window: Duration,
+    /// Round trips that start after the CPU idled for a while since the previous one ended:
+    /// whether the GPU's part depends on how long it sat idle (clock gating, channel state).
+    pub idle_gaps: Vec<IdleGap>,
+}
+
+/// Round trips after one idle gap ([`Probe::idle_gaps`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IdleGap {
+    /// Time the CPU spins between a round trip's end and the next launch, µs.
+    pub gap_us: f64,
+    /// Launch + sync, median µs (the gap not included).
+    pub round_trip_us: f64,
+    /// The launch call's share of it, median µs.
+    pub call_us: f64,
+}
+
+/// Idle gaps the probe measures round trips after, µs.
+pub const IDLE_GAPS_US: [u64; 8] = [0, 1, 2, 5, 10, 50, 200, 1000];
+
+/// Round trips of `round_trip` (returning its launch call's duration), `n` after each of
+/// [`IDLE_GAPS_US`]; the gap is spun on the CPU so the process stays on its core.
+fn idle_gaps(
+    n: usize,
+    mut round_trip: impl FnMut() -> Result<Duration, CliError>,
+) -> Result<Vec<IdleGap>, CliError> {
+    let mut out = Vec::with_capacity(IDLE_GAPS_US.len());
+    for gap_us in IDLE_GAPS_US {
+        let gap = Duration::from_micros(gap_us);
+        let (mut trips, mut calls) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for _ in 0..n {
+            let idle = Instant::now();
+            while idle.elapsed() < gap {
+                std::hint::spin_loop();
+            }
+            let t = Instant::now();
+            let call = round_trip()?;
+            trips.push(us(t.elapsed()));
+            calls.push(us(call));
+        }
+        out.push(IdleGap {
+            gap_us: gap_us as f64,
+            round_trip_us: median(trips),
+            call_us: median(calls),
+        });
+    }
+    Ok(out)
 }
 
 /// How the per-window launch-call medians split into a fast and a slow mode.
@@ -538,13 +584,19 @@ fn measure<B: CliBackend>(
             "probe: launch call over {windows} windows of {} ms",
             window.as_millis()
         ));
-        let call_windows_us = call_windows(windows, window, || {
+        let timed_round_trip = || -> Result<Duration, CliError> {
             let t = Instant::now();
             dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
             let call = t.elapsed();
             dev.synchronize().map_err(rt("synchronize"))?;
             Ok(call)
-        })?;
+        };
+        let call_windows_us = call_windows(windows, window, timed_round_trip)?;
+        let per_gap = if hw { 1000 } else { 20 };
+        progress(&format!(
+            "probe: {per_gap} round trips after each idle gap of {IDLE_GAPS_US:?} µs"
+        ));
+        let idle_gaps = idle_gaps(per_gap, timed_round_trip)?;
         Some(Probe {
             submit,
             gpu_span_us,
@@ -553,6 +605,7 @@ fn measure<B: CliBackend>(
             release_only_gpu_span_us,
             call_windows_us,
             window,
+            idle_gaps,
         })
     } else {
         None
@@ -575,6 +628,11 @@ fn measure<B: CliBackend>(
         d2d_kernel,
         probe,
     })
+}
+
+/// Numbers separated by commas, for a JSON array.
+fn json_list(xs: impl Iterator<Item = f64>) -> String {
+    xs.map(num).collect::<Vec<_>>().join(",")
 }
 
 fn num(x: f64) -> String {
@@ -648,7 +706,8 @@ impl GpuBench {
                  \"doorbell_ns\":{},\"userd_write_barrier_ns\":{},\"timer_read_ns\":{},\"gpu_span_us\":{},\"return_us\":{},\
                  \"release_only_compute_us\":{},\"release_only_copy_us\":{},\
                  \"release_only_gpu_span_us\":{},\"call_window_ms\":{},\"call_windows_us\":[{}],\
-                 \"call_fastest_window_us\":{},\"call_slow_windows\":{},\"call_slow_median_us\":{}}}",
+                 \"call_fastest_window_us\":{},\"call_slow_windows\":{},\"call_slow_median_us\":{},\
+                 \"idle_gap_us\":[{}],\"idle_gap_round_trip_us\":[{}],\"idle_gap_call_us\":[{}]}}",
                 q.iterations,
                 num(q.sem_read_ns),
                 num(q.write8_barrier_ns),
@@ -664,16 +723,15 @@ impl GpuBench {
                 num(p.release_only_us[1]),
                 num(p.release_only_gpu_span_us),
                 p.window.as_millis(),
-                p.call_windows_us
-                    .iter()
-                    .map(|&w| num(w))
-                    .collect::<Vec<_>>()
-                    .join(","),
+                json_list(p.call_windows_us.iter().copied()),
                 modes.map_or("null".into(), |m| num(m.fastest_us)),
                 modes.map_or("null".into(), |m| m.slow_windows.to_string()),
                 modes
                     .and_then(|m| m.slow_median_us)
                     .map_or("null".into(), num),
+                json_list(p.idle_gaps.iter().map(|g| g.gap_us)),
+                json_list(p.idle_gaps.iter().map(|g| g.round_trip_us)),
+                json_list(p.idle_gaps.iter().map(|g| g.call_us)),
             ));
         }
         s.push('}');
@@ -758,6 +816,17 @@ impl GpuBench {
                     p.call_windows_us.len(),
                     p.window.as_millis(),
                     m.fastest_us,
+                ));
+            }
+            if !p.idle_gaps.is_empty() {
+                let row = p
+                    .idle_gaps
+                    .iter()
+                    .map(|g| format!("{}: {:.2} ({:.2})", g.gap_us, g.round_trip_us, g.call_us))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                s.push_str(&format!(
+                    "  after an idle gap (µs)     gap: launch + sync (launch call) medians: {row}\n"
                 ));
             }
         }
@@ -857,6 +926,9 @@ mod tests {
             "\"call_window_ms\":20,\"call_windows_us\":[",
             "\"call_fastest_window_us\":",
             "\"call_slow_windows\":",
+            "\"idle_gap_us\":[0.0000,1.0000,2.0000,5.0000,10.0000,50.0000,200.0000,1000.0000],",
+            "\"idle_gap_round_trip_us\":[",
+            "\"idle_gap_call_us\":[",
         ] {
             assert!(s.contains(key), "{key} missing in {s}");
         }
@@ -876,6 +948,45 @@ mod tests {
         assert_eq!(window_modes(&[f64::NAN]), None);
         let with_nan = window_modes(&[f64::NAN, 0.4, 0.9]).unwrap();
         assert_eq!((with_nan.fastest_us, with_nan.slow_windows), (0.4, 1));
+    }
+
+    #[test]
+    fn idle_gaps_idle_before_each_round_trip_and_time_only_the_round_trip() {
+        let mut last_end: Option<Instant> = None;
+        let mut shortest_idle = [Duration::MAX; IDLE_GAPS_US.len()];
+        let mut calls = 0usize;
+        let gaps = idle_gaps(3, || {
+            let start = Instant::now();
+            if let Some(end) = last_end {
+                let i = calls / 3;
+                shortest_idle[i] = shortest_idle[i].min(start - end);
+            }
+            calls += 1;
+            // The "launch call" is the first 20 µs of a 50 µs round trip.
+            while start.elapsed() < Duration::from_micros(50) {}
+            last_end = Some(Instant::now());
+            Ok(Duration::from_micros(20))
+        })
+        .unwrap();
+        assert_eq!(calls, 3 * IDLE_GAPS_US.len());
+        let want: Vec<f64> = IDLE_GAPS_US.iter().map(|&g| g as f64).collect();
+        assert_eq!(gaps.iter().map(|g| g.gap_us).collect::<Vec<_>>(), want);
+        for (g, idle) in gaps.iter().zip(shortest_idle).skip(1) {
+            assert!(
+                idle >= Duration::from_micros(g.gap_us as u64),
+                "{g:?}: idled {idle:?}"
+            );
+            assert!(
+                g.round_trip_us >= 50.0,
+                "{g:?}: the gap was counted or the trip lost"
+            );
+            assert_eq!(g.call_us, 20.0);
+        }
+        // Had the 1 ms gap been timed, its round trips would be >= 1050 µs.
+        let last = gaps.last().unwrap();
+        assert!(last.round_trip_us < 1050.0, "{last:?}: the gap was timed");
+        let err = idle_gaps(2, || Err(CliError::Runtime("launch: GPU gone".into())));
+        assert!(matches!(err, Err(CliError::Runtime(m)) if m.contains("GPU gone")));
     }
 
     #[test]
