@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use nvbare_core::chip::Chipset;
 use nvbare_core::device::baremetal::{
-    BareMetalBackend, BareMetalError, BareMetalOptions, BarePlatform, PeerPlatform,
+    BareHw, BareMetalBackend, BareMetalError, BareMetalOptions, BarePlatform, PeerPlatform,
 };
 use nvbare_core::gsp::boot::{
     BootError, BootHw, BootObserver, BootOptions, BootPhase, BootReport, SystemAddrs,
@@ -290,9 +290,6 @@ impl PciConfig for VfioPci {
     }
 }
 
-/// The hardware of a GPU bound to vfio-pci, as the boot code wants it.
-pub type VfioHw = BootHw<VfioBar, VfioDma, HostClock, VfioPci>;
-
 /// The host side of a GPU bound to vfio-pci.
 #[derive(Debug, Clone, Copy)]
 pub struct VfioPlatform;
@@ -304,6 +301,9 @@ impl BarePlatform for VfioPlatform {
     type Clock = HostClock;
     type Pci = VfioPci;
 }
+
+/// The hardware of a GPU bound to vfio-pci, as the boot code wants it.
+pub type VfioHw = BareHw<VfioPlatform>;
 
 /// The bare-metal backend on a GPU bound to vfio-pci.
 pub type VfioBareMetal = BareMetalBackend<VfioPlatform>;

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use nvbare_core::device::baremetal::{
-    BareMetalBackend, BareMetalError, BareMetalOptions, BarePlatform,
+    BareHw, BareMetalBackend, BareMetalError, BareMetalOptions, BarePlatform,
 };
 use nvbare_core::gsp::boot::firmware::BootFirmware;
 use nvbare_core::gsp::boot::{BootHw, BootObserver, BootOptions};
@@ -77,9 +77,6 @@ impl Clock for GspClock {
     }
 }
 
-/// The hardware the bare-metal backend gets on the simulator.
-pub type SimBareHw = BootHw<SimBar0, SimDma, GspClock, SimPci>;
-
 /// The simulator's side of the bare-metal backend.
 #[derive(Debug, Clone, Copy)]
 pub struct SimPlatform;
@@ -91,6 +88,9 @@ impl BarePlatform for SimPlatform {
     type Clock = GspClock;
     type Pci = SimPci;
 }
+
+/// The hardware the bare-metal backend gets on the simulator.
+pub type SimBareHw = BareHw<SimPlatform>;
 
 /// The bare-metal backend on the simulator.
 pub type SimBareMetal = BareMetalBackend<SimPlatform>;
