@@ -278,18 +278,7 @@ fn idle_gaps(
 ) -> Result<Vec<IdleGap>, CliError> {
     let mut out = Vec::with_capacity(IDLE_GAPS_US.len());
     for gap_us in IDLE_GAPS_US {
-        let gap = Duration::from_micros(gap_us);
-        let (mut trips, mut calls) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for _ in 0..n {
-            let idle = Instant::now();
-            while idle.elapsed() < gap {
-                std::hint::spin_loop();
-            }
-            let t = Instant::now();
-            let call = round_trip()?;
-            trips.push(us(t.elapsed()));
-            calls.push(us(call));
-        }
+        let (trips, calls) = time_round_trips(n, Duration::from_micros(gap_us), &mut round_trip)?;
         out.push(IdleGap {
             gap_us: gap_us as f64,
             round_trip_us: median(trips),
@@ -297,6 +286,30 @@ fn idle_gaps(
         });
     }
     Ok(out)
+}
+
+/// `n` round trips of `round_trip` (which returns its launch call's duration), each started
+/// after the CPU spun for `gap` (none when zero): the µs of each round trip (the gap not
+/// included) and of each launch call.
+fn time_round_trips(
+    n: usize,
+    gap: Duration,
+    round_trip: &mut impl FnMut() -> Result<Duration, CliError>,
+) -> Result<(Vec<f64>, Vec<f64>), CliError> {
+    let (mut trips, mut calls) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        if !gap.is_zero() {
+            let idle = Instant::now();
+            while idle.elapsed() < gap {
+                std::hint::spin_loop();
+            }
+        }
+        let t = Instant::now();
+        let call = round_trip()?;
+        trips.push(us(t.elapsed()));
+        calls.push(us(call));
+    }
+    Ok((trips, calls))
 }
 
 /// How the per-window launch-call medians split into a fast and a slow mode.
@@ -473,20 +486,19 @@ fn measure<B: CliBackend>(
     progress(&format!(
         "launch + sync: 200 warm-up, {round_trips} timed ({name})"
     ));
-    for _ in 0..200 {
-        dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
-        dev.synchronize().map_err(rt("synchronize"))?;
-    }
-    let mut samples = Vec::with_capacity(round_trips as usize);
-    let mut calls = Vec::with_capacity(round_trips as usize);
-    for _ in 0..round_trips {
+    // One launch + sync; returns the launch call's duration.
+    let mut timed_round_trip = || -> Result<Duration, CliError> {
         let t = Instant::now();
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
-        let c = t.elapsed();
+        let call = t.elapsed();
         dev.synchronize().map_err(rt("synchronize"))?;
-        samples.push(us(t.elapsed()));
-        calls.push(us(c));
+        Ok(call)
+    };
+    for _ in 0..200 {
+        timed_round_trip()?;
     }
+    let (mut samples, calls) =
+        time_round_trips(round_trips as usize, Duration::ZERO, &mut timed_round_trip)?;
     let launch_sync = Spread::of(&mut samples)
         .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
     let launch_call_us = median(calls);
@@ -584,19 +596,12 @@ fn measure<B: CliBackend>(
             "probe: launch call over {windows} windows of {} ms",
             window.as_millis()
         ));
-        let timed_round_trip = || -> Result<Duration, CliError> {
-            let t = Instant::now();
-            dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
-            let call = t.elapsed();
-            dev.synchronize().map_err(rt("synchronize"))?;
-            Ok(call)
-        };
-        let call_windows_us = call_windows(windows, window, timed_round_trip)?;
+        let call_windows_us = call_windows(windows, window, &mut timed_round_trip)?;
         let per_gap = if hw { 1000 } else { 20 };
         progress(&format!(
             "probe: {per_gap} round trips after each idle gap of {IDLE_GAPS_US:?} µs"
         ));
-        let idle_gaps = idle_gaps(per_gap, timed_round_trip)?;
+        let idle_gaps = idle_gaps(per_gap, &mut timed_round_trip)?;
         Some(Probe {
             submit,
             gpu_span_us,
