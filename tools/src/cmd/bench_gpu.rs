@@ -270,11 +270,18 @@ pub struct IdleGap {
 /// Idle gaps the probe measures round trips after, µs.
 pub const IDLE_GAPS_US: [u64; 8] = [0, 1, 2, 5, 10, 50, 200, 1000];
 
-/// Round trips of `round_trip` (returning its launch call's duration), `n` after each of
+/// One launch + sync, timed from one start: the launch call, and the whole round trip.
+#[derive(Debug, Clone, Copy)]
+struct RoundTrip {
+    call: Duration,
+    total: Duration,
+}
+
+/// Round trips of `round_trip`, `n` after each of
 /// [`IDLE_GAPS_US`]; the gap is spun on the CPU so the process stays on its core.
 fn idle_gaps(
     n: usize,
-    mut round_trip: impl FnMut() -> Result<Duration, CliError>,
+    mut round_trip: impl FnMut() -> Result<RoundTrip, CliError>,
 ) -> Result<Vec<IdleGap>, CliError> {
     let mut out = Vec::with_capacity(IDLE_GAPS_US.len());
     for gap_us in IDLE_GAPS_US {
@@ -288,13 +295,12 @@ fn idle_gaps(
     Ok(out)
 }
 
-/// `n` round trips of `round_trip` (which returns its launch call's duration), each started
-/// after the CPU spun for `gap` (none when zero): the µs of each round trip (the gap not
-/// included) and of each launch call.
+/// `n` round trips of `round_trip`, each started after the CPU spun for `gap` (none when
+/// zero): the µs of each round trip (the gap not included) and of each launch call.
 fn time_round_trips(
     n: usize,
     gap: Duration,
-    round_trip: &mut impl FnMut() -> Result<Duration, CliError>,
+    round_trip: &mut impl FnMut() -> Result<RoundTrip, CliError>,
 ) -> Result<(Vec<f64>, Vec<f64>), CliError> {
     let (mut trips, mut calls) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for _ in 0..n {
@@ -304,10 +310,9 @@ fn time_round_trips(
                 std::hint::spin_loop();
             }
         }
-        let t = Instant::now();
-        let call = round_trip()?;
-        trips.push(us(t.elapsed()));
-        calls.push(us(call));
+        let r = round_trip()?;
+        trips.push(us(r.total));
+        calls.push(us(r.call));
     }
     Ok((trips, calls))
 }
@@ -343,19 +348,19 @@ pub fn window_modes(windows: &[f64]) -> Option<WindowModes> {
     })
 }
 
-/// Round trips of `round_trip` (which returns its launch call's duration) for `n` consecutive
-/// windows of `window`; the median launch call of each.
+/// Round trips of `round_trip` for `n` consecutive windows of `window`; the median launch call
+/// of each.
 fn call_windows(
     n: usize,
     window: Duration,
-    mut round_trip: impl FnMut() -> Result<Duration, CliError>,
+    mut round_trip: impl FnMut() -> Result<RoundTrip, CliError>,
 ) -> Result<Vec<f64>, CliError> {
     let mut medians = Vec::with_capacity(n);
     for _ in 0..n {
         let start = Instant::now();
         let mut calls = Vec::new();
         while start.elapsed() < window {
-            calls.push(us(round_trip()?));
+            calls.push(us(round_trip()?.call));
         }
         medians.push(median(calls));
     }
@@ -486,13 +491,15 @@ fn measure<B: CliBackend>(
     progress(&format!(
         "launch + sync: 200 warm-up, {round_trips} timed ({name})"
     ));
-    // One launch + sync; returns the launch call's duration.
-    let mut timed_round_trip = || -> Result<Duration, CliError> {
+    let mut timed_round_trip = || -> Result<RoundTrip, CliError> {
         let t = Instant::now();
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
         let call = t.elapsed();
         dev.synchronize().map_err(rt("synchronize"))?;
-        Ok(call)
+        Ok(RoundTrip {
+            call,
+            total: t.elapsed(),
+        })
     };
     for _ in 0..200 {
         timed_round_trip()?;
@@ -969,8 +976,12 @@ mod tests {
             calls += 1;
             // The "launch call" is the first 20 µs of a 50 µs round trip.
             while start.elapsed() < Duration::from_micros(50) {}
-            last_end = Some(Instant::now());
-            Ok(Duration::from_micros(20))
+            let end = Instant::now();
+            last_end = Some(end);
+            Ok(RoundTrip {
+                call: Duration::from_micros(20),
+                total: end - start,
+            })
         })
         .unwrap();
         assert_eq!(calls, 3 * IDLE_GAPS_US.len());
