@@ -607,7 +607,10 @@ impl Backend for SimBackend {
         } else {
             None
         };
-        let kick = (req.purpose == Purpose::Notifier).then(|| self.kicker());
+        // A CPU write to memory the host may be polling (a semaphore, or a flag in command
+        // memory an acquire waits for) lets blocked channels run, as the host's retries would.
+        let kick =
+            matches!(req.purpose, Purpose::Notifier | Purpose::Commands).then(|| self.kicker());
         Ok(SimMemory {
             handle: h,
             va,

@@ -162,16 +162,24 @@ impl BareMetalSim {
             Box::new(SharedRm(shared.clone())) as Box<dyn RmService>
         });
         let boot = BootModel::install(&gpu, cfg);
+        // The host engine retries a failed acquire on its own; the simulator does it whenever
+        // the driver waits (a system replaces this with a kick of all its GPUs).
+        let (g, r) = (gpu.clone(), rm.clone());
+        let retry = Kick(Arc::new(move || {
+            let fifo = lock(&r).fifo().clone();
+            g.with_core(|core| crate::fifo::lock(&fifo).run_all(core));
+        }));
         Ok(BareMetalSim {
             gpu,
             boot,
             mmu,
             rm,
-            kick: None,
+            kick: Some(retry),
         })
     }
 
-    /// Runs `kick` whenever the driver of this GPU waits (set by the system it belongs to).
+    /// Runs `kick` whenever the driver of this GPU waits (set by the system it belongs to,
+    /// instead of re-running this GPU's blocked channels alone).
     pub(crate) fn set_kick(&mut self, kick: Kick) {
         self.kick = Some(kick);
     }
