@@ -45,11 +45,11 @@ pub enum CopyPath {
 /// The installed copy kernel: where its program lives and what it is.
 #[derive(Debug)]
 pub(crate) struct CopyKernel {
-    slot: usize,
-    generation: u32,
-    sass_version: u32,
-    index: usize,
-    info: KernelInfo,
+    pub(super) slot: usize,
+    pub(super) generation: u32,
+    pub(super) sass_version: u32,
+    pub(super) index: usize,
+    pub(super) info: KernelInfo,
 }
 
 impl<B: Backend> Inner<B> {
@@ -159,6 +159,13 @@ impl<B: Backend> Inner<B> {
         dst: u64,
         len: u64,
     ) -> Result<(), DeviceError> {
+        if self.copy_kernel.is_none() {
+            return Err(no_kernel());
+        }
+        // Disarming launches the copy kernel: do it before taking it for this launch.
+        if self.armed.is_some() && !self.armed_fits(0) {
+            self.disarm(info, opts)?;
+        }
         let Some(ck) = self.copy_kernel.take() else {
             return Err(no_kernel());
         };

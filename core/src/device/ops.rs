@@ -70,20 +70,28 @@ pub(crate) struct Inner<B: Backend> {
     slots: Vec<Slot<B::Memory>>,
     /// Local-memory buffer and the bytes per thread it was sized for.
     local: Option<(B::Memory, u64, u32)>,
-    caches_dirty: bool,
+    pub(super) caches_dirty: bool,
     scratch: Vec<u8>,
     qmd_patch: QmdPatch,
     templates: Templates,
     last_kernel: Option<(usize, usize)>,
-    dead: Option<String>,
+    pub(super) dead: Option<String>,
     /// Re-creating the channels now (a fault meanwhile must not recurse into recovery).
     recovering: bool,
     /// The copy kernel, once installed (`device/copy.rs`).
     pub(super) copy_kernel: Option<super::copy::CopyKernel>,
+    /// The compute channel's pre-armed launch, if any (`device/armed.rs`).
+    pub(super) armed: Option<super::armed::Armed>,
+    /// Launching the no-op that consumes `armed`.
+    pub(super) disarming: bool,
+    /// Launches that used an armed submission (the disarming no-ops not counted).
+    pub(super) armed_fired: u64,
+    /// A kernel was launched since the compute channel was last armed.
+    pub(super) launched_since_arm: bool,
 }
 
-const COMPUTE: usize = 0;
-const COPY: usize = 1;
+pub(super) const COMPUTE: usize = 0;
+pub(super) const COPY: usize = 1;
 
 fn other(ci: usize) -> usize {
     1 - ci
@@ -472,6 +480,10 @@ impl<B: Backend> Inner<B> {
             dead: None,
             recovering: false,
             copy_kernel: None,
+            armed: None,
+            disarming: false,
+            armed_fired: 0,
+            launched_since_arm: false,
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -689,6 +701,9 @@ impl<B: Backend> Inner<B> {
     where
         F: FnOnce(&mut PushBuffer<'_>, u64, (&B::Memory, u64, u64)) -> Result<bool, DeviceError>,
     {
+        if ci == COMPUTE {
+            self.disarm(info, opts)?;
+        }
         let value = self.chans[ci].submitted + 1;
         let extra = extra.next_multiple_of(ARENA_ALIGN);
         let total = extra + ((2 * MAX_PB_WORDS + raw.len()) * 4) as u64;
@@ -1022,6 +1037,7 @@ impl<B: Backend> Inner<B> {
             c.synced_other = subs[other(i)];
         }
         self.caches_dirty = true;
+        self.armed = None;
         self.create_channels(info, opts)
     }
 
@@ -1350,6 +1366,11 @@ impl<B: Backend> Inner<B> {
         // Constant bank 0: driver area + parameters, assembled in the reused scratch buffer.
         let area = DriverArea::for_sm(info.sm);
         let cb_size = launch::cbuf0_size(area, k.param_base, k.param_size)?;
+        // Before anything below reads the timeline value or fills the scratch buffer: the
+        // disarming launch uses both.
+        if self.armed.is_some() && !self.armed_fits(cb_size.into()) {
+            self.disarm(info, opts)?;
+        }
         // Only the bytes the kernel can read (driver area and parameters) are written; the
         // bank is bound with its rounded-up size. `cbuf0_size` checked the sum.
         let cb_used = (u64::from(k.param_base) + u64::from(k.param_size))
@@ -1448,6 +1469,31 @@ impl<B: Backend> Inner<B> {
             kernel: kernel_index,
             dynamic_shared,
         };
+        if let Some(a) = self.armed {
+            let r = (|| -> Result<(), DeviceError> {
+                // Nothing was submitted since arming (`launch` disarmed otherwise).
+                if a.value != value {
+                    return Err(DeviceError::Dead(alloc::format!(
+                        "armed launch for timeline value {}, the next is {value}",
+                        a.value
+                    )));
+                }
+                let cmds = &self.chans[COMPUTE].cmds;
+                desc.cbufs[0] = Some((cmds.gpu_va() + a.cb_offset(), cb_size));
+                let qmd =
+                    templates.qmd(qmd_version, &patch, key, &desc, release_membar, &overrides)?;
+                cmds.write(a.cb_offset(), &scratch)?;
+                cmds.write(a.qmd_offset(), qmd.as_bytes())?;
+                Ok(())
+            })();
+            self.scratch = scratch;
+            self.templates = templates;
+            r?;
+            self.fire(a)?;
+            self.last_kernel = Some((slot, kernel_index));
+            self.launched_since_arm |= !self.disarming;
+            return Ok(());
+        }
         let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
             desc.cbufs[0] = Some((va, cb_size));
             let qmd_va = va + cb_size as u64;
@@ -1465,6 +1511,7 @@ impl<B: Backend> Inner<B> {
         r?;
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));
+        self.launched_since_arm = true;
         Ok(())
     }
 
@@ -1620,7 +1667,10 @@ impl<B: Backend> Inner<B> {
                 timeout: opts.timeout.min(Duration::from_secs(1)),
                 ..*opts
             };
-            if let Err(e) = self.synchronize(info, &short) {
+            if let Err(e) = self
+                .disarm(info, &short)
+                .and_then(|()| self.synchronize(info, &short))
+            {
                 log::warn!("closing the device with work outstanding: {e}");
             }
         }

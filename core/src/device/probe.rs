@@ -50,6 +50,9 @@ impl<B: Backend> Inner<B> {
         opts: &DeviceOptions,
         n: u32,
     ) -> Result<SubmitProbe, DeviceError> {
+        // The primitives run on an idle channel with an empty arena: not behind an armed
+        // acquire.
+        self.disarm(info, opts)?;
         self.synchronize(info, opts)?;
         let ci = 0;
         let done = self.sem.read_u64(self.chans[ci].sem_offset)?;

@@ -1,0 +1,230 @@
+//! Pre-armed launches (`DeviceOptions::armed_launches`, `core/src/device/armed.rs`) on the
+//! simulated GPUs: a wait after a launch leaves the compute channel stopped at an acquire, the
+//! next launch goes through it with no doorbell, and everything else on the compute channel
+//! first consumes it with a no-op launch. The simulator's host retries a blocked acquire when
+//! the CPU writes memory it may be polling, as the real host keeps retrying.
+
+use std::time::Duration;
+
+use nvbare_core::device::{
+    ChannelKind, Device, DeviceError, DeviceOptions, LaunchConfig, Recovery,
+};
+use nvbare_core::rm::class::NV01_DEVICE_0;
+use nvbare_gsp_firmware::program::LoadCubin;
+use nvbare_sim::backend::SimBackend;
+use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
+
+const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
+
+fn kernels(sm: u32, cuda: u32) -> Vec<u8> {
+    let p = format!(
+        "{}/../fixtures/cubins/kernels_sm{sm}_cuda{cuda}.cubin",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+fn armed_opts() -> DeviceOptions {
+    DeviceOptions {
+        armed_launches: true,
+        timeout: Duration::from_secs(2),
+        ..DeviceOptions::default()
+    }
+}
+
+fn open_armed(model: ChipModel) -> Device<SimBackend> {
+    let b = SimBackend::new(model, true).expect("simulated GPU");
+    let dev = Device::open(b, armed_opts()).expect("device opens");
+    assert!(dev.install_runtime().unwrap(), "{:?}", model.chipset);
+    dev
+}
+
+/// Submitted compute-timeline value.
+fn compute_submitted(dev: &Device<SimBackend>) -> u64 {
+    dev.timelines().unwrap()[0].0
+}
+
+#[test]
+fn launch_and_wait_loops_go_through_armed_submissions_on_every_chip() {
+    for (model, sm) in CHIPS {
+        let dev = open_armed(model);
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 1000u32;
+        let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        let cfg = LaunchConfig::for_num_elems(n);
+        assert!(!dev.is_armed(), "nothing launched yet");
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        dev.synchronize().unwrap();
+        assert!(
+            dev.is_armed(),
+            "{:?}: a wait after a launch arms",
+            model.chipset
+        );
+        for i in 0..5 {
+            let before = compute_submitted(&dev);
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+            assert!(!dev.is_armed(), "the launch used the armed submission");
+            assert_eq!(compute_submitted(&dev), before + 1, "one timeline value");
+            dev.synchronize().unwrap();
+            assert!(dev.is_armed(), "{i}: armed again");
+        }
+        assert_eq!(dev.armed_launches(), 5);
+        // A wait with no launch since does not arm again; the armed one stays.
+        dev.synchronize().unwrap();
+        assert!(dev.is_armed());
+        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![6u32; n as usize]);
+        assert_eq!(dev.armed_launches(), 5, "a copy to the host is no launch");
+    }
+}
+
+#[test]
+fn other_compute_work_consumes_the_armed_submission_first() {
+    let dev = open_armed(GH100);
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let n = 256u32;
+    let cfg = LaunchConfig::for_num_elems(n);
+    let mut buf = dev.htod_copy(&vec![1u32; n as usize]).unwrap();
+    let arm = |dev: &Device<SimBackend>,
+               buf: &nvbare_core::device::DeviceBuffer<'_, SimBackend, u32>| {
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        dev.synchronize().unwrap();
+        assert!(dev.is_armed());
+    };
+    arm(&dev, &buf);
+    let fired = dev.armed_launches();
+
+    // New data from the copy channel: the launch must wait for it, which the armed
+    // submission has no acquire for: a no-op consumes it, the launch takes the normal path.
+    dev.htod_copy_into(&vec![10u32; n as usize], &mut buf)
+        .unwrap();
+    let before = compute_submitted(&dev);
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    assert_eq!(compute_submitted(&dev), before + 2, "no-op + launch");
+    assert_eq!(dev.armed_launches(), fired, "the no-op is not counted");
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![11u32; n as usize]);
+
+    // A module loaded while armed needs a shader-cache invalidate: the same.
+    dev.synchronize().unwrap();
+    assert!(dev.is_armed());
+    let m2 = dev.load_cubin(&kernels(90, 12)).unwrap();
+    let add1b = m2.function("add1").unwrap();
+    dev.launch(&add1b, cfg, &[buf.arg(), n.into()]).unwrap();
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![12u32; n as usize]);
+    assert_eq!(dev.armed_launches(), fired);
+
+    // A raw submission does not queue behind the acquire.
+    dev.synchronize().unwrap();
+    assert!(dev.is_armed());
+    let v = dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
+    assert!(!dev.is_armed());
+    dev.wait_for(ChannelKind::Compute, v).unwrap();
+    assert!(!dev.is_armed(), "no launch since the last arm");
+
+    // A device-to-device copy on the copy kernel is a launch: it uses an armed submission
+    // (the destination is not zeroed: that would be copy-channel work to wait for).
+    let mut dst = dev.alloc::<u32>(n as usize).unwrap();
+    arm(&dev, &buf);
+    let fired = dev.armed_launches();
+    dev.dtod_copy_with(&buf, &mut dst, nvbare_core::device::CopyPath::Kernel)
+        .unwrap();
+    assert_eq!(dev.armed_launches(), fired + 1);
+    assert_eq!(dev.dtoh_copy(&dst).unwrap(), vec![13u32; n as usize]);
+}
+
+#[test]
+fn a_fault_or_a_hang_in_an_armed_launch_recovers_and_arming_resumes() {
+    for (model, sm) in CHIPS {
+        let dev = open_armed(model);
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let buf = dev.htod_copy(&[0u32; 64]).unwrap();
+        let cfg = LaunchConfig::for_num_elems(64);
+        dev.launch(&add1, cfg, &[buf.arg(), 64u32.into()]).unwrap();
+        dev.synchronize().unwrap();
+        assert!(dev.is_armed());
+
+        let oob = m.function("oob_write").unwrap();
+        dev.launch(&oob, LaunchConfig::for_num_elems(32), &[buf.arg()])
+            .unwrap();
+        assert_eq!(dev.armed_launches(), 1);
+        let err = dev.synchronize().unwrap_err();
+        let DeviceError::Fault(report) = &err else {
+            panic!("{:?}: expected a fault, got {err}", model.chipset);
+        };
+        assert_eq!(report.fault_address(), Some(buf.gpu_va() + (1 << 40)));
+        assert_eq!(report.kernel.as_deref(), Some("oob_write"));
+        assert_eq!(report.recovery, Recovery::ChannelsRecreated);
+        assert!(!dev.is_armed(), "the channels were re-created");
+
+        dev.launch(&add1, cfg, &[buf.arg(), 64u32.into()]).unwrap();
+        dev.synchronize().unwrap();
+        assert!(dev.is_armed());
+        let spin = m.function("spin_forever").unwrap();
+        dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
+            .unwrap();
+        let err = dev.synchronize().unwrap_err();
+        let DeviceError::Timeout { report, .. } = &err else {
+            panic!("{:?}: expected a timeout, got {err}", model.chipset);
+        };
+        assert_eq!(report.kernel.as_deref(), Some("spin_forever"));
+        assert_eq!(report.recovery, Recovery::ChannelsRecreated);
+        dev.launch(&add1, cfg, &[buf.arg(), 64u32.into()]).unwrap();
+        dev.synchronize().unwrap();
+        dev.launch(&add1, cfg, &[buf.arg(), 64u32.into()]).unwrap();
+        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![4u32; 64]);
+        assert_eq!(dev.armed_launches(), 3, "{:?}", model.chipset);
+    }
+}
+
+#[test]
+fn without_a_copy_kernel_nothing_is_armed() {
+    let b = SimBackend::new(GH100, true).unwrap();
+    let dev = Device::open(b, armed_opts()).unwrap();
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let buf = dev.htod_copy(&[0u32; 32]).unwrap();
+    for _ in 0..3 {
+        dev.launch(
+            &add1,
+            LaunchConfig::for_num_elems(32),
+            &[buf.arg(), 32u32.into()],
+        )
+        .unwrap();
+        dev.synchronize().unwrap();
+        assert!(!dev.is_armed());
+    }
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![3u32; 32]);
+    assert_eq!(dev.armed_launches(), 0);
+}
+
+#[test]
+fn closing_an_armed_device_frees_everything() {
+    let sim = SimBackend::new(GB202, true).unwrap();
+    let model = sim.model_arc();
+    let host = sim.gpu().host().clone();
+    {
+        let dev = Device::open(sim, armed_opts()).unwrap();
+        assert!(dev.install_runtime().unwrap());
+        let m = dev.load_cubin(&kernels(120, 13)).unwrap();
+        let b = dev.htod_copy(&[1u32; 512]).unwrap();
+        let f = m.function("add1").unwrap();
+        dev.launch(
+            &f,
+            LaunchConfig::for_num_elems(512),
+            &[b.arg(), 512u32.into()],
+        )
+        .unwrap();
+        dev.synchronize().unwrap();
+        assert!(dev.is_armed());
+    }
+    let m = model.lock().unwrap();
+    assert_eq!(
+        m.first_of_class(nvbare_sim::backend::CLIENT, NV01_DEVICE_0),
+        None
+    );
+    assert_eq!(m.vram_used(), 0);
+    drop(m);
+    assert_eq!(host.buffers(), 0);
+}
