@@ -81,6 +81,12 @@ def main(argv):
     cuda, ours = docs
     print(f"CUDA:   {cuda.get('device', '?')} ({cuda.get('backend', '?')})")
     print(f"nvbare: {ours.get('device', '?')} ({ours.get('backend', '?')})")
+    if ours.get("armed_launches"):
+        print(
+            "nvbare ran with --armed: pre-armed launches "
+            f"({ours.get('armed_round_trips', '?')} of the timed round trips used one); while "
+            "armed, other processes' GPU work waits for nvbare's timeslice (docs/device.md)"
+        )
     print("speedup > 1 means nvbare is better (times: CUDA/nvbare; bandwidths: nvbare/CUDA)")
     print()
     lines, results = table(cuda, ours)

@@ -91,6 +91,9 @@ pub struct GpuBenchArgs {
     /// (DeviceOptions::qmd_overrides). Experiments only: some values break the memory model.
     #[arg(long = "qmd", value_parser = parse_qmd_override)]
     pub qmd: Vec<(String, u64)>,
+    /// Pre-armed launches (DeviceOptions::armed_launches).
+    #[arg(long)]
+    pub armed: bool,
 }
 
 /// `FIELD=VALUE` (VALUE decimal or 0x-hex).
@@ -155,6 +158,7 @@ impl GpuBenchArgs {
             copy_kernel_block: self.copy_block.unwrap_or(d.copy_kernel_block),
             copy_kernel_ctas_per_sm: self.copy_ctas_per_sm.unwrap_or(d.copy_kernel_ctas_per_sm),
             qmd_overrides,
+            armed_launches: self.armed,
             ..d
         })
     }
@@ -221,6 +225,9 @@ pub struct GpuBench {
     pub open_s: f64,
     /// CPU time of the launch call in the round-trip loop, median µs.
     pub launch_call_us: f64,
+    /// With `--armed`: how many of the timed round trips' launches used a pre-armed
+    /// submission (`None` without `--armed`).
+    pub armed_round_trips: Option<u64>,
     /// D2D on the copy engine (`CopyPath::CopyEngine`), GB/s read + written.
     pub d2d_ce_gbps: f64,
     /// Whether `d2d_gbps` ran on the copy kernel.
@@ -504,8 +511,13 @@ fn measure<B: CliBackend>(
     for _ in 0..200 {
         timed_round_trip()?;
     }
+    let armed_before = dev.armed_launches();
     let (mut samples, calls) =
         time_round_trips(round_trips as usize, Duration::ZERO, &mut timed_round_trip)?;
+    let armed_round_trips = dev
+        .options()
+        .armed_launches
+        .then(|| dev.armed_launches() - armed_before);
     let launch_sync = Spread::of(&mut samples)
         .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
     let launch_call_us = median(calls);
@@ -636,6 +648,7 @@ fn measure<B: CliBackend>(
         copy4_h2d_us,
         open_s,
         launch_call_us,
+        armed_round_trips,
         d2d_ce_gbps,
         d2d_kernel,
         probe,
@@ -709,6 +722,11 @@ impl GpuBench {
                 "copy engine"
             })
         );
+        if let Some(n) = self.armed_round_trips {
+            s.push_str(&format!(
+                ",\"armed_launches\":true,\"armed_round_trips\":{n}"
+            ));
+        }
         if let Some(p) = &self.probe {
             let q = &p.submit;
             let modes = window_modes(&p.call_windows_us);
@@ -780,6 +798,12 @@ impl GpuBench {
             "  launch call (CPU)          {:.2} µs median in the round-trip loop\n",
             self.launch_call_us
         ));
+        if let Some(n) = self.armed_round_trips {
+            s.push_str(&format!(
+                "  pre-armed launches         {n} of the {} timed round trips (--armed)\n",
+                self.launch_sync.n
+            ));
+        }
         s.push_str(&format!(
             "  4-byte H2D copy            {:.2} µs\n",
             self.copy4_h2d_us
@@ -893,9 +917,8 @@ mod tests {
         assert_eq!(Spread::of(&mut []), None);
     }
 
-    #[test]
-    fn bench_runs_on_the_simulator_and_prints_the_schema() {
-        let args = GpuBenchArgs {
+    fn sim_args(armed: bool) -> GpuBenchArgs {
+        GpuBenchArgs {
             device: DeviceSpec::default(),
             json: true,
             round_trips: Some(50),
@@ -913,9 +936,14 @@ mod tests {
             runtime_cubin: None,
             verify: true,
             qmd: vec![],
-        };
+            armed,
+        }
+    }
+
+    #[test]
+    fn bench_runs_on_the_simulator_and_prints_the_schema() {
         let mut out = Vec::new();
-        run(&mut out, args).unwrap();
+        run(&mut out, sim_args(false)).unwrap();
         let s = String::from_utf8(out).unwrap();
         for key in [
             "\"backend\":\"nvbare\"",
@@ -945,6 +973,19 @@ mod tests {
             assert!(s.contains(key), "{key} missing in {s}");
         }
         assert!(s.trim_end().ends_with('}') && !s.contains("NaN"), "{s}");
+        assert!(!s.contains("armed"), "{s}");
+    }
+
+    #[test]
+    fn armed_bench_launches_every_timed_round_trip_through_an_armed_submission() {
+        let mut out = Vec::new();
+        run(&mut out, sim_args(true)).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.contains("\"armed_launches\":true,\"armed_round_trips\":50"),
+            "{s}"
+        );
+        assert!(s.contains("\"probe\":{\"iterations\":20000,"), "{s}");
     }
 
     #[test]
