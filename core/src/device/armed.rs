@@ -1,13 +1,20 @@
-//! Pre-armed launches ([`DeviceOptions::armed_launches`]): while the CPU waits for the GPU
-//! anyway, the compute channel gets a submission whose only methods are a host semaphore
-//! acquire on a flag in command memory and `SEND_PCAS` of a QMD that is not written yet.
-//! The host fetches it and stops at the acquire. The next launch then writes constant bank 0
-//! and the QMD into that submission's space and sets the flag: no pushbuffer, no GP entry and
-//! no doorbell on the launch path, and the host, already holding the methods, starts the
-//! launch as soon as the flag's write reaches video memory.
+//! Pre-armed launches ([`DeviceOptions::armed_launches`]): the compute channel is given
+//! submissions ahead of time whose only methods are a host semaphore acquire on a flag in
+//! command memory and `SEND_PCAS` of a QMD in the same region. The host fetches them and
+//! stops at the first acquire. A launch then writes constant bank 0 and the QMD into the
+//! front region (or nothing, when arming already wrote the same ones there) and sets its
+//! flag: no pushbuffer, no GP entry and no doorbell on the launch path, and the host, already
+//! holding the methods, starts the launch as soon as the flag's write reaches video memory.
 //!
-//! Any other compute-channel submission must not queue behind the acquire, so it first
-//! consumes the armed submission with a launch that does nothing (the copy kernel with zero
+//! When to arm: a wait after a launch arms one submission (the CPU is about to wait anyway,
+//! and a program that launches and waits is likely to launch again). A stream of launches
+//! with no wait in between arms a batch once the armed ones are used up, as many as the
+//! stream has had launches since the last wait (doubling, up to [`MAX_BATCH`]), with one
+//! doorbell for the batch. Arming writes the previous launch's QMD and constant bank 0 into
+//! every region, so repeating a launch costs one 8-byte store and a store barrier.
+//!
+//! Any other compute-channel submission must not queue behind an acquire, so it first
+//! consumes every armed submission with a launch that does nothing (the copy kernel with zero
 //! bytes, [`Inner::disarm`]). A launch that needs methods the armed submission lacks (a
 //! shader-cache invalidate after loading a module, a wait for the copy channel) or a larger
 //! constant bank disarms the same way and takes the ordinary path.
@@ -18,67 +25,211 @@
 //! other processes' channels wait for its timeslice to end (~1 ms per launch of theirs on the
 //! H200): hence opt-in, for a GPU the process has to itself.
 
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
 use zerocopy::IntoBytes;
 
 use super::backend::{Backend, GpuMemory};
 use super::chan::RingView;
 use super::module::Arg;
 use super::ops::{COMPUTE, COPY, Inner};
+use super::template::TemplateKey;
 use super::{DeviceError, DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::GpEntry;
 use crate::channel::methods::host::sem_execute::{OPERATION_ACQ_CIRC_GEQ, PAYLOAD_SIZE_64BIT};
 use crate::channel::pushbuf::PushBuffer;
+use crate::channel::qmd::LaunchDesc;
 use crate::hal::Mmio;
 
-/// Offset of the armed submission's pushbuffer in its region (the flag is at 0).
+/// Offset of an armed submission's pushbuffer in its region (the flag is at 0).
 const PB_OFFSET: u64 = 64;
 /// Offset of the QMD in the region.
 const QMD_OFFSET: u64 = 256;
-/// Bytes of constant bank 0 an armed launch has room for: the driver area and up to
-/// ~3.5 KiB of parameters; kernels with more take the ordinary path.
-pub(super) const CB_BYTES: u64 = 4096;
+/// Most bytes of constant bank 0 a region has room for: the driver area and up to ~3.5 KiB
+/// of parameters; kernels with more take the ordinary path.
+const CB_BYTES: u64 = 4096;
+/// Most submissions armed at once.
+pub(super) const MAX_BATCH: usize = 128;
+/// Launches in a row without a wait before the launch path arms a batch.
+const STREAM_MIN: u32 = 4;
 
-/// A submission waiting at its acquire for the next launch.
+/// A submission waiting at its acquire for a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Armed {
-    /// Offset of its region in the compute channel's command memory.
-    pub off: u64,
+struct Armed {
+    /// Offset of its region in the compute channel's command memory (the flag is at `off`).
+    off: u64,
     /// The timeline value its launch releases.
-    pub value: u64,
+    value: u64,
     /// Offset of constant bank 0 in the region (after the QMD).
-    pub cb_offset: u64,
-    /// Offset of the flag in command memory.
-    pub flag: u64,
+    cb_offset: u64,
+    /// Bytes of constant bank 0 the region has room for.
+    cb_room: u64,
+    /// Arming wrote [`ArmState::pre`]'s QMD and constant bank 0 into the region.
+    prewritten: bool,
 }
 
-impl Armed {
-    pub(super) fn qmd_offset(&self) -> u64 {
-        self.off + QMD_OFFSET
+/// A launch as arming can repeat it: the QMD template, the description without the per-region
+/// parts (constant bank 0's address, the release), the bank's size and bytes.
+#[derive(Debug, Clone, PartialEq)]
+struct Image {
+    key: TemplateKey,
+    desc: LaunchDesc,
+    cb_size: u32,
+    cb: Vec<u8>,
+}
+
+/// The device's pre-armed launches.
+#[derive(Debug, Default)]
+pub(crate) struct ArmState {
+    /// Armed submissions, oldest first (their timeline values are consecutive).
+    slots: VecDeque<Armed>,
+    /// Launching the no-op that consumes an armed submission.
+    disarming: bool,
+    /// Launches that used an armed submission (the no-ops not counted).
+    fired: u64,
+    /// A kernel was launched since the last wait armed.
+    launched_since_wait: bool,
+    /// Launches since the last wait (the stream a batch is sized by).
+    stream: u32,
+    /// The last launch (not a no-op), once armed launches are on.
+    last: Option<Image>,
+    /// What the armed regions hold when `prewritten`.
+    pre: Option<Image>,
+}
+
+impl ArmState {
+    /// Forgets the armed submissions (the channels were re-created).
+    pub(super) fn reset(&mut self) {
+        self.slots.clear();
+        self.disarming = false;
+        self.stream = 0;
     }
-    pub(super) fn cb_offset(&self) -> u64 {
-        self.off + self.cb_offset
+
+    pub(super) fn is_armed(&self) -> bool {
+        !self.slots.is_empty()
     }
+
+    pub(super) fn fired(&self) -> u64 {
+        self.fired
+    }
+}
+
+/// The description with the parts that differ per region removed.
+fn normalized(desc: &LaunchDesc) -> LaunchDesc {
+    let mut d = *desc;
+    d.cbufs[0] = None;
+    d.release = [None, None];
+    d
 }
 
 impl<B: Backend> Inner<B> {
-    /// Arms the compute channel if armed launches are on, none is armed and a no-op launch
-    /// exists to disarm with. Never waits: when command memory has no room now, it does
-    /// nothing.
-    pub(super) fn arm(
+    /// Arms up to `n` submissions if armed launches are on, none is armed and a no-op launch
+    /// exists to disarm with. Never waits: it stops where command memory has no room now.
+    fn arm(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
+        n: usize,
     ) -> Result<(), DeviceError> {
         if !opts.armed_launches
-            || self.armed.is_some()
+            || self.arm.is_armed()
             || self.copy_kernel.is_none()
             || self.dead.is_some()
         {
             return Ok(());
         }
-        let cb_offset = QMD_OFFSET + (info.qmd.size() as u64).next_multiple_of(256);
-        let size = cb_offset + CB_BYTES;
         let done = self.sem.read_u64(self.chans[COMPUTE].sem_offset)?;
+        self.chans[COMPUTE].arena.retire(done);
+        // Regions sized for the last launch's constant bank 0 (a larger one disarms).
+        let cb_room = self
+            .arm
+            .last
+            .as_ref()
+            .map_or(CB_BYTES, |l| u64::from(l.cb_size))
+            .clamp(256, CB_BYTES)
+            .next_multiple_of(256);
+        let cb_offset = QMD_OFFSET + (info.qmd.size() as u64).next_multiple_of(256);
+        let size = cb_offset + cb_room;
+        let prewrite = self
+            .arm
+            .last
+            .clone()
+            .filter(|l| u64::from(l.cb_size) <= cb_room);
+        let base_value = self.chans[COMPUTE].submitted + 1;
+        for i in 0..n.clamp(1, MAX_BATCH) as u64 {
+            let value = base_value + i;
+            let Some(off) = self.chans[COMPUTE].arena.alloc(size, value) else {
+                break;
+            };
+            let a = Armed {
+                off,
+                value,
+                cb_offset,
+                cb_room,
+                prewritten: prewrite.is_some(),
+            };
+            let r = (|| -> Result<(), DeviceError> {
+                if let Some(img) = &prewrite {
+                    self.write_image(info, opts, &a, img)?;
+                }
+                self.push_armed(opts, &a)
+            })();
+            if let Err(e) = r {
+                self.chans[COMPUTE].arena.cancel_last();
+                if self.arm.slots.is_empty() {
+                    return Err(e);
+                }
+                // The entries pushed so far are armed: publish them and report nothing.
+                break;
+            }
+            self.arm.slots.push_back(a);
+        }
+        if self.arm.slots.is_empty() {
+            return Ok(());
+        }
+        self.arm.pre = prewrite;
+        let Inner {
+            chans, usermode, ..
+        } = self;
+        let c = &mut chans[COMPUTE];
+        let view = RingView {
+            mem: &c.ring,
+            userd: c.userd_offset,
+        };
+        // The doorbell's store barrier also orders the regions' QMDs and banks before any flag.
+        c.fifo.kick(&view, usermode)?;
+        Ok(())
+    }
+
+    /// Writes `img`'s QMD and constant bank 0 into region `a`, retargeted to it.
+    fn write_image(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        a: &Armed,
+        img: &Image,
+    ) -> Result<(), DeviceError> {
+        let c = &self.chans[COMPUTE];
+        let mut desc = img.desc;
+        desc.cbufs[0] = Some((c.cmds.gpu_va() + a.off + a.cb_offset, img.cb_size));
+        desc.release[0] = Some((self.sem.gpu_va() + c.sem_offset, a.value));
+        let qmd = self.templates.qmd(
+            info.qmd,
+            &self.qmd_patch,
+            img.key,
+            &desc,
+            opts.release_sysmembar,
+            &opts.qmd_overrides,
+        )?;
+        c.cmds.write(a.off + a.cb_offset, &img.cb)?;
+        c.cmds.write(a.off + QMD_OFFSET, qmd.as_bytes())?;
+        Ok(())
+    }
+
+    /// An armed submission: flag cleared, acquire + `SEND_PCAS`, GP entry (the caller rings
+    /// the doorbell).
+    fn push_armed(&mut self, opts: &DeviceOptions, a: &Armed) -> Result<(), DeviceError> {
         let Inner {
             chans,
             usermode,
@@ -86,98 +237,180 @@ impl<B: Backend> Inner<B> {
             ..
         } = self;
         let c = &mut chans[COMPUTE];
-        let value = c.submitted + 1;
-        c.arena.retire(done);
-        let Some(off) = c.arena.alloc(size, value) else {
-            return Ok(());
+        let va = c.cmds.gpu_va() + a.off;
+        let mut words = [0u32; 16];
+        let mut pb = PushBuffer::new(&mut words);
+        pb.host_semaphore(va, a.value, OPERATION_ACQ_CIRC_GEQ | PAYLOAD_SIZE_64BIT)?;
+        pb.compute_launch(va + QMD_OFFSET)?;
+        let len = pb.len();
+        // The region held older commands: clear the flag before the host can read it.
+        c.cmds.write_u64(a.off, 0)?;
+        c.cmds.write(
+            a.off + PB_OFFSET,
+            words.get(..len).unwrap_or(&[]).as_bytes(),
+        )?;
+        let entry = GpEntry::new(va + PB_OFFSET, len as u32)?;
+        let view = RingView {
+            mem: &c.ring,
+            userd: c.userd_offset,
         };
-        let va = c.cmds.gpu_va() + off;
-        let flag = off;
-        let r = (|| -> Result<(), DeviceError> {
-            let mut words = [0u32; 16];
-            let mut pb = PushBuffer::new(&mut words);
-            pb.host_semaphore(
-                c.cmds.gpu_va() + flag,
-                value,
-                OPERATION_ACQ_CIRC_GEQ | PAYLOAD_SIZE_64BIT,
-            )?;
-            pb.compute_launch(va + QMD_OFFSET)?;
-            let len = pb.len();
-            // The region held older commands: clear the flag before the host can read it.
-            c.cmds.write_u64(flag, 0)?;
-            c.cmds
-                .write(off + PB_OFFSET, words.get(..len).unwrap_or(&[]).as_bytes())?;
-            let entry = GpEntry::new(va + PB_OFFSET, len as u32)?;
-            let view = RingView {
-                mem: &c.ring,
-                userd: c.userd_offset,
-            };
-            c.fifo
-                .push(&view, usermode, backend.clock(), opts.timeout, entry)?;
-            c.fifo.kick(&view, usermode)?;
-            Ok(())
-        })();
-        if let Err(e) = r {
-            c.arena.cancel_last();
-            return Err(e);
-        }
-        self.armed = Some(Armed {
-            off,
-            value,
-            cb_offset,
-            flag,
-        });
+        c.fifo
+            .push(&view, usermode, backend.clock(), opts.timeout, entry)?;
         Ok(())
     }
 
-    /// Arms the compute channel if a kernel was launched since it was last armed: the caller
-    /// is about to wait for it (on hardware the GPU is still running it, so the stores and the
-    /// doorbell cost no latency), and a program that launches and waits is likely to launch
-    /// again.
+    /// Arms one submission if a kernel was launched since the last wait: the caller is about
+    /// to wait for it (on hardware the GPU is still running it, so the stores and the doorbell
+    /// cost no latency).
     pub(super) fn arm_after_launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
     ) -> Result<(), DeviceError> {
-        if !opts.armed_launches || !self.launched_since_arm || self.armed.is_some() {
+        if !opts.armed_launches || !self.arm.launched_since_wait {
             return Ok(());
         }
         self.check_alive()?;
-        self.launched_since_arm = false;
-        self.arm(info, opts)
+        self.arm.launched_since_wait = false;
+        self.arm.stream = 0;
+        self.arm(info, opts, 1)
     }
 
-    /// Whether a launch can use the armed submission (it has no room or methods for more).
-    pub(super) fn armed_fits(&self, cb_size: u64) -> bool {
-        self.disarming
-            || (!self.caches_dirty
-                && cb_size <= CB_BYTES
-                && self.chans[COPY].submitted <= self.chans[COMPUTE].synced_other)
+    /// Whether a launch with a constant bank 0 of `cb_size` bytes can use the front armed
+    /// submission (it has no room or methods for more).
+    pub(super) fn armed_fits(&mut self, cb_size: u64) -> bool {
+        let Some(a) = self.arm.slots.front() else {
+            return false;
+        };
+        if self.arm.disarming {
+            return true;
+        }
+        if self.caches_dirty || cb_size > a.cb_room {
+            return false;
+        }
+        // Copy-channel work the launch must follow needs an acquire the armed submission does
+        // not have, unless it is already done (a copy to the host waited for it, say).
+        let copies = self.chans[COPY].submitted;
+        if copies > self.chans[COMPUTE].synced_other {
+            match self.sem.read_u64(self.chans[COPY].sem_offset) {
+                Ok(done) if done >= copies => self.chans[COMPUTE].synced_other = copies,
+                _ => return false,
+            }
+        }
+        true
     }
 
-    /// Sets the armed submission's flag after its QMD and constant bank were written: the
-    /// launch starts.
-    pub(super) fn fire(&mut self, a: Armed) -> Result<(), DeviceError> {
+    /// Launches through the front armed submission (the caller checked [`Inner::armed_fits`]):
+    /// writes constant bank 0 `cb` and the QMD of `desc` unless the region already holds the
+    /// same, then the flag. `value` is the timeline value the launch is to release.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch_armed(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        key: TemplateKey,
+        desc: &LaunchDesc,
+        cb_size: u32,
+        cb: &[u8],
+        value: u64,
+    ) -> Result<(), DeviceError> {
+        let Some(a) = self.arm.slots.front().copied() else {
+            return Err(DeviceError::Dead(
+                "no armed submission to launch through".into(),
+            ));
+        };
+        // Nothing was submitted since arming (`launch` disarms otherwise).
+        if a.value != value {
+            return Err(DeviceError::Dead(alloc::format!(
+                "armed launch for timeline value {}, the next is {value}",
+                a.value
+            )));
+        }
+        let norm = normalized(desc);
+        let same = a.prewritten
+            && self.arm.pre.as_ref().is_some_and(|p| {
+                p.key == key && p.desc == norm && p.cb_size == cb_size && p.cb == cb
+            });
+        if !same {
+            let img = Image {
+                key,
+                desc: norm,
+                cb_size,
+                cb: cb.to_vec(),
+            };
+            self.write_image(info, opts, &a, &img)?;
+        }
+        if !self.arm.disarming {
+            self.remember(key, &norm, cb_size, cb);
+        }
         let c = &mut self.chans[COMPUTE];
-        self.usermode.store_barrier();
-        c.cmds.write_u64(a.flag, a.value)?;
+        if !same {
+            // Bank and QMD before the flag (write-combined stores may be reordered).
+            self.usermode.store_barrier();
+        }
+        c.cmds.write_u64(a.off, a.value)?;
         self.usermode.store_barrier();
         c.submitted = a.value;
-        self.armed = None;
-        if !self.disarming {
-            self.armed_fired += 1;
+        self.arm.slots.pop_front();
+        if !self.arm.disarming {
+            self.arm.fired += 1;
         }
         Ok(())
     }
 
-    /// Consumes an armed submission with a launch that does nothing (the copy kernel copying
-    /// zero bytes), so the next compute submission does not queue behind its acquire.
+    /// Keeps the launch arming repeats (only while armed launches are on).
+    fn remember(&mut self, key: TemplateKey, norm: &LaunchDesc, cb_size: u32, cb: &[u8]) {
+        match &mut self.arm.last {
+            Some(l) if l.key == key && l.desc == *norm && l.cb_size == cb_size && l.cb == cb => {}
+            Some(l) => {
+                l.key = key;
+                l.desc = *norm;
+                l.cb_size = cb_size;
+                l.cb.clear();
+                l.cb.extend_from_slice(cb);
+            }
+            None => {
+                self.arm.last = Some(Image {
+                    key,
+                    desc: *norm,
+                    cb_size,
+                    cb: cb.to_vec(),
+                });
+            }
+        }
+    }
+
+    /// After a launch (either path): counts it, and in a stream of launches with the armed
+    /// submissions used up, arms the next batch.
+    pub(super) fn after_launch(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        key: TemplateKey,
+        desc: &LaunchDesc,
+        cb_size: u32,
+        cb: &[u8],
+    ) -> Result<(), DeviceError> {
+        if !opts.armed_launches || self.arm.disarming {
+            return Ok(());
+        }
+        self.remember(key, &normalized(desc), cb_size, cb);
+        self.arm.launched_since_wait = true;
+        self.arm.stream = self.arm.stream.saturating_add(1);
+        if self.arm.stream >= STREAM_MIN && !self.arm.is_armed() {
+            self.arm(info, opts, self.arm.stream as usize)?;
+        }
+        Ok(())
+    }
+
+    /// Consumes every armed submission with a launch that does nothing (the copy kernel
+    /// copying zero bytes), so the next compute submission does not queue behind an acquire.
     pub(super) fn disarm(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
     ) -> Result<(), DeviceError> {
-        if self.armed.is_none() {
+        if !self.arm.is_armed() {
             return Ok(());
         }
         let Some(ck) = self.copy_kernel.take() else {
@@ -185,27 +418,25 @@ impl<B: Backend> Inner<B> {
                 "an armed launch without a copy kernel to disarm it".into(),
             ));
         };
-        self.disarming = true;
-        let r = self.launch(
-            info,
-            opts,
-            (ck.slot, ck.generation, ck.sass_version),
-            ck.index,
-            &ck.info,
-            [1, 1, 1],
-            [32, 1, 1],
-            0,
-            &[Arg::U64(0), Arg::U64(0), Arg::U64(0)],
-            0,
-        );
-        self.disarming = false;
-        self.copy_kernel = Some(ck);
-        r?;
-        if self.armed.is_some() {
-            return Err(DeviceError::Dead(
-                "disarming launch did not use the armed submission".into(),
-            ));
+        self.arm.disarming = true;
+        let mut r = Ok(());
+        while self.arm.is_armed() && r.is_ok() {
+            r = self.launch(
+                info,
+                opts,
+                (ck.slot, ck.generation, ck.sass_version),
+                ck.index,
+                &ck.info,
+                [1, 1, 1],
+                [32, 1, 1],
+                0,
+                &[Arg::U64(0), Arg::U64(0), Arg::U64(0)],
+                0,
+            );
         }
-        Ok(())
+        self.arm.disarming = false;
+        self.arm.stream = 0;
+        self.copy_kernel = Some(ck);
+        r
     }
 }

@@ -163,7 +163,7 @@ impl<B: Backend> Inner<B> {
             return Err(no_kernel());
         }
         // Disarming launches the copy kernel: do it before taking it for this launch.
-        if self.armed.is_some() && !self.armed_fits(0) {
+        if self.arm.is_armed() && !self.armed_fits(0) {
             self.disarm(info, opts)?;
         }
         let Some(ck) = self.copy_kernel.take() else {

@@ -317,13 +317,13 @@ impl<B: Backend> Device<B> {
     /// Whether the compute channel holds a pre-armed launch now
     /// ([`DeviceOptions::armed_launches`]).
     pub fn is_armed(&self) -> bool {
-        self.inner().is_ok_and(|i| i.armed.is_some())
+        self.inner().is_ok_and(|i| i.arm.is_armed())
     }
 
     /// Launches since open that used a pre-armed submission
     /// ([`DeviceOptions::armed_launches`]; the no-op launches that disarm are not counted).
     pub fn armed_launches(&self) -> u64 {
-        self.inner().map_or(0, |i| i.armed_fired)
+        self.inner().map_or(0, |i| i.arm.fired())
     }
 
     /// Rings the doorbells for work queued without one (only with

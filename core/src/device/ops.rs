@@ -71,23 +71,17 @@ pub(crate) struct Inner<B: Backend> {
     /// Local-memory buffer and the bytes per thread it was sized for.
     local: Option<(B::Memory, u64, u32)>,
     pub(super) caches_dirty: bool,
-    scratch: Vec<u8>,
-    qmd_patch: QmdPatch,
-    templates: Templates,
+    pub(super) scratch: Vec<u8>,
+    pub(super) qmd_patch: QmdPatch,
+    pub(super) templates: Templates,
     last_kernel: Option<(usize, usize)>,
     pub(super) dead: Option<String>,
     /// Re-creating the channels now (a fault meanwhile must not recurse into recovery).
     recovering: bool,
     /// The copy kernel, once installed (`device/copy.rs`).
     pub(super) copy_kernel: Option<super::copy::CopyKernel>,
-    /// The compute channel's pre-armed launch, if any (`device/armed.rs`).
-    pub(super) armed: Option<super::armed::Armed>,
-    /// Launching the no-op that consumes `armed`.
-    pub(super) disarming: bool,
-    /// Launches that used an armed submission (the disarming no-ops not counted).
-    pub(super) armed_fired: u64,
-    /// A kernel was launched since the compute channel was last armed.
-    pub(super) launched_since_arm: bool,
+    /// Pre-armed launches (`device/armed.rs`).
+    pub(super) arm: super::armed::ArmState,
 }
 
 pub(super) const COMPUTE: usize = 0;
@@ -480,10 +474,7 @@ impl<B: Backend> Inner<B> {
             dead: None,
             recovering: false,
             copy_kernel: None,
-            armed: None,
-            disarming: false,
-            armed_fired: 0,
-            launched_since_arm: false,
+            arm: Default::default(),
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -1037,7 +1028,7 @@ impl<B: Backend> Inner<B> {
             c.synced_other = subs[other(i)];
         }
         self.caches_dirty = true;
-        self.armed = None;
+        self.arm.reset();
         self.create_channels(info, opts)
     }
 
@@ -1368,7 +1359,7 @@ impl<B: Backend> Inner<B> {
         let cb_size = launch::cbuf0_size(area, k.param_base, k.param_size)?;
         // Before anything below reads the timeline value or fills the scratch buffer: the
         // disarming launch uses both.
-        if self.armed.is_some() && !self.armed_fits(cb_size.into()) {
+        if self.arm.is_armed() && !self.armed_fits(cb_size.into()) {
             self.disarm(info, opts)?;
         }
         // Only the bytes the kernel can read (driver area and parameters) are written; the
@@ -1469,29 +1460,13 @@ impl<B: Backend> Inner<B> {
             kernel: kernel_index,
             dynamic_shared,
         };
-        if let Some(a) = self.armed {
-            let r = (|| -> Result<(), DeviceError> {
-                // Nothing was submitted since arming (`launch` disarmed otherwise).
-                if a.value != value {
-                    return Err(DeviceError::Dead(alloc::format!(
-                        "armed launch for timeline value {}, the next is {value}",
-                        a.value
-                    )));
-                }
-                let cmds = &self.chans[COMPUTE].cmds;
-                desc.cbufs[0] = Some((cmds.gpu_va() + a.cb_offset(), cb_size));
-                let qmd =
-                    templates.qmd(qmd_version, &patch, key, &desc, release_membar, &overrides)?;
-                cmds.write(a.cb_offset(), &scratch)?;
-                cmds.write(a.qmd_offset(), qmd.as_bytes())?;
-                Ok(())
-            })();
-            self.scratch = scratch;
+        if self.arm.is_armed() {
             self.templates = templates;
+            let r = self.launch_armed(info, opts, key, &desc, cb_size, &scratch, value);
+            let r = r.and_then(|()| self.after_launch(info, opts, key, &desc, cb_size, &scratch));
+            self.scratch = scratch;
             r?;
-            self.fire(a)?;
             self.last_kernel = Some((slot, kernel_index));
-            self.launched_since_arm |= !self.disarming;
             return Ok(());
         }
         let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
@@ -1506,12 +1481,12 @@ impl<B: Backend> Inner<B> {
             pb.compute_launch(qmd_va)?;
             Ok(true)
         });
-        self.scratch = scratch;
         self.templates = templates;
+        let r = r.and_then(|_| self.after_launch(info, opts, key, &desc, cb_size, &scratch));
+        self.scratch = scratch;
         r?;
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));
-        self.launched_since_arm = true;
         Ok(())
     }
 

@@ -79,6 +79,58 @@ fn launch_and_wait_loops_go_through_armed_submissions_on_every_chip() {
 }
 
 #[test]
+fn a_launch_unlike_the_one_before_rewrites_what_arming_wrote_ahead() {
+    // Arming writes the previous launch's QMD and constant bank 0 into the armed region; a
+    // launch with other arguments, another shape or another kernel must not run with them.
+    for (model, sm) in CHIPS {
+        let dev = open_armed(model);
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let vadd = m.function("vector_add").unwrap();
+        let a = dev.htod_copy(&[0u32; 64]).unwrap();
+        let b = dev.htod_copy(&[100u32; 256]).unwrap();
+        let fa = dev.htod_copy(&[1.5f32; 256]).unwrap();
+        let fb = dev.htod_copy(&[2.0f32; 256]).unwrap();
+        let fc = dev.alloc_zeros::<f32>(256).unwrap();
+        let steps: [(&str, u32); 7] = [
+            ("a", 64),
+            ("a", 64),
+            ("b", 256),
+            ("b", 200),
+            ("vadd", 256),
+            ("a", 32),
+            ("a", 32),
+        ];
+        // `vector_add` writes the output it was given; the others add one to a prefix.
+        dev.launch(
+            &add1,
+            LaunchConfig::for_num_elems(1),
+            &[a.arg(), 0u32.into()],
+        )
+        .unwrap();
+        dev.synchronize().unwrap();
+        for (what, n) in steps {
+            let cfg = LaunchConfig::for_num_elems(n);
+            match what {
+                "a" => dev.launch(&add1, cfg, &[a.arg(), n.into()]),
+                "b" => dev.launch(&add1, cfg, &[b.arg(), n.into()]),
+                _ => dev.launch(&vadd, cfg, &[fa.arg(), fb.arg(), fc.arg(), n.into()]),
+            }
+            .unwrap();
+            dev.synchronize().unwrap();
+        }
+        assert_eq!(dev.armed_launches(), 7, "{:?}", model.chipset);
+        let got_a = dev.dtoh_copy(&a).unwrap();
+        let want_a: Vec<u32> = (0..64).map(|i| if i < 32 { 4 } else { 2 }).collect();
+        assert_eq!(got_a, want_a, "{:?}", model.chipset);
+        let got_b = dev.dtoh_copy(&b).unwrap();
+        let want_b: Vec<u32> = (0..256).map(|i| if i < 200 { 102 } else { 101 }).collect();
+        assert_eq!(got_b, want_b, "{:?}", model.chipset);
+        assert_eq!(dev.dtoh_copy(&fc).unwrap(), vec![3.5f32; 256]);
+    }
+}
+
+#[test]
 fn other_compute_work_consumes_the_armed_submission_first() {
     let dev = open_armed(GH100);
     let m = dev.load_cubin(&kernels(90, 13)).unwrap();
@@ -95,15 +147,34 @@ fn other_compute_work_consumes_the_armed_submission_first() {
     arm(&dev, &buf);
     let fired = dev.armed_launches();
 
-    // New data from the copy channel: the launch must wait for it, which the armed
-    // submission has no acquire for: a no-op consumes it, the launch takes the normal path.
+    // New data from the copy channel, already copied (the copy waited): nothing to wait for
+    // on the GPU, the armed submission serves.
     dev.htod_copy_into(&vec![10u32; n as usize], &mut buf)
+        .unwrap();
+    let before = compute_submitted(&dev);
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    assert_eq!(compute_submitted(&dev), before + 1);
+    assert_eq!(dev.armed_launches(), fired + 1);
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![11u32; n as usize]);
+
+    // A copy still in flight (the copy channel is frozen): the launch must wait for it on the
+    // GPU, which the armed submission has no acquire for, so a no-op consumes it and the
+    // launch takes the normal path, after the copy.
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    dev.synchronize().unwrap();
+    assert!(dev.is_armed());
+    let fired = dev.armed_launches();
+    let [_, copy] = dev.channel_handles().unwrap();
+    let src = dev.htod_copy(&vec![20u32; n as usize]).unwrap();
+    assert!(dev.with_backend(|b| b.freeze_channel(copy)).unwrap());
+    dev.dtod_copy_with(&src, &mut buf, nvbare_core::device::CopyPath::CopyEngine)
         .unwrap();
     let before = compute_submitted(&dev);
     dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
     assert_eq!(compute_submitted(&dev), before + 2, "no-op + launch");
     assert_eq!(dev.armed_launches(), fired, "the no-op is not counted");
-    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![11u32; n as usize]);
+    assert!(dev.with_backend(|b| b.thaw_channel(copy)).unwrap());
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![21u32; n as usize]);
 
     // A module loaded while armed needs a shader-cache invalidate: the same.
     dev.synchronize().unwrap();
@@ -111,7 +182,7 @@ fn other_compute_work_consumes_the_armed_submission_first() {
     let m2 = dev.load_cubin(&kernels(90, 12)).unwrap();
     let add1b = m2.function("add1").unwrap();
     dev.launch(&add1b, cfg, &[buf.arg(), n.into()]).unwrap();
-    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![12u32; n as usize]);
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![22u32; n as usize]);
     assert_eq!(dev.armed_launches(), fired);
 
     // A raw submission does not queue behind the acquire.
@@ -130,7 +201,7 @@ fn other_compute_work_consumes_the_armed_submission_first() {
     dev.dtod_copy_with(&buf, &mut dst, nvbare_core::device::CopyPath::Kernel)
         .unwrap();
     assert_eq!(dev.armed_launches(), fired + 1);
-    assert_eq!(dev.dtoh_copy(&dst).unwrap(), vec![13u32; n as usize]);
+    assert_eq!(dev.dtoh_copy(&dst).unwrap(), vec![23u32; n as usize]);
 }
 
 #[test]
@@ -227,4 +298,48 @@ fn closing_an_armed_device_frees_everything() {
     assert_eq!(m.vram_used(), 0);
     drop(m);
     assert_eq!(host.buffers(), 0);
+}
+
+#[test]
+fn a_stream_of_launches_arms_batches_and_other_work_consumes_all_of_them() {
+    for (model, sm) in CHIPS {
+        let dev = open_armed(model);
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 128u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        // No wait in between: after a few launches the launch path arms a batch, and the
+        // launches after it go through armed submissions.
+        for _ in 0..300 {
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        }
+        let fired = dev.armed_launches();
+        assert!(
+            fired >= 250,
+            "{:?}: {fired} of 300 launches armed",
+            model.chipset
+        );
+        assert!(dev.is_armed(), "a batch is left for the next launches");
+        let [(before, _), _] = dev.timelines().unwrap();
+        // A raw compute submission must not queue behind an acquire: every armed submission
+        // is consumed by a no-op first.
+        let v = dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
+        assert!(!dev.is_armed());
+        assert!(v > before + 1, "no-ops were submitted: {before} -> {v}");
+        assert_eq!(dev.armed_launches(), fired, "no-ops are not counted");
+        dev.wait_for(ChannelKind::Compute, v).unwrap();
+        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![300u32; n as usize]);
+        // Launching and waiting arms one at a time again, also after a copy to the host.
+        for i in 1..=3 {
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+            dev.synchronize().unwrap();
+            assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![300 + i; n as usize]);
+        }
+        assert_eq!(
+            dev.armed_launches(),
+            fired + 3,
+            "the wait after the raw one armed too"
+        );
+    }
 }

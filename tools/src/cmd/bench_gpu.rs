@@ -228,6 +228,8 @@ pub struct GpuBench {
     /// With `--armed`: how many of the timed round trips' launches used a pre-armed
     /// submission (`None` without `--armed`).
     pub armed_round_trips: Option<u64>,
+    /// With `--armed`: how many of the back-to-back launches used one.
+    pub armed_back_to_back: Option<u64>,
     /// D2D on the copy engine (`CopyPath::CopyEngine`), GB/s read + written.
     pub d2d_ce_gbps: f64,
     /// Whether `d2d_gbps` ran on the copy kernel.
@@ -523,6 +525,7 @@ fn measure<B: CliBackend>(
     let launch_call_us = median(calls);
 
     progress(&format!("back-to-back: {launches} launches"));
+    let armed_before = dev.armed_launches();
     let t = Instant::now();
     for _ in 0..launches {
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
@@ -530,6 +533,10 @@ fn measure<B: CliBackend>(
     let submit_us = us(t.elapsed()) / f64::from(launches);
     dev.synchronize().map_err(rt("synchronize"))?;
     let back_to_back_us = us(t.elapsed()) / f64::from(launches);
+    let armed_back_to_back = dev
+        .options()
+        .armed_launches
+        .then(|| dev.armed_launches() - armed_before);
 
     progress(&format!(
         "copies of {copy_bytes} bytes (pinned host memory)"
@@ -649,6 +656,7 @@ fn measure<B: CliBackend>(
         open_s,
         launch_call_us,
         armed_round_trips,
+        armed_back_to_back,
         d2d_ce_gbps,
         d2d_kernel,
         probe,
@@ -724,7 +732,8 @@ impl GpuBench {
         );
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
-                ",\"armed_launches\":true,\"armed_round_trips\":{n}"
+                ",\"armed_launches\":true,\"armed_round_trips\":{n},\"armed_back_to_back\":{}",
+                self.armed_back_to_back.unwrap_or(0)
             ));
         }
         if let Some(p) = &self.probe {
@@ -800,8 +809,11 @@ impl GpuBench {
         ));
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
-                "  pre-armed launches         {n} of the {} timed round trips (--armed)\n",
-                self.launch_sync.n
+                "  pre-armed launches         {n} of the {} timed round trips, {} of the {} \
+                 back-to-back launches (--armed)\n",
+                self.launch_sync.n,
+                self.armed_back_to_back.unwrap_or(0),
+                self.launches
             ));
         }
         s.push_str(&format!(
@@ -982,7 +994,7 @@ mod tests {
         run(&mut out, sim_args(true)).unwrap();
         let s = String::from_utf8(out).unwrap();
         assert!(
-            s.contains("\"armed_launches\":true,\"armed_round_trips\":50"),
+            s.contains("\"armed_launches\":true,\"armed_round_trips\":50,\"armed_back_to_back\":"),
             "{s}"
         );
         assert!(s.contains("\"probe\":{\"iterations\":20000,"), "{s}");
