@@ -65,7 +65,7 @@ struct Armed {
     cb_offset: u64,
     /// Bytes of constant bank 0 the region has room for.
     cb_room: u64,
-    /// Arming wrote [`ArmState::pre`]'s QMD and constant bank 0 into the region.
+    /// Arming wrote the QMD and constant bank 0 of the image [`ArmState::pre_seq`] names.
     prewritten: bool,
 }
 
@@ -94,8 +94,10 @@ pub(crate) struct ArmState {
     stream: u32,
     /// The last launch (not a no-op), once armed launches are on.
     last: Option<Image>,
-    /// What the armed regions hold when `prewritten`.
-    pre: Option<Image>,
+    /// Bumped whenever `last` changes.
+    last_seq: u64,
+    /// The `last_seq` of the image the armed regions hold when `prewritten`.
+    pre_seq: Option<u64>,
 }
 
 impl ArmState {
@@ -151,44 +153,79 @@ impl<B: Backend> Inner<B> {
             .next_multiple_of(256);
         let cb_offset = QMD_OFFSET + (info.qmd.size() as u64).next_multiple_of(256);
         let size = cb_offset + cb_room;
-        let prewrite = self
-            .arm
-            .last
-            .clone()
-            .filter(|l| u64::from(l.cb_size) <= cb_room);
+        // Taken out for the arming (put back below), not cloned: no allocation.
+        let last = self.arm.last.take();
+        let prewrite = last.as_ref().filter(|l| u64::from(l.cb_size) <= cb_room);
+        let seq = self.arm.last_seq;
         let base_value = self.chans[COMPUTE].submitted + 1;
         for i in 0..n.clamp(1, MAX_BATCH) as u64 {
             let value = base_value + i;
             let Some(off) = self.chans[COMPUTE].arena.alloc(size, value) else {
                 break;
             };
-            let a = Armed {
+            self.arm.slots.push_back(Armed {
                 off,
                 value,
                 cb_offset,
                 cb_room,
-                prewritten: prewrite.is_some(),
-            };
-            let r = (|| -> Result<(), DeviceError> {
-                if let Some(img) = &prewrite {
-                    self.write_image(info, opts, &a, img)?;
-                }
-                self.push_armed(opts, &a)
-            })();
-            if let Err(e) = r {
-                self.chans[COMPUTE].arena.cancel_last();
-                if self.arm.slots.is_empty() {
-                    return Err(e);
-                }
-                // The entries pushed so far are armed: publish them and report nothing.
-                break;
-            }
-            self.arm.slots.push_back(a);
+                prewritten: false,
+            });
         }
-        if self.arm.slots.is_empty() {
+        let Some(last_value) = self.arm.slots.back().map(|a| a.value) else {
+            self.arm.last = last;
             return Ok(());
+        };
+        // The last launch's constant bank 0, once for the batch (kept until its last launch),
+        // and each region's QMD pointing at it.
+        let shared = prewrite.and_then(|img| {
+            let off = self.chans[COMPUTE]
+                .arena
+                .alloc(u64::from(img.cb_size), last_value)?;
+            Some((off, img))
+        });
+        let r = (|| -> Result<(), DeviceError> {
+            if let Some((cb_off, img)) = shared {
+                let c = &self.chans[COMPUTE];
+                c.cmds.write(cb_off, &img.cb)?;
+                // One QMD for the batch; the regions' copies differ only in the release.
+                let mut desc = img.desc;
+                desc.cbufs[0] = Some((c.cmds.gpu_va() + cb_off, img.cb_size));
+                desc.release[0] = Some((self.sem.gpu_va() + c.sem_offset, base_value));
+                let mut qmd = self.templates.qmd(
+                    info.qmd,
+                    &self.qmd_patch,
+                    img.key,
+                    &desc,
+                    opts.release_sysmembar,
+                    &opts.qmd_overrides,
+                )?;
+                for s in self.arm.slots.iter_mut() {
+                    self.qmd_patch.set_payload(&mut qmd, s.value)?;
+                    self.chans[COMPUTE]
+                        .cmds
+                        .write(s.off + QMD_OFFSET, qmd.as_bytes())?;
+                    s.prewritten = true;
+                }
+            }
+            Ok(())
+        })();
+        let mut pushed = 0;
+        let r = r.and_then(|()| {
+            while let Some(a) = self.arm.slots.get(pushed).copied() {
+                self.push_armed(opts, &a)?;
+                pushed += 1;
+            }
+            Ok(())
+        });
+        // Regions not pushed are forgotten (the arena reuses them once the timeline passes
+        // their values); the pushed ones are armed and published below.
+        let prewritten = shared.is_some();
+        self.arm.last = last;
+        self.arm.slots.truncate(pushed);
+        if pushed == 0 {
+            return r;
         }
-        self.arm.pre = prewrite;
+        self.arm.pre_seq = prewritten.then_some(seq);
         let Inner {
             chans, usermode, ..
         } = self;
@@ -199,30 +236,35 @@ impl<B: Backend> Inner<B> {
         };
         // The doorbell's store barrier also orders the regions' QMDs and banks before any flag.
         c.fifo.kick(&view, usermode)?;
-        Ok(())
+        r
     }
 
-    /// Writes `img`'s QMD and constant bank 0 into region `a`, retargeted to it.
+    /// Writes constant bank 0 `cb` into region `a` and the QMD of `key` / `desc` (normalized)
+    /// for it.
+    #[allow(clippy::too_many_arguments)]
     fn write_image(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
         a: &Armed,
-        img: &Image,
+        key: TemplateKey,
+        norm: &LaunchDesc,
+        cb_size: u32,
+        cb: &[u8],
     ) -> Result<(), DeviceError> {
         let c = &self.chans[COMPUTE];
-        let mut desc = img.desc;
-        desc.cbufs[0] = Some((c.cmds.gpu_va() + a.off + a.cb_offset, img.cb_size));
+        c.cmds.write(a.off + a.cb_offset, cb)?;
+        let mut desc = *norm;
+        desc.cbufs[0] = Some((c.cmds.gpu_va() + a.off + a.cb_offset, cb_size));
         desc.release[0] = Some((self.sem.gpu_va() + c.sem_offset, a.value));
         let qmd = self.templates.qmd(
             info.qmd,
             &self.qmd_patch,
-            img.key,
+            key,
             &desc,
             opts.release_sysmembar,
             &opts.qmd_overrides,
         )?;
-        c.cmds.write(a.off + a.cb_offset, &img.cb)?;
         c.cmds.write(a.off + QMD_OFFSET, qmd.as_bytes())?;
         Ok(())
     }
@@ -327,21 +369,12 @@ impl<B: Backend> Inner<B> {
             )));
         }
         let norm = normalized(desc);
-        let same = a.prewritten
-            && self.arm.pre.as_ref().is_some_and(|p| {
-                p.key == key && p.desc == norm && p.cb_size == cb_size && p.cb == cb
-            });
+        // The region holds this launch's QMD and bank when it was written for the image that
+        // is still the last launch and this launch repeats it (one comparison).
+        let repeats_last = !self.arm.disarming && !self.remember(key, &norm, cb_size, cb);
+        let same = a.prewritten && repeats_last && self.arm.pre_seq == Some(self.arm.last_seq);
         if !same {
-            let img = Image {
-                key,
-                desc: norm,
-                cb_size,
-                cb: cb.to_vec(),
-            };
-            self.write_image(info, opts, &a, &img)?;
-        }
-        if !self.arm.disarming {
-            self.remember(key, &norm, cb_size, cb);
+            self.write_image(info, opts, &a, key, &norm, cb_size, cb)?;
         }
         let c = &mut self.chans[COMPUTE];
         if !same {
@@ -359,9 +392,12 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Keeps the launch arming repeats (only while armed launches are on).
-    fn remember(&mut self, key: TemplateKey, norm: &LaunchDesc, cb_size: u32, cb: &[u8]) {
+    /// Returns whether it differs from the last one (which it then replaces).
+    fn remember(&mut self, key: TemplateKey, norm: &LaunchDesc, cb_size: u32, cb: &[u8]) -> bool {
         match &mut self.arm.last {
-            Some(l) if l.key == key && l.desc == *norm && l.cb_size == cb_size && l.cb == cb => {}
+            Some(l) if l.key == key && l.desc == *norm && l.cb_size == cb_size && l.cb == cb => {
+                return false;
+            }
             Some(l) => {
                 l.key = key;
                 l.desc = *norm;
@@ -378,10 +414,15 @@ impl<B: Backend> Inner<B> {
                 });
             }
         }
+        self.arm.last_seq += 1;
+        true
     }
 
     /// After a launch (either path): counts it, and in a stream of launches with the armed
     /// submissions used up, arms the next batch.
+    /// `remembered` is `Some` when the launch went through an armed submission, which
+    /// remembered it already.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn after_launch(
         &mut self,
         info: &DeviceInfo,
@@ -390,11 +431,14 @@ impl<B: Backend> Inner<B> {
         desc: &LaunchDesc,
         cb_size: u32,
         cb: &[u8],
+        remembered: Option<()>,
     ) -> Result<(), DeviceError> {
         if !opts.armed_launches || self.arm.disarming {
             return Ok(());
         }
-        self.remember(key, &normalized(desc), cb_size, cb);
+        if remembered.is_none() {
+            self.remember(key, &normalized(desc), cb_size, cb);
+        }
         self.arm.launched_since_wait = true;
         self.arm.stream = self.arm.stream.saturating_add(1);
         if self.arm.stream >= STREAM_MIN && !self.arm.is_armed() {

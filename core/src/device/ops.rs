@@ -1463,7 +1463,9 @@ impl<B: Backend> Inner<B> {
         if self.arm.is_armed() {
             self.templates = templates;
             let r = self.launch_armed(info, opts, key, &desc, cb_size, &scratch, value);
-            let r = r.and_then(|()| self.after_launch(info, opts, key, &desc, cb_size, &scratch));
+            let r = r.and_then(|()| {
+                self.after_launch(info, opts, key, &desc, cb_size, &scratch, Some(()))
+            });
             self.scratch = scratch;
             r?;
             self.last_kernel = Some((slot, kernel_index));
@@ -1482,7 +1484,7 @@ impl<B: Backend> Inner<B> {
             Ok(true)
         });
         self.templates = templates;
-        let r = r.and_then(|_| self.after_launch(info, opts, key, &desc, cb_size, &scratch));
+        let r = r.and_then(|_| self.after_launch(info, opts, key, &desc, cb_size, &scratch, None));
         self.scratch = scratch;
         r?;
         self.caches_dirty = false;

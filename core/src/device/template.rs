@@ -87,6 +87,14 @@ impl QmdPatch {
     }
 }
 
+impl QmdPatch {
+    /// Sets only the release payload of `q` (QMDs that differ in nothing else).
+    pub(super) fn set_payload(&self, q: &mut Qmd, payload: u64) -> Result<(), QmdError> {
+        q.set_field(self.release_lo, payload & 0xffff_ffff)?;
+        q.set_field(self.release_hi, payload >> 32)
+    }
+}
+
 /// What makes two launches share a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct TemplateKey {
@@ -209,6 +217,19 @@ mod tests {
                 let patched = t.qmd(v, &p, KEY, &d, true, &[]).unwrap();
                 assert_eq!(patched, Qmd::build(v, &d).unwrap(), "{v:?} {grid:?}");
                 assert_eq!(patched.launch_desc().unwrap().grid, grid);
+            }
+        }
+    }
+
+    #[test]
+    fn setting_only_the_payload_equals_a_fresh_build_with_that_payload() {
+        for v in [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00] {
+            let p = QmdPatch::new(v).unwrap();
+            let mut q = Qmd::build(v, &desc([9, 2, 1], [64, 2, 1], 0x10_0000_4000, 7)).unwrap();
+            for payload in [8, 0x1_0000_0000, u64::MAX] {
+                p.set_payload(&mut q, payload).unwrap();
+                let want = Qmd::build(v, &desc([9, 2, 1], [64, 2, 1], 0x10_0000_4000, payload));
+                assert_eq!(q, want.unwrap(), "{v:?} {payload:#x}");
             }
         }
     }

@@ -309,10 +309,17 @@ fn a_stream_of_launches_arms_batches_and_other_work_consumes_all_of_them() {
         let n = 128u32;
         let cfg = LaunchConfig::for_num_elems(n);
         let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        let other = dev.htod_copy(&vec![0u32; 64]).unwrap();
         // No wait in between: after a few launches the launch path arms a batch, and the
-        // launches after it go through armed submissions.
-        for _ in 0..300 {
-            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        // launches after it go through armed submissions. Every 50th launch differs from the
+        // one the batch was written for, so it writes its own bank and QMD.
+        for i in 0..300 {
+            if i % 50 == 49 {
+                let c = LaunchConfig::for_num_elems(64);
+                dev.launch(&add1, c, &[other.arg(), 64u32.into()]).unwrap();
+            } else {
+                dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+            }
         }
         let fired = dev.armed_launches();
         assert!(
@@ -329,12 +336,13 @@ fn a_stream_of_launches_arms_batches_and_other_work_consumes_all_of_them() {
         assert!(v > before + 1, "no-ops were submitted: {before} -> {v}");
         assert_eq!(dev.armed_launches(), fired, "no-ops are not counted");
         dev.wait_for(ChannelKind::Compute, v).unwrap();
-        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![300u32; n as usize]);
+        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![294u32; n as usize]);
+        assert_eq!(dev.dtoh_copy(&other).unwrap(), vec![6u32; 64]);
         // Launching and waiting arms one at a time again, also after a copy to the host.
         for i in 1..=3 {
             dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
             dev.synchronize().unwrap();
-            assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![300 + i; n as usize]);
+            assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![294 + i; n as usize]);
         }
         assert_eq!(
             dev.armed_launches(),
