@@ -128,16 +128,16 @@ pub struct DeviceOptions {
     /// fails the launch. Values that break the memory model are the caller's responsibility:
     /// leave this empty outside experiments.
     pub qmd_overrides: [Option<(&'static str, u64)>; 4],
-    /// Pre-armed launches: while [`Device::synchronize`] or [`Device::wait_for`] waits for
-    /// compute work, the compute channel is given a submission that stops at a host
-    /// semaphore acquire and then launches a QMD not yet written; the next launch writes that
-    /// QMD and the flag the acquire waits for, with no pushbuffer, GP entry or doorbell
-    /// (`device/armed.rs`). Any other compute submission first consumes it with a launch that
-    /// does nothing. Needs the copy kernel ([`Device::install_copy_kernel`]). Off by default:
+    /// Pre-armed launches: after a launch, [`Device::synchronize`] and [`Device::wait_for`]
+    /// (and a stream of launches, in batches) give the compute channel submissions that stop
+    /// at a host semaphore acquire and then launch a QMD in command memory; a launch writes
+    /// that QMD (unless arming already wrote the same) and the flag the acquire waits for,
+    /// with no pushbuffer, GP entry or doorbell (`device/armed.rs`, docs/device.md). Any other
+    /// compute submission first consumes them with launches that do nothing. Needs the copy kernel ([`Device::install_copy_kernel`]). Off by default:
     /// while armed, the channel group keeps the GPU's runlist until its timeslice ends, so
     /// other processes' work waits for it (on the H200 another process's launch + sync took
     /// ~1 ms instead of ~3 µs while an armed process sat idle). For a GPU the process has to
-    /// itself; there it took ~0.3 µs off a launch + sync round trip.
+    /// itself; there it took 0.5-0.9 µs off a launch + sync round trip.
     pub armed_launches: bool,
 }
 
