@@ -133,7 +133,8 @@ pub struct DeviceOptions {
     /// at a host semaphore acquire and then launch a QMD in command memory; a launch writes
     /// that QMD (unless arming already wrote the same) and the flag the acquire waits for,
     /// with no pushbuffer, GP entry or doorbell (`device/armed.rs`, docs/device.md). Any other
-    /// compute submission first consumes them with launches that do nothing. Needs the copy kernel ([`Device::install_copy_kernel`]). Off by default:
+    /// compute submission first consumes them with launches that do nothing. Needs the copy
+    /// kernel ([`Device::install_copy_kernel`]). Off by default:
     /// while armed, the channel group keeps the GPU's runlist until its timeslice ends, so
     /// other processes' work waits for it (on the H200 another process's launch + sync took
     /// ~1 ms instead of ~3 µs while an armed process sat idle). For a GPU the process has to

@@ -1464,12 +1464,11 @@ impl<B: Backend> Inner<B> {
             self.templates = templates;
             let r = self.launch_armed(info, opts, key, &desc, cb_size, &scratch, value);
             let r = r.and_then(|()| {
+                self.last_kernel = Some((slot, kernel_index));
                 self.after_launch(info, opts, key, &desc, cb_size, &scratch, Some(()))
             });
             self.scratch = scratch;
-            r?;
-            self.last_kernel = Some((slot, kernel_index));
-            return Ok(());
+            return r;
         }
         let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
             desc.cbufs[0] = Some((va, cb_size));
@@ -1484,12 +1483,16 @@ impl<B: Backend> Inner<B> {
             Ok(true)
         });
         self.templates = templates;
-        let r = r.and_then(|_| self.after_launch(info, opts, key, &desc, cb_size, &scratch, None));
-        self.scratch = scratch;
-        r?;
+        if let Err(e) = r {
+            self.scratch = scratch;
+            return Err(e);
+        }
+        // Submitted: recorded before arming more (an error there leaves this launch counted).
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));
-        Ok(())
+        let r = self.after_launch(info, opts, key, &desc, cb_size, &scratch, None);
+        self.scratch = scratch;
+        r
     }
 
     pub(super) fn submit_raw(
