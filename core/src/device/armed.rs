@@ -79,6 +79,15 @@ struct Image {
     cb: Vec<u8>,
 }
 
+/// A launch as the launch path hands it to arming: template key, description (constant bank
+/// 0's address and the release not filled in yet, or ignored), bank 0's size and bytes.
+pub(super) struct Launched<'a> {
+    pub key: TemplateKey,
+    pub desc: &'a LaunchDesc,
+    pub cb_size: u32,
+    pub cb: &'a [u8],
+}
+
 /// The device's pre-armed launches.
 #[derive(Debug, Default)]
 pub(crate) struct ArmState {
@@ -342,20 +351,22 @@ impl<B: Backend> Inner<B> {
         true
     }
 
-    /// Launches through the front armed submission (the caller checked [`Inner::armed_fits`]):
-    /// writes constant bank 0 `cb` and the QMD of `desc` unless the region already holds the
-    /// same, then the flag. `value` is the timeline value the launch is to release.
-    #[allow(clippy::too_many_arguments)]
+    /// Launches `l` through the front armed submission (the caller checked
+    /// [`Inner::armed_fits`]): writes its constant bank 0 and QMD unless the region already
+    /// holds the same, then the flag. `value` is the timeline value the launch is to release.
     pub(super) fn launch_armed(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
-        key: TemplateKey,
-        desc: &LaunchDesc,
-        cb_size: u32,
-        cb: &[u8],
+        l: &Launched<'_>,
         value: u64,
     ) -> Result<(), DeviceError> {
+        let Launched {
+            key,
+            desc,
+            cb_size,
+            cb,
+        } = *l;
         let Some(a) = self.arm.slots.front().copied() else {
             return Err(DeviceError::Dead(
                 "no armed submission to launch through".into(),
@@ -418,26 +429,21 @@ impl<B: Backend> Inner<B> {
         true
     }
 
-    /// After a launch (either path): counts it, and in a stream of launches with the armed
+    /// After launch `l` (either path; `through_armed` when it used an armed submission,
+    /// which remembered it already): counts it, and in a stream of launches with the armed
     /// submissions used up, arms the next batch.
-    /// `remembered` is `Some` when the launch went through an armed submission, which
-    /// remembered it already.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn after_launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
-        key: TemplateKey,
-        desc: &LaunchDesc,
-        cb_size: u32,
-        cb: &[u8],
-        remembered: Option<()>,
+        l: &Launched<'_>,
+        through_armed: bool,
     ) -> Result<(), DeviceError> {
         if !opts.armed_launches || self.arm.disarming {
             return Ok(());
         }
-        if remembered.is_none() {
-            self.remember(key, &normalized(desc), cb_size, cb);
+        if !through_armed {
+            self.remember(l.key, &normalized(l.desc), l.cb_size, l.cb);
         }
         self.arm.launched_since_wait = true;
         self.arm.stream = self.arm.stream.saturating_add(1);

@@ -7,6 +7,7 @@ use core::time::Duration;
 
 use zerocopy::{FromZeros, IntoBytes};
 
+use super::armed::Launched;
 use super::backend::{Backend, GpuMemory, Location, MemoryRequest, Purpose, RmObjects};
 use super::chan::{ARENA_ALIGN, Arena, Chan, RingView};
 use super::error::{
@@ -1462,10 +1463,15 @@ impl<B: Backend> Inner<B> {
         };
         if self.arm.is_armed() {
             self.templates = templates;
-            let r = self.launch_armed(info, opts, key, &desc, cb_size, &scratch, value);
-            let r = r.and_then(|()| {
+            let l = Launched {
+                key,
+                desc: &desc,
+                cb_size,
+                cb: &scratch,
+            };
+            let r = self.launch_armed(info, opts, &l, value).and_then(|()| {
                 self.last_kernel = Some((slot, kernel_index));
-                self.after_launch(info, opts, key, &desc, cb_size, &scratch, Some(()))
+                self.after_launch(info, opts, &l, true)
             });
             self.scratch = scratch;
             return r;
@@ -1490,7 +1496,13 @@ impl<B: Backend> Inner<B> {
         // Submitted: recorded before arming more (an error there leaves this launch counted).
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));
-        let r = self.after_launch(info, opts, key, &desc, cb_size, &scratch, None);
+        let l = Launched {
+            key,
+            desc: &desc,
+            cb_size,
+            cb: &scratch,
+        };
+        let r = self.after_launch(info, opts, &l, false);
         self.scratch = scratch;
         r
     }
