@@ -135,10 +135,11 @@ pub struct DeviceOptions {
     /// with no pushbuffer, GP entry or doorbell (`device/armed.rs`, docs/device.md). Any other
     /// compute submission first consumes them with launches that do nothing. Needs the copy
     /// kernel ([`Device::install_copy_kernel`]). Off by default:
-    /// while armed, the channel group keeps the GPU's runlist until its timeslice ends, so
-    /// other processes' work waits for it (on the H200 another process's launch + sync took
-    /// ~1 ms instead of ~3 µs while an armed process sat idle). For a GPU the process has to
-    /// itself; there it took 0.5-0.9 µs off a launch + sync round trip.
+    /// while armed, the channel group keeps the GPU's runlist until its timeslice ends (set to
+    /// 50 µs with this option), so other processes' work waits for it (on the H200 another
+    /// process's launch + sync took ~50 µs beside an idle armed process, ~1 ms with RM's
+    /// default timeslice, ~310 µs beside a busy one, instead of ~3 µs). For a GPU the process
+    /// has to itself; there it took 0.5-0.9 µs off a launch + sync round trip.
     pub armed_launches: bool,
 }
 

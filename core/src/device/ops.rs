@@ -608,6 +608,20 @@ impl<B: Backend> Inner<B> {
         self.backend
             .rm()
             .control(tsg, NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, s.as_mut_bytes())?;
+        if opts.armed_launches {
+            // An armed channel group holds the runlist until its timeslice ends: a short one
+            // bounds what other processes wait (docs/device.md).
+            let mut t = NVA06C_CTRL_TIMESLICE_PARAMS {
+                timesliceUs: super::armed::ARMED_TIMESLICE_US,
+            };
+            if let Err(e) =
+                self.backend
+                    .rm()
+                    .control(tsg, NVA06C_CTRL_CMD_SET_TIMESLICE, t.as_mut_bytes())
+            {
+                log::warn!("armed launches: the channel group keeps RM's timeslice ({e})");
+            }
+        }
         phases.done(self.backend.clock().now(), "debugger, scheduling");
 
         // Bind the engine objects and program the windows (and local memory, if any).

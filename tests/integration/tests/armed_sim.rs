@@ -351,3 +351,30 @@ fn a_stream_of_launches_arms_batches_and_other_work_consumes_all_of_them() {
         );
     }
 }
+
+#[test]
+fn armed_launches_shorten_the_channel_groups_timeslice() {
+    use nvbare_core::device::Backend;
+    use nvbare_core::rm::Rm;
+    use nvbare_core::rm::class::KEPLER_CHANNEL_GROUP_A;
+    use nvbare_core::rm::ctrl::{NVA06C_CTRL_CMD_GET_TIMESLICE, NVA06C_CTRL_TIMESLICE_PARAMS};
+    use zerocopy::IntoBytes;
+    for (opts, want) in [(armed_opts(), 50), (DeviceOptions::default(), 1000)] {
+        let sim = SimBackend::new(GH100, true).unwrap();
+        let model = sim.model_arc();
+        let dev = Device::open(sim, opts).unwrap();
+        let tsg = model
+            .lock()
+            .unwrap()
+            .first_of_class(nvbare_sim::backend::CLIENT, KEPLER_CHANNEL_GROUP_A)
+            .expect("a channel group");
+        let mut t = NVA06C_CTRL_TIMESLICE_PARAMS { timesliceUs: 0 };
+        dev.with_backend(|b| {
+            b.rm()
+                .control(tsg, NVA06C_CTRL_CMD_GET_TIMESLICE, t.as_mut_bytes())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(t.timesliceUs, want, "armed: {}", opts.armed_launches);
+    }
+}
