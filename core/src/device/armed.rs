@@ -174,7 +174,10 @@ impl<B: Backend> Inner<B> {
         let prewrite = last.as_ref().filter(|l| u64::from(l.cb_size) <= cb_room);
         let seq = self.arm.last_seq;
         let base_value = self.chans[COMPUTE].submitted + 1;
-        for i in 0..n.clamp(1, MAX_BATCH) as u64 {
+        // Armed entries sit in the ring until launched: leave at least half of it for other
+        // work, or pushing more would wait for a GPGet that cannot move.
+        let ring_room = (self.chans[COMPUTE].fifo.entries() as usize / 2).saturating_sub(1);
+        for i in 0..n.clamp(1, MAX_BATCH).min(ring_room) as u64 {
             let value = base_value + i;
             let Some(off) = self.chans[COMPUTE].arena.alloc(size, value) else {
                 break;

@@ -378,3 +378,35 @@ fn armed_launches_shorten_the_channel_groups_timeslice() {
         assert_eq!(t.timesliceUs, want, "armed: {}", opts.armed_launches);
     }
 }
+
+#[test]
+fn batches_leave_room_in_a_small_ring() {
+    // Armed entries wait in the GPFIFO ring until launched: a batch must not fill it.
+    for entries in [4, 8, 16] {
+        let b = SimBackend::new(GH100, true).unwrap();
+        let opts = DeviceOptions {
+            gpfifo_entries: entries,
+            ..armed_opts()
+        };
+        let dev = Device::open(b, opts).unwrap();
+        assert!(dev.install_runtime().unwrap());
+        let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let buf = dev.htod_copy(&[0u32; 32]).unwrap();
+        for _ in 0..100 {
+            dev.launch(
+                &add1,
+                LaunchConfig::for_num_elems(32),
+                &[buf.arg(), 32u32.into()],
+            )
+            .unwrap();
+        }
+        dev.synchronize().unwrap();
+        assert_eq!(
+            dev.dtoh_copy(&buf).unwrap(),
+            vec![100u32; 32],
+            "{entries} entries"
+        );
+        assert!(dev.armed_launches() > 0, "{entries} entries");
+    }
+}
