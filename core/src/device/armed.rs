@@ -41,7 +41,7 @@ use super::{DeviceError, DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::GpEntry;
 use crate::channel::methods::host::sem_execute::{OPERATION_ACQ_CIRC_GEQ, PAYLOAD_SIZE_64BIT};
 use crate::channel::pushbuf::PushBuffer;
-use crate::channel::qmd::LaunchDesc;
+use crate::channel::qmd::{LaunchDesc, Qmd};
 use crate::hal::Mmio;
 
 /// Offset of an armed submission's pushbuffer in its region (the flag is at 0).
@@ -204,20 +204,16 @@ impl<B: Backend> Inner<B> {
         });
         let r = (|| -> Result<(), DeviceError> {
             if let Some((cb_off, img)) = shared {
-                let c = &self.chans[COMPUTE];
-                c.cmds.write(cb_off, &img.cb)?;
+                self.chans[COMPUTE].cmds.write(cb_off, &img.cb)?;
                 // One QMD for the batch; the regions' copies differ only in the release.
-                let mut desc = img.desc;
-                desc.cbufs[0] = Some((c.cmds.gpu_va() + cb_off, img.cb_size));
-                desc.release[0] = Some((self.sem.gpu_va() + c.sem_offset, base_value));
-                let mut qmd = self.templates.qmd(
-                    info.qmd,
-                    &self.qmd_patch,
-                    img.key,
-                    &desc,
-                    opts.release_sysmembar,
-                    &opts.qmd_overrides,
-                )?;
+                let l = Launched {
+                    key: img.key,
+                    desc: &img.desc,
+                    cb_size: img.cb_size,
+                    cb: &img.cb,
+                };
+                let cb_va = self.chans[COMPUTE].cmds.gpu_va() + cb_off;
+                let mut qmd = self.region_qmd(info, opts, &l, cb_va, base_value)?;
                 for s in self.arm.slots.iter_mut() {
                     self.qmd_patch.set_payload(&mut qmd, s.value)?;
                     self.chans[COMPUTE]
@@ -258,34 +254,46 @@ impl<B: Backend> Inner<B> {
         r
     }
 
-    /// Writes constant bank 0 `cb` into region `a` and the QMD of `key` / `desc` (normalized)
-    /// for it.
-    #[allow(clippy::too_many_arguments)]
+    /// Writes `l`'s constant bank 0 into region `a` and its QMD (`l.desc` normalized),
+    /// retargeted to the region.
     fn write_image(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
         a: &Armed,
-        key: TemplateKey,
-        norm: &LaunchDesc,
-        cb_size: u32,
-        cb: &[u8],
+        l: &Launched<'_>,
     ) -> Result<(), DeviceError> {
+        let cb_va = self.chans[COMPUTE].cmds.gpu_va() + a.off + a.cb_offset;
+        self.chans[COMPUTE].cmds.write(a.off + a.cb_offset, l.cb)?;
+        let qmd = self.region_qmd(info, opts, l, cb_va, a.value)?;
+        self.chans[COMPUTE]
+            .cmds
+            .write(a.off + QMD_OFFSET, qmd.as_bytes())?;
+        Ok(())
+    }
+
+    /// The QMD of `l` (`l.desc` normalized) with its constant bank 0 at `cb_va` and the
+    /// release of timeline value `value`.
+    fn region_qmd(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        l: &Launched<'_>,
+        cb_va: u64,
+        value: u64,
+    ) -> Result<Qmd, DeviceError> {
+        let mut desc = *l.desc;
+        desc.cbufs[0] = Some((cb_va, l.cb_size));
         let c = &self.chans[COMPUTE];
-        c.cmds.write(a.off + a.cb_offset, cb)?;
-        let mut desc = *norm;
-        desc.cbufs[0] = Some((c.cmds.gpu_va() + a.off + a.cb_offset, cb_size));
-        desc.release[0] = Some((self.sem.gpu_va() + c.sem_offset, a.value));
-        let qmd = self.templates.qmd(
+        desc.release[0] = Some((self.sem.gpu_va() + c.sem_offset, value));
+        Ok(self.templates.qmd(
             info.qmd,
             &self.qmd_patch,
-            key,
+            l.key,
             &desc,
             opts.release_sysmembar,
             &opts.qmd_overrides,
-        )?;
-        c.cmds.write(a.off + QMD_OFFSET, qmd.as_bytes())?;
-        Ok(())
+        )?)
     }
 
     /// An armed submission: flag cleared, acquire + `SEND_PCAS`, GP entry (the caller rings
@@ -395,7 +403,13 @@ impl<B: Backend> Inner<B> {
         let repeats_last = !self.arm.disarming && !self.remember(key, &norm, cb_size, cb);
         let same = a.prewritten && repeats_last && self.arm.pre_seq == Some(self.arm.last_seq);
         if !same {
-            self.write_image(info, opts, &a, key, &norm, cb_size, cb)?;
+            let l = Launched {
+                key,
+                desc: &norm,
+                cb_size,
+                cb,
+            };
+            self.write_image(info, opts, &a, &l)?;
         }
         let c = &mut self.chans[COMPUTE];
         if !same {
