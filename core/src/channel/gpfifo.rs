@@ -22,6 +22,12 @@
 //! through BAR1), whose stores x86 does not order among themselves or against the uncached
 //! doorbell store; one store barrier (`sfence`) before the doorbell orders all of them (Linux's
 //! `wmb()` before a doorbell `writel`). Ordinary cached stores are ordered by x86-TSO anyway.
+//!
+//! Lost doorbells: the host takes `GPPut` from USERD only when the doorbell is rung, and on the
+//! H200 (580.159.04) a doorbell was lost every time another process created its channels: the
+//! entry stayed unfetched (`GPGet` one behind `GPPut`) until the doorbell was rung again
+//! (docs/hardware.md). Waits therefore ring again ([`GpFifo::ring_doorbell`]) when published
+//! entries stay unfetched for [`DOORBELL_RETRY`]; ringing twice is harmless.
 
 use core::fmt;
 use core::sync::atomic::{Ordering, fence};
@@ -33,6 +39,10 @@ use crate::regs::usermode::{MappedUsermode, NVC361_NOTIFY_CHANNEL_PENDING};
 
 /// Size of a GP entry.
 pub const GP_ENTRY_SIZE: u64 = 8;
+/// How long published entries may stay unfetched (`GPGet` not moving) during a wait before the
+/// doorbell is rung again (a lost doorbell then costs about this much instead of a timeout);
+/// the default of `DeviceOptions::doorbell_retry`.
+pub const DOORBELL_RETRY: Duration = Duration::from_micros(100);
 /// `Nvc86fControl.GPGet`: offset of the GPU's read index in USERD.
 pub const USERD_GP_GET: u64 = 0x88;
 /// `Nvc86fControl.GPPut`: offset of the CPU's write index in USERD.
@@ -197,6 +207,8 @@ pub struct GpFifo {
     /// Last `GPGet` seen (saves a USERD read while the ring has room).
     cached_get: u32,
     fence: DoorbellFence,
+    /// A full ring rings the doorbell again this often while it waits.
+    retry: Duration,
 }
 
 /// How [`GpFifo::kick`] orders the CPU's stores before the doorbell.
@@ -227,12 +239,20 @@ impl GpFifo {
             token,
             cached_get: 0,
             fence: DoorbellFence::default(),
+            retry: DOORBELL_RETRY,
         })
     }
 
     /// The same ring with stores ordered by `fence` before each doorbell.
     pub fn with_fence(mut self, fence: DoorbellFence) -> GpFifo {
         self.fence = fence;
+        self
+    }
+
+    /// The same ring, ringing the doorbell again every `retry` while it waits for room
+    /// (default [`DOORBELL_RETRY`]; `Duration::MAX` never does).
+    pub fn with_doorbell_retry(mut self, retry: Duration) -> GpFifo {
+        self.retry = retry;
         self
     }
 
@@ -254,6 +274,18 @@ impl GpFifo {
     /// The work-submit token rung on the doorbell.
     pub fn token(&self) -> u32 {
         self.token
+    }
+
+    /// `GPPut` as last written to USERD (what the GPU may fetch up to).
+    pub fn published(&self) -> u32 {
+        self.published
+    }
+
+    /// Rings the doorbell again for what is already published (no stores: `GPPut` and
+    /// everything before it were ordered by the [`GpFifo::kick`] that published them). For a
+    /// doorbell the host lost (see the module docs).
+    pub fn ring_doorbell<U: Mmio + ?Sized>(&self, usermode: &U) {
+        ring(usermode, self.token);
     }
 
     fn next(&self, i: u32) -> u32 {
@@ -323,8 +355,11 @@ impl GpFifo {
             self.kick(mem, usermode)?;
             let entries = self.entries;
             let put = self.put;
+            let token = self.token;
+            let retry = self.retry;
             let mut last_get = next;
             let start = clock.now();
+            let mut rung = start;
             let r: Result<(), WaitError> = poll_until(
                 clock,
                 timeout,
@@ -336,7 +371,16 @@ impl GpFifo {
                         return Err(WaitError::BadGet(g));
                     }
                     last_get = g;
-                    Ok((g != next).then_some(()))
+                    if g != next {
+                        return Ok(Some(()));
+                    }
+                    // Still full: the doorbell for what is published may have been lost.
+                    let now = clock.now();
+                    if now.saturating_sub(rung) >= retry {
+                        ring(usermode, token);
+                        rung = now;
+                    }
+                    Ok(None)
                 },
             );
             match r {
@@ -388,12 +432,17 @@ impl GpFifo {
             }
         }
         self.published = self.put;
-        usermode.write32(
-            NVC361_NOTIFY_CHANNEL_PENDING::offset_of::<MappedUsermode>(),
-            self.token,
-        );
+        ring(usermode, self.token);
         Ok(())
     }
+}
+
+/// Writes `token` to the doorbell (`NVC361_NOTIFY_CHANNEL_PENDING`).
+fn ring<U: Mmio + ?Sized>(usermode: &U, token: u32) {
+    usermode.write32(
+        NVC361_NOTIFY_CHANNEL_PENDING::offset_of::<MappedUsermode>(),
+        token,
+    );
 }
 
 enum WaitError {
@@ -501,7 +550,8 @@ mod tests {
         assert_eq!(bell.1.get(), 3);
         let before = *ring.slots.borrow();
         // GPGet never moves: the 4th submit must wait for the timeout, then fail, and leave
-        // the ring, GPPut and the doorbell untouched.
+        // the ring and GPPut untouched; meanwhile it rings the doorbell again every
+        // DOORBELL_RETRY (the host may have lost the one for what is published).
         let e = GpEntry::new(0x9000, 4).unwrap();
         let err = f.submit(&ring, &bell, &clock, t, e).unwrap_err();
         match err {
@@ -518,7 +568,9 @@ mod tests {
         }
         assert_eq!(*ring.slots.borrow(), before);
         assert_eq!(ring.put.get(), 3);
-        assert_eq!(bell.1.get(), 3);
+        let retries = (t.as_micros() / DOORBELL_RETRY.as_micros()) as u32;
+        assert_eq!(bell.1.get(), 3 + retries);
+        assert_eq!(bell.0.get(), 0xa, "the same token");
         // Once the GPU fetches, the same submit goes through into slot 3.
         ring.get.set(2);
         f.submit(&ring, &bell, &clock, t, e).unwrap();
@@ -565,7 +617,12 @@ mod tests {
                 .push(&ring, &bell, &clock, t, GpEntry::new(0x4000, 2).unwrap())
                 .unwrap_err();
             assert!(matches!(err, GpFifoError::RingFull { .. }), "{err:?}");
-            assert_eq!((ring.put.get(), bell.1.get(), f.unpublished()), (3, 2, 0));
+            // The kick, then a retry every DOORBELL_RETRY while the ring stayed full.
+            let retries = (t.as_micros() / DOORBELL_RETRY.as_micros()) as u32;
+            assert_eq!(
+                (ring.put.get(), bell.1.get(), f.unpublished()),
+                (3, 2 + retries, 0)
+            );
         }
     }
 

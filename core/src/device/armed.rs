@@ -23,12 +23,13 @@
 //! channel group out and back, and an armed launch took 6-9 µs instead of 2 on the H200
 //! (docs/benchmarks.md). The cost is that the channel group stays scheduled while armed, so
 //! other processes' channels wait for its timeslice to end (~1 ms per launch of theirs on the
-//! H200 with RM's default timeslice; armed launches set [`ARMED_TIMESLICE_US`], ~50 µs then,
+//! H200 with RM's default timeslice; armed launches set [`ARMED_TIMESLICE`], ~50 µs then,
 //! and ~310 µs beside a busy armed process): hence opt-in, for a GPU the process has to
 //! itself.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
+use core::time::Duration;
 
 use zerocopy::IntoBytes;
 
@@ -59,7 +60,7 @@ const STREAM_MIN: u32 = 4;
 /// group holds the runlist until its timeslice ends; on the H200 another process's launch +
 /// sync beside an idle armed process took 1050 µs with RM's default, 205 µs with 200 µs and
 /// 52 µs with 50 µs, and the armed process itself ran as fast.
-pub(super) const ARMED_TIMESLICE_US: u64 = 50;
+pub const ARMED_TIMESLICE: Duration = Duration::from_micros(50);
 
 /// A submission waiting at its acquire for a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -119,6 +119,13 @@ pub(super) struct Chan<M: GpuMemory> {
     pub synced_other: u64,
 }
 
+impl<M: GpuMemory> Chan<M> {
+    /// USERD `GPGet`: how far the host has fetched the ring.
+    pub fn fifo_get(&self) -> Result<u32, HalError> {
+        self.ring.read_u32(self.userd_offset + USERD_GP_GET)
+    }
+}
+
 /// The ring and USERD of a channel as [`RingMemory`].
 pub(super) struct RingView<'a, M: GpuMemory> {
     pub mem: &'a M,

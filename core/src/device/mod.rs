@@ -44,6 +44,7 @@
 //! in a reused buffer and written into a ring arena.
 
 mod armed;
+pub use armed::ARMED_TIMESLICE;
 mod backend;
 pub mod baremetal;
 mod chan;
@@ -95,6 +96,12 @@ pub struct DeviceOptions {
     pub spin: Duration,
     /// Delay between polls after the spin.
     pub poll_interval: Duration,
+    /// How long work published to a channel may stay unfetched during a wait (its `GPGet` not
+    /// moving) before the doorbell is rung again. The host lost doorbells on the H200 when
+    /// another process created its channels, and the wait then timed out
+    /// ([`crate::channel::gpfifo`] module docs); ringing again is harmless when the doorbell
+    /// was not lost. `Duration::MAX` never rings again.
+    pub doorbell_retry: Duration,
     /// Ask RM to boost clocks (`NV2080_CTRL_CMD_PERF_BOOST`); failures are ignored.
     pub perf_boost: bool,
     /// How the CPU's stores are ordered before each doorbell (default: one store barrier,
@@ -141,6 +148,10 @@ pub struct DeviceOptions {
     /// default timeslice, ~310 µs beside a busy one, instead of ~3 µs). For a GPU the process
     /// has to itself; there it took 0.5-0.9 µs off a launch + sync round trip.
     pub armed_launches: bool,
+    /// The channel group's timeslice with [`DeviceOptions::armed_launches`]
+    /// (`NVA06C_CTRL_CMD_SET_TIMESLICE`, whole µs): how long another process's work waits for
+    /// an armed channel group that has nothing to run (docs/device.md).
+    pub armed_timeslice: Duration,
 }
 
 impl Default for DeviceOptions {
@@ -152,6 +163,7 @@ impl Default for DeviceOptions {
             staging_bytes: 4 << 20,
             spin: Duration::from_micros(20),
             poll_interval: Duration::from_micros(10),
+            doorbell_retry: crate::channel::gpfifo::DOORBELL_RETRY,
             perf_boost: true,
             doorbell_fence: DoorbellFence::Store,
             deferred_submits: 0,
@@ -164,6 +176,7 @@ impl Default for DeviceOptions {
             copy_kernel_ctas_per_sm: 2048,
             qmd_overrides: [None; 4],
             armed_launches: false,
+            armed_timeslice: ARMED_TIMESLICE,
         }
     }
 }
@@ -326,6 +339,13 @@ impl<B: Backend> Device<B> {
     /// ([`DeviceOptions::armed_launches`]; the no-op launches that disarm are not counted).
     pub fn armed_launches(&self) -> u64 {
         self.inner().map_or(0, |i| i.arm.fired())
+    }
+
+    /// Doorbells rung again since open because work published to a channel stayed unfetched
+    /// during a wait (a doorbell the GPU lost; on the H200 one was whenever another process
+    /// created its channels). Each cost the wait about [`DeviceOptions::doorbell_retry`].
+    pub fn doorbell_retries(&self) -> u64 {
+        self.inner().map_or(0, |i| i.doorbell_retries)
     }
 
     /// Rings the doorbells for work queued without one (only with

@@ -83,6 +83,8 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) copy_kernel: Option<super::copy::CopyKernel>,
     /// Pre-armed launches (`device/armed.rs`).
     pub(super) arm: super::armed::ArmState,
+    /// Doorbells rung again because published work stayed unfetched during a wait.
+    pub(super) doorbell_retries: u64,
 }
 
 pub(super) const COMPUTE: usize = 0;
@@ -361,7 +363,9 @@ impl<B: Backend> Inner<B> {
             if let Some(sem) = allocated.first() {
                 sem.zero(0, SEM_PAGE)?;
             }
-            let fifo = GpFifo::new(entries, 0)?.with_fence(opts.doorbell_fence);
+            let fifo = GpFifo::new(entries, 0)?
+                .with_fence(opts.doorbell_fence)
+                .with_doorbell_retry(opts.doorbell_retry);
             let fifos = [fifo.clone(), fifo];
             let qmd_patch = QmdPatch::new(qmd)?;
             // Nothing below fails.
@@ -476,6 +480,7 @@ impl<B: Backend> Inner<B> {
             recovering: false,
             copy_kernel: None,
             arm: Default::default(),
+            doorbell_retries: 0,
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -577,8 +582,9 @@ impl<B: Backend> Inner<B> {
             c.handle = h;
             c.object = obj;
             c.class = engine_class;
-            c.fifo =
-                GpFifo::new(c.fifo.entries(), t.workSubmitToken)?.with_fence(opts.doorbell_fence);
+            c.fifo = GpFifo::new(c.fifo.entries(), t.workSubmitToken)?
+                .with_fence(opts.doorbell_fence)
+                .with_doorbell_retry(opts.doorbell_retry);
             phases.done(
                 self.backend.clock().now(),
                 if ci == COMPUTE {
@@ -612,7 +618,7 @@ impl<B: Backend> Inner<B> {
             // An armed channel group holds the runlist until its timeslice ends: a short one
             // bounds what other processes wait (docs/device.md).
             let mut t = NVA06C_CTRL_TIMESLICE_PARAMS {
-                timesliceUs: super::armed::ARMED_TIMESLICE_US,
+                timesliceUs: opts.armed_timeslice.as_micros().clamp(1, u64::MAX as u128) as u64,
             };
             if let Err(e) =
                 self.backend
@@ -874,10 +880,38 @@ impl<B: Backend> Inner<B> {
         let end = match spun {
             Ok(()) => return Ok(()),
             Err(WaitEnd::Timeout(_)) => {
+                // Both channels' GPGet now; a channel whose published entries are still
+                // unfetched a retry interval later gets its doorbell again (module docs of
+                // `channel::gpfifo`: the H200 lost doorbells while another process set up).
+                let mut gets = [None; 2];
+                for (g, c) in gets.iter_mut().zip(&self.chans) {
+                    *g = c.fifo_get().ok();
+                }
+                let mut checked = clock.now();
+                let mut retries = 0;
                 let r: Result<(), WaitEnd> =
                     poll_until(clock, opts.timeout, opts.poll_interval, what, || {
                         if reached(&self.sem).map_err(WaitEnd::Err)? {
                             return Ok(Some(()));
+                        }
+                        let now = clock.now();
+                        if now.saturating_sub(checked) >= opts.doorbell_retry {
+                            checked = now;
+                            for (g, c) in gets.iter_mut().zip(&self.chans) {
+                                let get = c.fifo_get().ok();
+                                if get.is_some_and(|v| v != c.fifo.published()) && get == *g {
+                                    c.fifo.ring_doorbell(&self.usermode);
+                                    retries += 1;
+                                    log::debug!(
+                                        "{:?} channel: GPGet {get:?} behind GPPut {} for {:?}; \
+                                         doorbell rung again",
+                                        c.kind,
+                                        c.fifo.published(),
+                                        opts.doorbell_retry
+                                    );
+                                }
+                                *g = get;
+                            }
                         }
                         match self.notifier_status() {
                             Ok(Some(_)) => Err(WaitEnd::Fault),
@@ -885,6 +919,7 @@ impl<B: Backend> Inner<B> {
                             Err(e) => Err(WaitEnd::Err(e)),
                         }
                     });
+                self.doorbell_retries += retries;
                 match r {
                     Ok(()) => return Ok(()),
                     Err(e) => e,

@@ -406,6 +406,21 @@ impl SimBackend {
         true
     }
 
+    /// Fault injection: the next `n` doorbells of channel `h` are lost ([`crate::fifo::Fifo::lose_doorbells`]).
+    pub fn lose_doorbells(&self, h: Handle, n: u32) -> bool {
+        let Some(chid) = self.chid(h) else {
+            return false;
+        };
+        crate::fifo::lock(&self.fifo()).lose_doorbells(chid, n);
+        true
+    }
+
+    /// Doorbells of channel `h` still to be lost.
+    pub fn doorbells_to_lose(&self, h: Handle) -> Option<u32> {
+        let chid = self.chid(h)?;
+        Some(crate::fifo::lock(&self.fifo()).doorbells_to_lose(chid))
+    }
+
     /// Undoes [`SimBackend::freeze_channel`] and lets the host run again.
     pub fn thaw_channel(&self, h: Handle) -> bool {
         let Some(chid) = self.chid(h) else {

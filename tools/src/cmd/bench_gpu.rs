@@ -94,6 +94,13 @@ pub struct GpuBenchArgs {
     /// Pre-armed launches (DeviceOptions::armed_launches).
     #[arg(long)]
     pub armed: bool,
+    /// With --armed: the channel group's timeslice in µs (DeviceOptions::armed_timeslice).
+    #[arg(long)]
+    pub armed_timeslice_us: Option<u64>,
+    /// Ring a channel's doorbell again when work published to it stays unfetched this many µs
+    /// in a wait (DeviceOptions::doorbell_retry, default 100; 0 never does).
+    #[arg(long)]
+    pub doorbell_retry_us: Option<u64>,
 }
 
 /// `FIELD=VALUE` (VALUE decimal or 0x-hex).
@@ -159,6 +166,14 @@ impl GpuBenchArgs {
             copy_kernel_ctas_per_sm: self.copy_ctas_per_sm.unwrap_or(d.copy_kernel_ctas_per_sm),
             qmd_overrides,
             armed_launches: self.armed,
+            armed_timeslice: self
+                .armed_timeslice_us
+                .map_or(d.armed_timeslice, Duration::from_micros),
+            doorbell_retry: match self.doorbell_retry_us {
+                None => d.doorbell_retry,
+                Some(0) => Duration::MAX,
+                Some(us) => Duration::from_micros(us),
+            },
             ..d
         })
     }
@@ -230,6 +245,9 @@ pub struct GpuBench {
     pub armed_round_trips: Option<u64>,
     /// With `--armed`: how many of the back-to-back launches used one.
     pub armed_back_to_back: Option<u64>,
+    /// Doorbells the device rang again during the run because published work stayed
+    /// unfetched (`Device::doorbell_retries`: lost doorbells).
+    pub doorbell_retries: u64,
     /// D2D on the copy engine (`CopyPath::CopyEngine`), GB/s read + written.
     pub d2d_ce_gbps: f64,
     /// Whether `d2d_gbps` ran on the copy kernel.
@@ -657,6 +675,7 @@ fn measure<B: CliBackend>(
         launch_call_us,
         armed_round_trips,
         armed_back_to_back,
+        doorbell_retries: dev.doorbell_retries(),
         d2d_ce_gbps,
         d2d_kernel,
         probe,
@@ -721,8 +740,9 @@ impl GpuBench {
     /// Keys beyond the shared schema (tools/bench/README.md), as `,"key":value...}`.
     fn extra_json(&self) -> String {
         let mut s = format!(
-            ",\"launch_call_us\":{},\"d2d_ce_gbps\":{},\"d2d_path\":{}",
+            ",\"launch_call_us\":{},\"doorbell_retries\":{},\"d2d_ce_gbps\":{},\"d2d_path\":{}",
             num(self.launch_call_us),
+            self.doorbell_retries,
             num(self.d2d_ce_gbps),
             json_str(if self.d2d_kernel {
                 "kernel"
@@ -814,6 +834,13 @@ impl GpuBench {
                 self.launch_sync.n,
                 self.armed_back_to_back.unwrap_or(0),
                 self.launches
+            ));
+        }
+        if self.doorbell_retries > 0 {
+            s.push_str(&format!(
+                "  doorbells rung again       {} (work waited unfetched: a lost doorbell, or \
+                 another process on the GPU)\n",
+                self.doorbell_retries
             ));
         }
         s.push_str(&format!(
@@ -949,6 +976,8 @@ mod tests {
             verify: true,
             qmd: vec![],
             armed,
+            armed_timeslice_us: None,
+            doorbell_retry_us: None,
         }
     }
 

@@ -1,6 +1,6 @@
 //! GPFIFO fetch and pushbuffer execution for one channel.
 
-use nvbare_core::channel::gpfifo::{GP_ENTRY_SIZE, GpEntry, USERD_GP_GET, USERD_GP_PUT};
+use nvbare_core::channel::gpfifo::{GP_ENTRY_SIZE, GpEntry, USERD_GP_GET};
 use nvbare_core::channel::pushbuf::{Header, SecOp};
 use nvbare_core::chip::Chipset;
 use nvbare_core::rm::class::{ClassKind, class_kind, class_name};
@@ -147,10 +147,8 @@ pub(crate) fn run(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> Outcom
     }
     loop {
         if ch.cursor.is_none() {
-            let put = match ch.desc.userd.read_u32(core, USERD_GP_PUT) {
-                Ok(p) => p,
-                Err(e) => return Outcome::Rc(RcInfo::pbdma(engine, format!("USERD read: {e}"))),
-            };
+            // The GPPut of the last doorbell: entries published since are not seen yet.
+            let put = ch.known_put;
             if put >= ch.desc.entries {
                 return Outcome::Rc(RcInfo::pbdma(
                     engine,

@@ -4,15 +4,17 @@
 //! (a GPU VA in the channel's address space), where USERD is (a physical location, as in RAMFC),
 //! the error notifier, and the work-submit token. A write of a token to the doorbell
 //! (`NV_VIRTUAL_FUNCTION_DOORBELL`, BAR0 0xbb0090 = usermode `NOTIFY_CHANNEL_PENDING`) makes the
-//! host fetch that channel's new GP entries (`GPGet` up to `GPPut` from USERD) and execute their
-//! pushbuffers: host methods here, copy-engine methods in [`crate::ce`], compute methods in
+//! host take `GPPut` from USERD and fetch that channel's new GP entries (`GPGet` up to that
+//! `GPPut`) and execute their pushbuffers: host methods here, copy-engine methods in [`crate::ce`], compute methods in
 //! [`crate::compute`]. Every fetch and every engine access goes through the channel's
 //! [`AddressSpace`].
 //!
 //! Execution is synchronous with the doorbell write, which keeps tests deterministic. A channel
 //! whose semaphore acquire is not satisfied stops there (its `GPGet` stays on that entry) and is
 //! retried on every later doorbell and after every semaphore release; it never blocks the
-//! process. A fault "RCs" the channel's whole TSG, as RM does (`RC_NOTIFIER_SCOPE_TSG`): the
+//! process. Entries published in USERD without a doorbell stay unfetched, as on hardware, and a
+//! doorbell can be lost ([`Fifo::lose_doorbells`]): on the H200 one was whenever another
+//! process created its channels, until the driver rang it again. A fault "RCs" the channel's whole TSG, as RM does (`RC_NOTIFIER_SCOPE_TSG`): the
 //! error notifiers get the `ROBUST_CHANNEL_*` code, the fault is recorded for the debugger
 //! controls, and the channels stop executing.
 
@@ -27,6 +29,8 @@ use nvbare_core::rm::ctrl::{
     NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_ENTRY, NV83DE_SM_ERROR_STATE_REGISTERS, NvNotification,
 };
 use zerocopy::IntoBytes;
+
+use nvbare_core::channel::gpfifo::USERD_GP_PUT;
 
 use crate::bar0::{MmioEngine, SimCore};
 use crate::compute::KernelRegistry;
@@ -166,6 +170,9 @@ pub struct Channel {
     subchannels: [Option<u32>; 8],
     /// Next GP entry to fetch.
     gp_get: u32,
+    /// `GPPut` as the host took it from USERD at the channel's last doorbell: entries beyond
+    /// it are not fetched until another doorbell.
+    known_put: u32,
     cursor: Option<exec::Cursor>,
     regs: exec::Regs,
     errors: ErrorRecord,
@@ -244,6 +251,8 @@ pub struct Fifo {
     channels: BTreeMap<u32, Channel>,
     /// Test hook: channels whose doorbell is ignored (a stalled PBDMA).
     frozen: Vec<u32>,
+    /// Test hook: how many of each channel's next doorbells are lost.
+    lost: BTreeMap<u32, u32>,
     /// Whether RCs are queued for the RM to report (GSP-RM sends them as events).
     report_rcs: bool,
     notices: Vec<RmNotice>,
@@ -271,6 +280,7 @@ impl Fifo {
             kernels,
             channels: BTreeMap::new(),
             frozen: Vec::new(),
+            lost: BTreeMap::new(),
             report_rcs: false,
             notices: Vec::new(),
         }
@@ -304,6 +314,7 @@ impl Fifo {
     pub fn clear(&mut self) {
         self.channels.clear();
         self.frozen.clear();
+        self.lost.clear();
         self.notices.clear();
     }
 
@@ -329,6 +340,7 @@ impl Fifo {
                 objects: Vec::new(),
                 subchannels: [None; 8],
                 gp_get: 0,
+                known_put: 0,
                 cursor: None,
                 regs: exec::Regs::default(),
                 errors: ErrorRecord::default(),
@@ -342,6 +354,7 @@ impl Fifo {
     /// Removes a channel (RM frees it; whatever it was running stops).
     pub fn remove_channel(&mut self, chid: u32) -> Option<Channel> {
         self.frozen.retain(|&c| c != chid);
+        self.lost.remove(&chid);
         self.channels.remove(&chid)
     }
 
@@ -403,10 +416,42 @@ impl Fifo {
         self.frozen.retain(|&c| c != chid);
     }
 
-    /// A doorbell write of `token`: runs that channel and every other runnable channel until
-    /// none makes progress.
+    /// Fault injection: the next `n` doorbells of channel `chid` are lost (the host does not
+    /// take its new `GPPut`), as one was on the H200 when another process created its channels
+    /// (docs/hardware.md). The driver must ring again when work it published is not fetched.
+    pub fn lose_doorbells(&mut self, chid: u32, n: u32) {
+        if n == 0 {
+            self.lost.remove(&chid);
+        } else {
+            self.lost.insert(chid, n);
+        }
+    }
+
+    /// Doorbells of channel `chid` still to be lost.
+    pub fn doorbells_to_lose(&self, chid: u32) -> u32 {
+        self.lost.get(&chid).copied().unwrap_or(0)
+    }
+
+    /// A doorbell write of `token`: the host takes that channel's `GPPut` from USERD, then runs
+    /// it and every other runnable channel until none makes progress.
     pub fn doorbell(&mut self, core: &mut SimCore, token: u32) {
-        let known = self.channels.values().any(|c| c.desc.token == token);
+        let mut known = false;
+        for c in self.channels.values_mut().filter(|c| c.desc.token == token) {
+            known = true;
+            let chid = c.desc.chid;
+            if let Some(n) = self.lost.get_mut(&chid) {
+                *n -= 1;
+                if *n == 0 {
+                    self.lost.remove(&chid);
+                }
+                core.trace(format!("host: doorbell of channel {chid} lost (injected)"));
+                continue;
+            }
+            match c.desc.userd.read_u32(core, USERD_GP_PUT) {
+                Ok(put) => c.known_put = put,
+                Err(e) => core.trace(format!("host: USERD GPPut of channel {chid}: {e}")),
+            }
+        }
         if !known {
             core.trace(format!(
                 "host: doorbell for unknown work-submit token {token:#x} ignored"

@@ -1,0 +1,132 @@
+//! Lost doorbells on the simulated GPUs. The host takes a channel's `GPPut` only when its
+//! doorbell is rung; on the H200 a doorbell was lost whenever another process created its
+//! channels (docs/hardware.md, 2026-11-30), and the wait for that work timed out. Waits (and a
+//! full ring) now ring the doorbell again when published entries stay unfetched
+//! (`channel::gpfifo::DOORBELL_RETRY`). The simulator loses doorbells on request
+//! (`SimBackend::lose_doorbells`).
+
+use std::time::Duration;
+
+use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
+use nvbare_gsp_firmware::program::LoadCubin;
+use nvbare_sim::backend::SimBackend;
+use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
+
+const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
+
+fn kernels(sm: u32) -> Vec<u8> {
+    let p = format!(
+        "{}/../fixtures/cubins/kernels_sm{sm}_cuda13.cubin",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+fn open_with(model: ChipModel, opts: DeviceOptions) -> Device<SimBackend> {
+    let b = SimBackend::new(model, true).expect("simulated GPU");
+    Device::open(b, opts).expect("device opens")
+}
+
+fn opts() -> DeviceOptions {
+    DeviceOptions {
+        timeout: Duration::from_secs(1),
+        ..DeviceOptions::default()
+    }
+}
+
+#[test]
+fn a_launch_whose_doorbell_is_lost_completes_at_the_next_wait() {
+    for (model, sm) in CHIPS {
+        let dev = open_with(model, opts());
+        let m = dev.load_cubin(&kernels(sm)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 256u32;
+        let buf = dev.htod_copy(&vec![1u32; n as usize]).unwrap();
+        let cfg = LaunchConfig::for_num_elems(n);
+        dev.synchronize().unwrap();
+        assert_eq!(dev.doorbell_retries(), 0, "no wait needed a retry yet");
+        let [compute, _] = dev.channel_handles().unwrap();
+        assert!(dev.with_backend(|b| b.lose_doorbells(compute, 1)).unwrap());
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        let [(submitted, reached), _] = dev.timelines().unwrap();
+        assert_eq!(
+            reached + 1,
+            submitted,
+            "{:?}: the host did not fetch the launch",
+            model.chipset
+        );
+        dev.synchronize()
+            .unwrap_or_else(|e| panic!("{:?}: {e}", model.chipset));
+        assert_eq!(dev.doorbell_retries(), 1, "{:?}", model.chipset);
+        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![2u32; n as usize]);
+        // Doorbells that arrive are not rung twice.
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        dev.synchronize().unwrap();
+        assert_eq!(dev.doorbell_retries(), 1);
+    }
+}
+
+#[test]
+fn copies_whose_doorbells_are_lost_complete() {
+    let dev = open_with(GH100, opts());
+    let [_, copy] = dev.channel_handles().unwrap();
+    let src: Vec<u32> = (0..4096).collect();
+    let a = dev.htod_copy(&src).unwrap();
+    let mut b = dev.alloc_zeros::<u32>(src.len()).unwrap();
+    dev.synchronize().unwrap();
+    // Every doorbell of the copy channel for a while: each wait rings again until one arrives.
+    assert!(dev.with_backend(|be| be.lose_doorbells(copy, 3)).unwrap());
+    dev.dtod_copy(&a, &mut b).unwrap();
+    assert_eq!(dev.dtoh_copy(&b).unwrap(), src);
+    assert_eq!(
+        dev.with_backend(|be| be.doorbells_to_lose(copy)).unwrap(),
+        Some(0)
+    );
+    assert!(dev.doorbell_retries() >= 2, "{}", dev.doorbell_retries());
+}
+
+#[test]
+fn a_full_ring_whose_doorbells_were_lost_drains() {
+    let dev = open_with(
+        AD102,
+        DeviceOptions {
+            gpfifo_entries: 4,
+            ..opts()
+        },
+    );
+    let [_, copy] = dev.channel_handles().unwrap();
+    let a = dev.htod_copy(&[7u32; 64]).unwrap();
+    let mut b = dev.alloc_zeros::<u32>(64).unwrap();
+    dev.synchronize().unwrap();
+    // The ring holds 3 unfetched entries; the fourth copy finds it full with no doorbell
+    // having arrived, and must ring again while it waits for room.
+    assert!(dev.with_backend(|be| be.lose_doorbells(copy, 4)).unwrap());
+    for _ in 0..6 {
+        dev.dtod_copy(&a, &mut b).unwrap();
+    }
+    dev.synchronize().unwrap();
+    assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![7u32; 64]);
+    assert_eq!(
+        dev.with_backend(|be| be.doorbells_to_lose(copy)).unwrap(),
+        Some(0)
+    );
+}
+
+#[test]
+fn work_published_without_a_doorbell_is_not_fetched() {
+    // The simulated host, like the real one, takes GPPut only at a doorbell: with every
+    // doorbell lost and no wait, nothing runs.
+    let dev = open_with(GH100, opts());
+    let [_, copy] = dev.channel_handles().unwrap();
+    let a = dev.htod_copy(&[3u32; 16]).unwrap();
+    let mut b = dev.alloc_zeros::<u32>(16).unwrap();
+    dev.synchronize().unwrap();
+    let before = dev.timelines().unwrap()[1];
+    assert!(dev.with_backend(|be| be.lose_doorbells(copy, 1)).unwrap());
+    dev.dtod_copy(&a, &mut b).unwrap();
+    let after = dev.timelines().unwrap()[1];
+    assert_eq!(after.0, before.0 + 1, "one copy submitted");
+    assert_eq!(after.1, before.1, "and not run: its doorbell was lost");
+    dev.synchronize().unwrap();
+    assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![3u32; 16]);
+}
