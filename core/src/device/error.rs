@@ -81,6 +81,11 @@ pub struct FaultReport {
     pub wanted: u64,
     /// Events the backend reported.
     pub events: Vec<String>,
+    /// The channel's USERD `GPGet` and `GPPut` when the wait ended: whether the host had
+    /// fetched every submission.
+    pub fetch: Option<(u32, u32)>,
+    /// Doorbells rung again during the wait because submissions stayed unfetched.
+    pub doorbell_retries: u64,
     /// What happened to the channels afterwards.
     pub recovery: Recovery,
 }
@@ -154,6 +159,26 @@ impl fmt::Display for FaultReport {
                 f,
                 "{sep}no fault recorded (the work is still running or blocked)"
             )?;
+            sep = "; ";
+        }
+        if self.wanted > self.reached {
+            write!(f, "{sep}timeline at {} of {}", self.reached, self.wanted)?;
+            sep = "; ";
+        }
+        if let Some((get, put)) = self.fetch {
+            if get == put {
+                write!(
+                    f,
+                    "{sep}the GPU had fetched every submission (GPGet = GPPut = {put})"
+                )?;
+            } else {
+                write!(
+                    f,
+                    "{sep}the GPU had not fetched every submission (GPGet {get}, GPPut {put}; \
+                     doorbell rung again {} times)",
+                    self.doorbell_retries
+                )?;
+            }
             sep = "; ";
         }
         match &self.recovery {

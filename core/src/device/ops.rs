@@ -85,6 +85,8 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) arm: super::armed::ArmState,
     /// Doorbells rung again because published work stayed unfetched during a wait.
     pub(super) doorbell_retries: u64,
+    /// The same, during the last wait that got past its spin (for its fault report).
+    wait_retries: u64,
 }
 
 pub(super) const COMPUTE: usize = 0;
@@ -481,6 +483,7 @@ impl<B: Backend> Inner<B> {
             copy_kernel: None,
             arm: Default::default(),
             doorbell_retries: 0,
+            wait_retries: 0,
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -880,13 +883,14 @@ impl<B: Backend> Inner<B> {
         let end = match spun {
             Ok(()) => return Ok(()),
             Err(WaitEnd::Timeout(_)) => {
-                // Both channels' GPGet now; a channel whose published entries are still
-                // unfetched a retry interval later gets its doorbell again (module docs of
-                // `channel::gpfifo`: the H200 lost doorbells while another process set up).
-                let mut gets = [None; 2];
-                for (g, c) in gets.iter_mut().zip(&self.chans) {
-                    *g = c.fifo_get().ok();
-                }
+                // Watchdog (module docs of `channel::gpfifo`): when neither channel moved
+                // (timeline and GPGet) for a retry interval, ring again the doorbell of each
+                // channel with unfinished work. The H200 lost doorbells while another process
+                // set up its channels; ringing again when none was lost is harmless. The
+                // interval doubles while nothing moves (a long kernel), up to MAX_RETRY.
+                const MAX_RETRY: Duration = Duration::from_millis(10);
+                let mut seen = self.progress();
+                let mut interval = opts.doorbell_retry;
                 let mut checked = clock.now();
                 let mut retries = 0;
                 let r: Result<(), WaitEnd> =
@@ -895,22 +899,30 @@ impl<B: Backend> Inner<B> {
                             return Ok(Some(()));
                         }
                         let now = clock.now();
-                        if now.saturating_sub(checked) >= opts.doorbell_retry {
+                        if now.saturating_sub(checked) >= interval {
                             checked = now;
-                            for (g, c) in gets.iter_mut().zip(&self.chans) {
-                                let get = c.fifo_get().ok();
-                                if get.is_some_and(|v| v != c.fifo.published()) && get == *g {
-                                    c.fifo.ring_doorbell(&self.usermode);
-                                    retries += 1;
-                                    log::debug!(
-                                        "{:?} channel: GPGet {get:?} behind GPPut {} for {:?}; \
-                                         doorbell rung again",
-                                        c.kind,
-                                        c.fifo.published(),
-                                        opts.doorbell_retry
-                                    );
+                            let p = self.progress();
+                            if p == seen {
+                                for (c, (done, get)) in self.chans.iter().zip(p) {
+                                    if done.is_some_and(|d| d < c.submitted) {
+                                        c.fifo.ring_doorbell(&self.usermode);
+                                        retries += 1;
+                                        log::debug!(
+                                            "{:?} channel: no progress for {interval:?} \
+                                             (timeline {done:?} of {}, GPGet {get:?}, GPPut {}); \
+                                             doorbell rung again",
+                                            c.kind,
+                                            c.submitted,
+                                            c.fifo.published()
+                                        );
+                                    }
                                 }
-                                *g = get;
+                                interval = interval
+                                    .saturating_mul(2)
+                                    .min(MAX_RETRY.max(opts.doorbell_retry));
+                            } else {
+                                seen = p;
+                                interval = opts.doorbell_retry;
                             }
                         }
                         match self.notifier_status() {
@@ -920,6 +932,7 @@ impl<B: Backend> Inner<B> {
                         }
                     });
                 self.doorbell_retries += retries;
+                self.wait_retries = retries;
                 match r {
                     Ok(()) => return Ok(()),
                     Err(e) => e,
@@ -944,6 +957,14 @@ impl<B: Backend> Inner<B> {
                 })
             }
         }
+    }
+
+    /// Each channel's completed timeline value and USERD `GPGet` (what a stalled wait watches).
+    fn progress(&self) -> [(Option<u64>, Option<u32>); 2] {
+        [COMPUTE, COPY].map(|ci| {
+            let c = &self.chans[ci];
+            (self.sem.read_u64(c.sem_offset).ok(), c.fifo_get().ok())
+        })
     }
 
     pub(super) fn synchronize(
@@ -972,6 +993,11 @@ impl<B: Backend> Inner<B> {
             channel: Some(self.chans[ci].kind),
             wanted,
             reached: self.completed(ci).unwrap_or(0),
+            fetch: self.chans[ci]
+                .fifo_get()
+                .ok()
+                .map(|get| (get, self.chans[ci].fifo.published())),
+            doorbell_retries: self.wait_retries,
             ..Default::default()
         };
         if let Some((_, code)) = self.notifier_status().ok().flatten() {

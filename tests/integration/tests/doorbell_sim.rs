@@ -130,3 +130,35 @@ fn work_published_without_a_doorbell_is_not_fetched() {
     dev.synchronize().unwrap();
     assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![3u32; 16]);
 }
+
+#[test]
+fn a_stalled_channel_times_out_saying_what_was_fetched_and_backs_off_its_retries() {
+    let dev = open_with(
+        GH100,
+        DeviceOptions {
+            timeout: Duration::from_millis(200),
+            ..opts()
+        },
+    );
+    let [_, copy] = dev.channel_handles().unwrap();
+    let a = dev.htod_copy(&[5u32; 16]).unwrap();
+    let mut b = dev.alloc_zeros::<u32>(16).unwrap();
+    dev.synchronize().unwrap();
+    // A stalled PBDMA: the host ignores the doorbell however often it is rung.
+    assert!(dev.with_backend(|be| be.freeze_channel(copy)).unwrap());
+    dev.dtod_copy(&a, &mut b).unwrap();
+    let err = dev.synchronize().unwrap_err();
+    let msg = err.to_string();
+    let report = err.report().expect("a timeout has a report");
+    let (get, put) = report.fetch.expect("USERD was readable");
+    assert_ne!(get, put, "{msg}");
+    assert!(msg.contains("had not fetched every submission"), "{msg}");
+    assert!(msg.contains(&format!("timeline at {} of {}", report.reached, report.wanted)));
+    // 100 µs, doubling while nothing moves, then every 10 ms: about 25 in 200 ms, not 2000.
+    assert!(
+        (10..=40).contains(&report.doorbell_retries),
+        "{} retries",
+        report.doorbell_retries
+    );
+    assert!(msg.contains(&format!("rung again {} times", report.doorbell_retries)));
+}
