@@ -22,10 +22,10 @@
 //! The acquire has `ACQUIRE_SWITCH_TSG` disabled: with it enabled the host switches the idle
 //! channel group out and back, and an armed launch took 6-9 µs instead of 2 on the H200
 //! (docs/benchmarks.md). The cost is that the channel group stays scheduled while armed, so
-//! other processes' channels wait for its timeslice to end (~1 ms per launch of theirs on the
-//! H200 with RM's default timeslice; armed launches set [`ARMED_TIMESLICE`], ~50 µs then,
-//! and ~310 µs beside a busy armed process): hence opt-in, for a GPU the process has to
-//! itself.
+//! other processes' channels wait for its timeslice to end, also while this process idles
+//! (~1 ms per launch of theirs on the H200 with RM's default timeslice; armed launches set
+//! `DeviceOptions::armed_timeslice`, 50 µs by default, ~52 µs then, ~4 µs at 2 µs): hence
+//! opt-in, for a GPU the process has to itself.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -56,10 +56,11 @@ const CB_BYTES: u64 = 4096;
 pub(super) const MAX_BATCH: usize = 128;
 /// Launches in a row without a wait before the launch path arms a batch.
 const STREAM_MIN: u32 = 4;
-/// The channel group's timeslice with armed launches (RM's default is 1 ms). While armed, the
+/// The default of `DeviceOptions::armed_timeslice` (RM's default is 1 ms). While armed, the
 /// group holds the runlist until its timeslice ends; on the H200 another process's launch +
-/// sync beside an idle armed process took 1050 µs with RM's default, 205 µs with 200 µs and
-/// 52 µs with 50 µs, and the armed process itself ran as fast.
+/// sync beside an idle armed process took 1050 µs with RM's default, 205 µs with 200 µs, 52 µs
+/// with 50 µs and 4 µs with 2 µs, and the armed process alone ran as fast at each; a shorter
+/// one shrinks the armed process's share while both are busy, so 50 µs is the middle.
 pub const ARMED_TIMESLICE: Duration = Duration::from_micros(50);
 
 /// A submission waiting at its acquire for a launch.

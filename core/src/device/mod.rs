@@ -142,15 +142,19 @@ pub struct DeviceOptions {
     /// with no pushbuffer, GP entry or doorbell (`device/armed.rs`, docs/device.md). Any other
     /// compute submission first consumes them with launches that do nothing. Needs the copy
     /// kernel ([`Device::install_copy_kernel`]). Off by default:
-    /// while armed, the channel group keeps the GPU's runlist until its timeslice ends (set to
-    /// 50 µs with this option), so other processes' work waits for it (on the H200 another
-    /// process's launch + sync took ~50 µs beside an idle armed process, ~1 ms with RM's
-    /// default timeslice, ~310 µs beside a busy one, instead of ~3 µs). For a GPU the process
-    /// has to itself; there it took 0.5-0.9 µs off a launch + sync round trip.
+    /// while armed, the channel group keeps the GPU's runlist until its timeslice ends
+    /// ([`DeviceOptions::armed_timeslice`]), also while the process idles, so other
+    /// processes' work waits for it (on the H200 another process's launch + sync took ~52 µs
+    /// beside an idle armed process at 50 µs, ~4 µs at 2 µs, ~1 ms with RM's default
+    /// timeslice, instead of ~3 µs). For a GPU the process has to itself; there it took
+    /// 0.5-0.9 µs off a launch + sync round trip.
     pub armed_launches: bool,
     /// The channel group's timeslice with [`DeviceOptions::armed_launches`]
-    /// (`NVA06C_CTRL_CMD_SET_TIMESLICE`, whole µs): how long another process's work waits for
-    /// an armed channel group that has nothing to run (docs/device.md).
+    /// (`NVA06C_CTRL_CMD_SET_TIMESLICE`, whole µs, at least 1): how long another process's
+    /// work waits for an armed channel group that has nothing to run. Shorter is kinder to an
+    /// idle neighbour (H200: 52 µs per launch of theirs at 50 µs, 4 µs at 2 µs) but shrinks
+    /// this process's share of the GPU while both are busy (docs/device.md). Default
+    /// [`ARMED_TIMESLICE`].
     pub armed_timeslice: Duration,
 }
 
