@@ -153,7 +153,10 @@ fn a_stalled_channel_times_out_saying_what_was_fetched_and_backs_off_its_retries
     let (get, put) = report.fetch.expect("USERD was readable");
     assert_ne!(get, put, "{msg}");
     assert!(msg.contains("had not fetched every submission"), "{msg}");
-    assert!(msg.contains(&format!("timeline at {} of {}", report.reached, report.wanted)));
+    assert!(msg.contains(&format!(
+        "timeline at {} of {}",
+        report.reached, report.wanted
+    )));
     // 100 µs, doubling while nothing moves, then every 10 ms: about 25 in 200 ms, not 2000.
     assert!(
         (10..=40).contains(&report.doorbell_retries),
