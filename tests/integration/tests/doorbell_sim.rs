@@ -165,3 +165,48 @@ fn a_stalled_channel_times_out_saying_what_was_fetched_and_backs_off_its_retries
     );
     assert!(msg.contains(&format!("rung again {} times", report.doorbell_retries)));
 }
+
+#[test]
+fn an_armed_submission_whose_doorbell_was_lost_still_launches() {
+    // Pre-armed launches ring the doorbell when they arm, not when they launch: if that one is
+    // lost the armed submission is never fetched, and the launch's flag alone cannot start it.
+    let dev = open_with(
+        GH100,
+        DeviceOptions {
+            armed_launches: true,
+            ..opts()
+        },
+    );
+    assert!(dev.install_runtime().unwrap());
+    let m = dev.load_cubin(&kernels(90)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let n = 64u32;
+    let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+    let cfg = LaunchConfig::for_num_elems(n);
+    let [compute, _] = dev.channel_handles().unwrap();
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    // The wait arms the next launch, and the next wait arms another before it waits (whose
+    // doorbell would fetch both): lose both doorbells.
+    assert!(dev.with_backend(|b| b.lose_doorbells(compute, 2)).unwrap());
+    dev.synchronize().unwrap();
+    assert!(dev.is_armed());
+    assert_eq!(
+        dev.with_backend(|b| b.doorbells_to_lose(compute)).unwrap(),
+        Some(1),
+        "the arming rang (and lost) one"
+    );
+    let retries = dev.doorbell_retries();
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    assert_eq!(
+        dev.armed_launches(),
+        1,
+        "the launch went through the armed submission"
+    );
+    dev.synchronize().unwrap();
+    assert_eq!(
+        dev.with_backend(|b| b.doorbells_to_lose(compute)).unwrap(),
+        Some(0)
+    );
+    assert_eq!(dev.doorbell_retries(), retries + 1, "the wait rang again");
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![2u32; n as usize]);
+}
