@@ -510,7 +510,7 @@ mod tests {
         assert_eq!(got(7).0, "INVALIDATE_SHADER_CACHES_NO_WFI");
         assert_eq!(ms[7].class, Some(HOPPER_COMPUTE_A));
         assert_eq!(got(8), ("SEND_PCAS_A", 0x2000_0001));
-        assert_eq!(got(9), ("SEND_SIGNALING_PCAS2_B", 9));
+        assert_eq!(got(9), ("SEND_SIGNALING_PCAS2_B", 0xa));
         assert_eq!(got(14).0, "SEM_EXECUTE");
         assert_eq!(
             ms[14].data & 7,

@@ -158,8 +158,15 @@ pub mod compute {
 
     /// `SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE`.
     pub const PCAS_ACTION_INVALIDATE_COPY_SCHEDULE: u32 = 0x3;
-    /// `SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE` (what tinygrad sends).
+    /// `SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE` (what tinygrad sends; no
+    /// invalidate of the QMD cache: see [`PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE`]).
     pub const PCAS_ACTION_PREFETCH_SCHEDULE: u32 = 0x9;
+    /// `SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE`: drop any cached
+    /// copy of the QMD at this address, fetch it, launch (what CUDA sends; Mesa NVK sends
+    /// `INVALIDATE_COPY_SCHEDULE`). Command memory is reused, so a launch must not run a copy
+    /// cached from an earlier QMD at the same address. (It did not cure the stale releases
+    /// seen on the H200 while another process set up its channels: docs/device.md.)
+    pub const PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE: u32 = 0xa;
     /// `INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION_TRUE` (0:0).
     pub const INVALIDATE_INSTRUCTION: u32 = 1 << 0;
     /// `INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA_TRUE` (4:4).

@@ -415,6 +415,15 @@ impl SimBackend {
         true
     }
 
+    /// Fault injection: channel `h`'s QMD cache launches stale copies
+    /// ([`crate::fifo::Fifo::keep_stale_qmds`]).
+    pub fn keep_stale_qmds(&self, h: Handle, on: bool) -> bool {
+        let Some(chid) = self.chid(h) else {
+            return false;
+        };
+        crate::fifo::lock(&self.fifo()).keep_stale_qmds(chid, on)
+    }
+
     /// Doorbells of channel `h` still to be lost.
     pub fn doorbells_to_lose(&self, h: Handle) -> Option<u32> {
         let chid = self.chid(h)?;

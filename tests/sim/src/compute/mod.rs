@@ -43,6 +43,11 @@ pub(crate) struct ComputeRegs {
     pending: Option<Pending>,
     /// The last QMD launched, decoded.
     pub(crate) last: Option<LaunchDesc>,
+    /// Fault injection ([`crate::fifo::Fifo::keep_stale_qmds`]): the QMD cache keeps every
+    /// QMD it fetched, by address, and a launch whose PCAS action does not invalidate uses the
+    /// kept copy (the `INVALIDATE` PCAS actions exist for this cache; when the real one keeps
+    /// entries is not known, so this keeps them all).
+    pub(crate) stale_qmds: Option<std::collections::BTreeMap<u64, Vec<u8>>>,
 }
 
 #[derive(Debug, Clone)]
@@ -130,7 +135,14 @@ pub(crate) fn method(
         m::SEND_SIGNALING_PCAS2_B => {
             // SCHEDULE (2), INVALIDATE_COPY_SCHEDULE (3), PREFETCH_SCHEDULE (9),
             // INVALIDATE_PREFETCH_COPY_SCHEDULE (10), ..._FORCE_REQUIRE_SCHEDULING (11) launch.
-            return match data & 0xf {
+            let action = data & 0xf;
+            // INVALIDATE (1) and the INVALIDATE_..._COPY actions drop the cached copy.
+            if matches!(action, 1 | 3 | 10 | 11)
+                && let Some(cache) = r.stale_qmds.as_mut()
+            {
+                cache.remove(&r.qmd_addr);
+            }
+            return match action {
                 0 | 1 | 8 => Step::Ok,
                 2 | 3 | 9 | 10 | 11 => launch(r, core, space, ctx, engine, class),
                 a => sm_exception(
@@ -260,10 +272,30 @@ fn launch(
             ),
         );
     }
-    let mut bytes = vec![0u8; v.size()];
-    if let Err(f) = gpu_read(core, space, qmd_va, &mut bytes, Access::Read) {
-        return Step::Rc(RcInfo::mmu(engine, f, "QMD fetch"));
-    }
+    let cached = r
+        .stale_qmds
+        .as_ref()
+        .and_then(|c| c.get(&qmd_va))
+        .filter(|b| b.len() == v.size())
+        .cloned();
+    let bytes = match cached {
+        Some(b) => {
+            core.trace(format!(
+                "compute: QMD at {qmd_va:#x} launched from the QMD cache"
+            ));
+            b
+        }
+        None => {
+            let mut bytes = vec![0u8; v.size()];
+            if let Err(f) = gpu_read(core, space, qmd_va, &mut bytes, Access::Read) {
+                return Step::Rc(RcInfo::mmu(engine, f, "QMD fetch"));
+            }
+            if let Some(c) = r.stale_qmds.as_mut() {
+                c.insert(qmd_va, bytes.clone());
+            }
+            bytes
+        }
+    };
     let qmd = match Qmd::from_bytes(v, &bytes) {
         Ok(q) => q,
         Err(e) => return bad_qmd(engine, qmd_va, e.to_string()),

@@ -427,6 +427,17 @@ impl Fifo {
         }
     }
 
+    /// Fault injection: channel `chid`'s QMD cache keeps every QMD it fetches and launches
+    /// the kept copy again when a later launch of the same address does not invalidate it
+    /// (`PCAS_ACTION` without `INVALIDATE`). `false` empties and stops it.
+    pub fn keep_stale_qmds(&mut self, chid: u32, on: bool) -> bool {
+        let Some(c) = self.channels.get_mut(&chid) else {
+            return false;
+        };
+        c.regs.compute.stale_qmds = on.then(Default::default);
+        true
+    }
+
     /// Doorbells of channel `chid` still to be lost.
     pub fn doorbells_to_lose(&self, chid: u32) -> u32 {
         self.lost.get(&chid).copied().unwrap_or(0)
