@@ -117,6 +117,8 @@ pub(super) struct Chan<M: GpuMemory> {
     pub sem_offset: u64,
     /// The other channel's timeline value this channel has already waited for.
     pub synced_other: u64,
+    /// Highest timeline value a wait has seen reached (the timeline must never read lower).
+    pub seen: u64,
 }
 
 impl<M: GpuMemory> Chan<M> {

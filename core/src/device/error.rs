@@ -86,6 +86,10 @@ pub struct FaultReport {
     pub fetch: Option<(u32, u32)>,
     /// Doorbells rung again during the wait because submissions stayed unfetched.
     pub doorbell_retries: u64,
+    /// The timeline read lower than a value an earlier wait had already seen reached: the GPU
+    /// released an older value after a newer one (it ran a stale copy of an earlier launch's
+    /// commands; seen on the H200 while another process set up its channels).
+    pub went_back_from: Option<u64>,
     /// What happened to the channels afterwards.
     pub recovery: Recovery,
 }
@@ -163,6 +167,17 @@ impl fmt::Display for FaultReport {
         }
         if self.wanted > self.reached {
             write!(f, "{sep}timeline at {} of {}", self.reached, self.wanted)?;
+            sep = "; ";
+        }
+        if let Some(seen) = self.went_back_from {
+            write!(
+                f,
+                "{sep}the timeline went back from {seen}, which an earlier wait saw reached: \
+                 the GPU released an older launch's value after newer ones, i.e. it ran stale \
+                 commands and the launches after {} may not have run as submitted (seen on the \
+                 H200 while another process set up its channels; docs/device.md)",
+                self.reached
+            )?;
             sep = "; ";
         }
         if let Some((get, put)) = self.fetch {

@@ -411,6 +411,7 @@ impl<B: Backend> Inner<B> {
                         submitted: 0,
                         sem_offset,
                         synced_other: 0,
+                        seen: 0,
                     }
                 };
             let chans = [
@@ -869,6 +870,7 @@ impl<B: Backend> Inner<B> {
         let reached =
             |sem: &B::Memory| -> Result<bool, DeviceError> { Ok(sem.read_u64(sem_off)? >= value) };
         if reached(&self.sem)? {
+            self.chans[ci].seen = self.chans[ci].seen.max(value);
             return Ok(());
         }
         self.kick(COMPUTE)?;
@@ -881,7 +883,10 @@ impl<B: Backend> Inner<B> {
                 .map_err(WaitEnd::Err)
         });
         let end = match spun {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                self.chans[ci].seen = self.chans[ci].seen.max(value);
+                return Ok(());
+            }
             Err(WaitEnd::Timeout(_)) => {
                 // Watchdog (module docs of `channel::gpfifo`): when neither channel moved
                 // (timeline and GPGet) for a retry interval, ring again the doorbell of each
@@ -934,7 +939,10 @@ impl<B: Backend> Inner<B> {
                 self.doorbell_retries += retries;
                 self.wait_retries = retries;
                 match r {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => {
+                        self.chans[ci].seen = self.chans[ci].seen.max(value);
+                        return Ok(());
+                    }
                     Err(e) => e,
                 }
             }
@@ -1000,6 +1008,9 @@ impl<B: Backend> Inner<B> {
             doorbell_retries: self.wait_retries,
             ..Default::default()
         };
+        if r.reached < self.chans[ci].seen {
+            r.went_back_from = Some(self.chans[ci].seen);
+        }
         if let Some((_, code)) = self.notifier_status().ok().flatten() {
             r.rc = Some(code);
         }

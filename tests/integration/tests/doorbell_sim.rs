@@ -210,3 +210,65 @@ fn an_armed_submission_whose_doorbell_was_lost_still_launches() {
     assert_eq!(dev.doorbell_retries(), retries + 1, "the wait rang again");
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![2u32; n as usize]);
 }
+
+#[test]
+fn a_release_of_an_older_value_is_reported_as_the_timeline_going_back() {
+    // What the H200 did in ~3 % of the runs where another process set up its channels: a
+    // launch released the value of the launch one command-memory cycle earlier, and its wait
+    // timed out. The report says so instead of "still running".
+    let dev = open_with(
+        GH100,
+        DeviceOptions {
+            timeout: Duration::from_millis(200),
+            ..opts()
+        },
+    );
+    let m = dev.load_cubin(&kernels(90)).unwrap();
+    let empty = m.function("empty").unwrap();
+    let one = LaunchConfig::for_num_elems(1);
+    for _ in 0..5 {
+        dev.launch(&empty, one, &[]).unwrap();
+        dev.synchronize().unwrap();
+    }
+    let seen = dev.timelines().unwrap()[0].1;
+    let [compute, _] = dev.channel_handles().unwrap();
+    assert!(dev.with_backend(|b| b.stale_release(compute, 3)).unwrap());
+    dev.launch(&empty, one, &[]).unwrap();
+    let err = dev.synchronize().unwrap_err();
+    let report = err.report().expect("a timeout has a report");
+    assert_eq!(report.reached, seen + 1 - 3);
+    assert_eq!(report.went_back_from, Some(seen));
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("the timeline went back from {seen}")),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("the GPU had fetched every submission"),
+        "{msg}"
+    );
+    // Recovery leaves the device usable.
+    dev.launch(&empty, one, &[]).unwrap();
+    dev.synchronize().unwrap();
+}
+
+#[test]
+fn a_slow_kernel_is_not_reported_as_the_timeline_going_back() {
+    let dev = open_with(
+        GH100,
+        DeviceOptions {
+            timeout: Duration::from_millis(100),
+            ..opts()
+        },
+    );
+    let m = dev.load_cubin(&kernels(90)).unwrap();
+    let spin = m.function("spin_forever").unwrap();
+    let empty = m.function("empty").unwrap();
+    let one = LaunchConfig::for_num_elems(1);
+    dev.launch(&empty, one, &[]).unwrap();
+    dev.synchronize().unwrap();
+    dev.launch(&spin, one, &[]).unwrap();
+    let err = dev.synchronize().unwrap_err();
+    assert_eq!(err.report().unwrap().went_back_from, None, "{err}");
+    assert!(!err.to_string().contains("went back"));
+}

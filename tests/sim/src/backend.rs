@@ -424,6 +424,15 @@ impl SimBackend {
         crate::fifo::lock(&self.fifo()).keep_stale_qmds(chid, on)
     }
 
+    /// Fault injection: the next launch on channel `h` releases an older timeline value
+    /// ([`crate::fifo::Fifo::stale_release`]).
+    pub fn stale_release(&self, h: Handle, back: u64) -> bool {
+        let Some(chid) = self.chid(h) else {
+            return false;
+        };
+        crate::fifo::lock(&self.fifo()).stale_release(chid, back)
+    }
+
     /// Doorbells of channel `h` still to be lost.
     pub fn doorbells_to_lose(&self, h: Handle) -> Option<u32> {
         let chid = self.chid(h)?;

@@ -48,6 +48,9 @@ pub(crate) struct ComputeRegs {
     /// kept copy (the `INVALIDATE` PCAS actions exist for this cache; when the real one keeps
     /// entries is not known, so this keeps them all).
     pub(crate) stale_qmds: Option<std::collections::BTreeMap<u64, Vec<u8>>>,
+    /// Fault injection ([`crate::fifo::Fifo::stale_release`]): the next launch's releases
+    /// write their payload minus this, after the launch (an older launch's release).
+    pub(crate) stale_release: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -307,7 +310,15 @@ fn launch(
         Ok(d) => d,
         Err(e) => return bad_qmd(engine, qmd_va, e.to_string()),
     };
-    let rel = releases(&qmd, &d);
+    let mut rel = releases(&qmd, &d);
+    if let Some(back) = r.stale_release.take() {
+        core.trace(format!(
+            "compute: releases of the QMD at {qmd_va:#x} go back by {back} (injected)"
+        ));
+        for x in rel.iter_mut() {
+            x.payload = x.payload.saturating_sub(back);
+        }
+    }
     r.last = Some(d);
     match run::grid(core, space, ctx, &d) {
         run::GridEnd::Done => release_all(core, space, engine, &rel),

@@ -438,6 +438,17 @@ impl Fifo {
         true
     }
 
+    /// Fault injection: the next launch on channel `chid` releases its timeline value minus
+    /// `back`, as a launch on the H200 released the value of the launch one command-memory
+    /// cycle earlier while another process set up its channels.
+    pub fn stale_release(&mut self, chid: u32, back: u64) -> bool {
+        let Some(c) = self.channels.get_mut(&chid) else {
+            return false;
+        };
+        c.regs.compute.stale_release = Some(back);
+        true
+    }
+
     /// Doorbells of channel `chid` still to be lost.
     pub fn doorbells_to_lose(&self, chid: u32) -> u32 {
         self.lost.get(&chid).copied().unwrap_or(0)
