@@ -252,6 +252,7 @@ impl<B: Backend> Inner<B> {
             userd: c.userd_offset,
         };
         // The doorbell's store barrier also orders the regions' QMDs and banks before any flag.
+        c.read_back(opts.bar1_readback, usermode)?;
         c.fifo.kick(&view, usermode)?;
         r
     }
@@ -417,6 +418,7 @@ impl<B: Backend> Inner<B> {
         if !same {
             // Bank and QMD before the flag (write-combined stores may be reordered).
             self.usermode.store_barrier();
+            c.read_back(opts.bar1_readback, &self.usermode)?;
         }
         c.cmds.write_u64(a.off, a.value)?;
         self.usermode.store_barrier();

@@ -122,6 +122,20 @@ pub(super) struct Chan<M: GpuMemory> {
 }
 
 impl<M: GpuMemory> Chan<M> {
+    /// [`super::DeviceOptions::bar1_readback`]: a store barrier, then one word of command
+    /// memory read back, before work is published.
+    pub fn read_back<U: crate::hal::Mmio + ?Sized>(
+        &self,
+        on: bool,
+        usermode: &U,
+    ) -> Result<(), HalError> {
+        if on {
+            usermode.store_barrier();
+            self.cmds.read_u32(0)?;
+        }
+        Ok(())
+    }
+
     /// USERD `GPGet`: how far the host has fetched the ring.
     pub fn fifo_get(&self) -> Result<u32, HalError> {
         self.ring.read_u32(self.userd_offset + USERD_GP_GET)

@@ -120,6 +120,13 @@ pub struct DeviceOptions {
     /// visible system-wide before the grid completes and the release is written; the extra
     /// front-end membar cost 0.7 µs per launch + sync on the H200 (docs/benchmarks.md).
     pub release_sysmembar: bool,
+    /// Before work is published (`GPPut`, or an armed launch's flag), order the stores and read
+    /// one word of command memory back through its CPU mapping, so every earlier write through
+    /// BAR1 has reached the GPU (UVM reads BAR1 back before publishing for this reason). Off by
+    /// default: an uncached read costs ~0.9 µs on the H200. For the stale releases seen while
+    /// another process set up its channels (docs/device.md); whether it cures them was not
+    /// measured.
+    pub bar1_readback: bool,
     /// [`Device::dtod_copy`] between two device-memory buffers uses the copy kernel (when one
     /// is installed, [`Device::install_copy_kernel`]) from this many bytes up; smaller copies
     /// use the copy engine.
@@ -172,6 +179,7 @@ impl Default for DeviceOptions {
             doorbell_fence: DoorbellFence::Store,
             deferred_submits: 0,
             release_sysmembar: false,
+            bar1_readback: false,
             kernel_copy_min_bytes: 256 << 10,
             // The best of the shapes measured on the H200 (docs/benchmarks.md): 256-thread
             // CTAs, enough of them that a 1 GiB copy needs no grid-stride loop (4130-4141 GB/s,
@@ -356,7 +364,7 @@ impl<B: Backend> Device<B> {
     /// [`DeviceOptions::deferred_submits`] > 0; otherwise nothing is ever queued). Returns
     /// without waiting.
     pub fn flush(&self) -> Result<(), DeviceError> {
-        self.inner()?.flush()
+        self.inner()?.flush(&self.options)
     }
 
     /// Runs `f` with the backend (tests use it to reach the simulator behind it).

@@ -731,7 +731,7 @@ impl<B: Backend> Inner<B> {
         let need_acquire = other_sub > self.chans[ci].synced_other;
         if need_acquire {
             // The GPU-side wait below needs the other channel's work started.
-            self.kick(o)?;
+            self.kick(opts, o)?;
         }
         let mut head_words = [0u32; MAX_PB_WORDS];
         let mut head = PushBuffer::new(&mut head_words);
@@ -777,6 +777,7 @@ impl<B: Backend> Inner<B> {
                 entry,
             )?;
             if c.fifo.unpublished() > opts.deferred_submits {
+                c.read_back(opts.bar1_readback, &self.usermode)?;
                 c.fifo.kick(&view, &self.usermode)?;
             }
             Ok(())
@@ -825,11 +826,12 @@ impl<B: Backend> Inner<B> {
 
     /// Rings channel `ci`'s doorbell for entries queued without one
     /// ([`DeviceOptions::deferred_submits`]).
-    fn kick(&mut self, ci: usize) -> Result<(), DeviceError> {
+    fn kick(&mut self, opts: &DeviceOptions, ci: usize) -> Result<(), DeviceError> {
         let c = &mut self.chans[ci];
         if c.fifo.unpublished() == 0 {
             return Ok(());
         }
+        c.read_back(opts.bar1_readback, &self.usermode)?;
         let view = RingView {
             mem: &c.ring,
             userd: c.userd_offset,
@@ -839,10 +841,10 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Rings both doorbells for everything queued.
-    pub(super) fn flush(&mut self) -> Result<(), DeviceError> {
+    pub(super) fn flush(&mut self, opts: &DeviceOptions) -> Result<(), DeviceError> {
         self.check_alive()?;
-        self.kick(COMPUTE)?;
-        self.kick(COPY)
+        self.kick(opts, COMPUTE)?;
+        self.kick(opts, COPY)
     }
 
     fn notifier_status(&self) -> Result<Option<(usize, u32)>, DeviceError> {
@@ -873,8 +875,8 @@ impl<B: Backend> Inner<B> {
             self.chans[ci].seen = self.chans[ci].seen.max(value);
             return Ok(());
         }
-        self.kick(COMPUTE)?;
-        self.kick(COPY)?;
+        self.kick(opts, COMPUTE)?;
+        self.kick(opts, COPY)?;
         let clock = self.backend.clock();
         // Spin first: most waits on real hardware end within microseconds.
         let spun: Result<(), WaitEnd> = poll_until(clock, opts.spin, Duration::ZERO, what, || {

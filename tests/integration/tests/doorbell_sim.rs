@@ -272,3 +272,40 @@ fn a_slow_kernel_is_not_reported_as_the_timeline_going_back() {
     assert_eq!(err.report().unwrap().went_back_from, None, "{err}");
     assert!(!err.to_string().contains("went back"));
 }
+
+#[test]
+fn reading_command_memory_back_before_publishing_changes_no_result() {
+    // DeviceOptions::bar1_readback (untested on hardware): launches, copies and armed launches
+    // run as without it.
+    for armed in [false, true] {
+        let dev = open_with(
+            GH100,
+            DeviceOptions {
+                bar1_readback: true,
+                armed_launches: armed,
+                ..opts()
+            },
+        );
+        assert!(dev.install_runtime().unwrap());
+        let m = dev.load_cubin(&kernels(90)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 4096u32;
+        let src: Vec<u32> = (0..n).collect();
+        let buf = dev.htod_copy(&src).unwrap();
+        let cfg = LaunchConfig::for_num_elems(n);
+        for _ in 0..3 {
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+            dev.synchronize().unwrap();
+        }
+        for _ in 0..10 {
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        }
+        let got = dev.dtoh_copy(&buf).unwrap();
+        assert_eq!(
+            got,
+            src.iter().map(|x| x + 13).collect::<Vec<_>>(),
+            "armed {armed}"
+        );
+        assert_eq!(dev.armed_launches() > 0, armed);
+    }
+}

@@ -68,6 +68,10 @@ pub struct GpuBenchArgs {
     /// QMD release semaphore with FE_SYSMEMBAR (DeviceOptions::release_sysmembar = true).
     #[arg(long)]
     pub release_sysmembar: bool,
+    /// Read command memory back through BAR1 before publishing work
+    /// (DeviceOptions::bar1_readback).
+    #[arg(long)]
+    pub bar1_readback: bool,
     /// Threads per CTA of the copy kernel.
     #[arg(long)]
     pub copy_block: Option<u32>,
@@ -162,6 +166,7 @@ impl GpuBenchArgs {
             },
             deferred_submits: self.defer,
             release_sysmembar: self.release_sysmembar,
+            bar1_readback: self.bar1_readback,
             copy_kernel_block: self.copy_block.unwrap_or(d.copy_kernel_block),
             copy_kernel_ctas_per_sm: self.copy_ctas_per_sm.unwrap_or(d.copy_kernel_ctas_per_sm),
             qmd_overrides,
@@ -969,6 +974,7 @@ mod tests {
             fence: FenceArg::Store,
             defer: 0,
             release_sysmembar: false,
+            bar1_readback: false,
             copy_block: None,
             copy_ctas_per_sm: None,
             no_runtime: false,
