@@ -179,22 +179,13 @@ fi
 
 step "two processes at once (the second opens and launches while the first is busy)"
 # On the H200 the busy process's doorbell was lost when the second one created its channels,
-# and its wait timed out, until waits learned to ring again (docs/hardware.md, 2026-11-30).
-two=(bench --device "$device" --launches 100 --copy-bytes 1M --small-copies 100 --timeout-ms 5000)
-timeout --kill-after=10 "$STEP_TIMEOUT" "$NVBARE" "${two[@]}" --round-trips 200000 \
-    >"$work/two-a.out" 2>"$work/two-a.err" &
-pid=$!
-sleep 0.3
-run_logged two-b "$NVBARE" "${two[@]}" --round-trips 2000
-rc_b=$?
-wait "$pid"
-rc_a=$?
-cat "$work/two-a.out"
-cat "$work/two-a.err" >&2
-if [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; then
+# and its wait timed out, until waits learned to ring again (docs/hardware.md, 2026-11-30); a
+# stale timeline release still fails about 1 pair in 30 (docs/device.md, "Stale releases").
+# tools/contention-check.sh repeats this many times.
+if OUT= NVBARE="$NVBARE" tools/contention-check.sh --device "$device" --pairs 1; then
     record "two processes at once" PASS
 else
-    record "two processes at once" FAIL "exit $rc_a (busy one) / $rc_b (second)"
+    record "two processes at once" FAIL "see the pair above"
 fi
 
 # RM object counts (NV0000_CTRL_CMD_SYSTEM_GET_CLIENT_DATABASE_INFO) need root.
