@@ -83,10 +83,8 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) copy_kernel: Option<super::copy::CopyKernel>,
     /// Pre-armed launches (`device/armed.rs`).
     pub(super) arm: super::armed::ArmState,
-    /// Doorbells rung again because published work stayed unfetched during a wait.
+    /// Doorbells rung again by waits that saw no progress.
     pub(super) doorbell_retries: u64,
-    /// The same, during the last wait that got past its spin (for its fault report).
-    wait_retries: u64,
 }
 
 pub(super) const COMPUTE: usize = 0;
@@ -484,7 +482,6 @@ impl<B: Backend> Inner<B> {
             copy_kernel: None,
             arm: Default::default(),
             doorbell_retries: 0,
-            wait_retries: 0,
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -871,94 +868,44 @@ impl<B: Backend> Inner<B> {
         let sem_off = self.chans[ci].sem_offset;
         let reached =
             |sem: &B::Memory| -> Result<bool, DeviceError> { Ok(sem.read_u64(sem_off)? >= value) };
-        if reached(&self.sem)? {
-            self.chans[ci].seen = self.chans[ci].seen.max(value);
-            return Ok(());
-        }
-        self.kick(opts, COMPUTE)?;
-        self.kick(opts, COPY)?;
-        let clock = self.backend.clock();
-        // Spin first: most waits on real hardware end within microseconds.
-        let spun: Result<(), WaitEnd> = poll_until(clock, opts.spin, Duration::ZERO, what, || {
-            reached(&self.sem)
-                .map(|r| r.then_some(()))
-                .map_err(WaitEnd::Err)
-        });
-        let end = match spun {
+        let mut retries = 0;
+        let outcome = if reached(&self.sem)? {
+            Ok(())
+        } else {
+            self.kick(opts, COMPUTE)?;
+            self.kick(opts, COPY)?;
+            let clock = self.backend.clock();
+            // Spin first: most waits on real hardware end within microseconds.
+            let spun: Result<(), WaitEnd> =
+                poll_until(clock, opts.spin, Duration::ZERO, what, || {
+                    reached(&self.sem)
+                        .map(|r| r.then_some(()))
+                        .map_err(WaitEnd::Err)
+                });
+            match spun {
+                Err(WaitEnd::Timeout(_)) => {
+                    self.poll_with_watchdog(opts, ci, value, what, &mut retries)
+                }
+                r => r,
+            }
+        };
+        self.doorbell_retries += retries;
+        let end = match outcome {
             Ok(()) => {
                 self.chans[ci].seen = self.chans[ci].seen.max(value);
                 return Ok(());
-            }
-            Err(WaitEnd::Timeout(_)) => {
-                // Watchdog (module docs of `channel::gpfifo`): when neither channel moved
-                // (timeline and GPGet) for a retry interval, ring again the doorbell of each
-                // channel with unfinished work. The H200 lost doorbells while another process
-                // set up its channels; ringing again when none was lost is harmless. The
-                // interval doubles while nothing moves (a long kernel), up to MAX_RETRY.
-                const MAX_RETRY: Duration = Duration::from_millis(10);
-                let mut seen = self.progress();
-                let mut interval = opts.doorbell_retry;
-                let mut checked = clock.now();
-                let mut retries = 0;
-                let r: Result<(), WaitEnd> =
-                    poll_until(clock, opts.timeout, opts.poll_interval, what, || {
-                        if reached(&self.sem).map_err(WaitEnd::Err)? {
-                            return Ok(Some(()));
-                        }
-                        let now = clock.now();
-                        if now.saturating_sub(checked) >= interval {
-                            checked = now;
-                            let p = self.progress();
-                            if p == seen {
-                                for (c, (done, get)) in self.chans.iter().zip(p) {
-                                    if done.is_some_and(|d| d < c.submitted) {
-                                        c.fifo.ring_doorbell(&self.usermode);
-                                        retries += 1;
-                                        log::debug!(
-                                            "{:?} channel: no progress for {interval:?} \
-                                             (timeline {done:?} of {}, GPGet {get:?}, GPPut {}); \
-                                             doorbell rung again",
-                                            c.kind,
-                                            c.submitted,
-                                            c.fifo.published()
-                                        );
-                                    }
-                                }
-                                interval = interval
-                                    .saturating_mul(2)
-                                    .min(MAX_RETRY.max(opts.doorbell_retry));
-                            } else {
-                                seen = p;
-                                interval = opts.doorbell_retry;
-                            }
-                        }
-                        match self.notifier_status() {
-                            Ok(Some(_)) => Err(WaitEnd::Fault),
-                            Ok(None) => Ok(None),
-                            Err(e) => Err(WaitEnd::Err(e)),
-                        }
-                    });
-                self.doorbell_retries += retries;
-                self.wait_retries = retries;
-                match r {
-                    Ok(()) => {
-                        self.chans[ci].seen = self.chans[ci].seen.max(value);
-                        return Ok(());
-                    }
-                    Err(e) => e,
-                }
             }
             Err(e) => e,
         };
         match end {
             WaitEnd::Err(e) => Err(e),
             WaitEnd::Fault => {
-                let mut report = self.gather_report(info, ci, value)?;
+                let mut report = self.gather_report(info, ci, value, retries)?;
                 report.recovery = self.recover(info, opts);
                 Err(DeviceError::Fault(alloc::boxed::Box::new(report)))
             }
             WaitEnd::Timeout(waited) => {
-                let mut report = self.gather_report(info, ci, value)?;
+                let mut report = self.gather_report(info, ci, value, retries)?;
                 report.recovery = self.recover(info, opts);
                 Err(DeviceError::Timeout {
                     what,
@@ -967,6 +914,70 @@ impl<B: Backend> Inner<B> {
                 })
             }
         }
+    }
+
+    /// The slow part of [`Inner::wait`]: polls channel `ci`'s timeline for `value` with delays,
+    /// watching the error notifiers, until the timeout. Watchdog (module docs of
+    /// `channel::gpfifo`): when neither channel moved (timeline and `GPGet`) for a retry
+    /// interval, it rings the doorbell of each channel with unfinished work again, counting
+    /// them in `retries`. The H200 lost doorbells while another process set up its channels;
+    /// ringing again when none was lost is harmless. The interval doubles while nothing moves
+    /// (a long kernel), up to `MAX_RETRY`.
+    fn poll_with_watchdog(
+        &self,
+        opts: &DeviceOptions,
+        ci: usize,
+        value: u64,
+        what: &'static str,
+        retries: &mut u64,
+    ) -> Result<(), WaitEnd> {
+        const MAX_RETRY: Duration = Duration::from_millis(10);
+        let clock = self.backend.clock();
+        let sem_off = self.chans[ci].sem_offset;
+        let mut seen = self.progress();
+        let mut interval = opts.doorbell_retry;
+        let mut checked = clock.now();
+        poll_until(clock, opts.timeout, opts.poll_interval, what, || {
+            if self
+                .sem
+                .read_u64(sem_off)
+                .map_err(|e| WaitEnd::Err(e.into()))?
+                >= value
+            {
+                return Ok(Some(()));
+            }
+            let now = clock.now();
+            if now.saturating_sub(checked) >= interval {
+                checked = now;
+                let p = self.progress();
+                if p == seen {
+                    for (c, (done, get)) in self.chans.iter().zip(p) {
+                        if done.is_some_and(|d| d < c.submitted) {
+                            c.fifo.ring_doorbell(&self.usermode);
+                            *retries += 1;
+                            log::debug!(
+                                "{:?} channel: no progress for {interval:?} (timeline {done:?} \
+                                 of {}, GPGet {get:?}, GPPut {}); doorbell rung again",
+                                c.kind,
+                                c.submitted,
+                                c.fifo.published()
+                            );
+                        }
+                    }
+                    interval = interval
+                        .saturating_mul(2)
+                        .min(MAX_RETRY.max(opts.doorbell_retry));
+                } else {
+                    seen = p;
+                    interval = opts.doorbell_retry;
+                }
+            }
+            match self.notifier_status() {
+                Ok(Some(_)) => Err(WaitEnd::Fault),
+                Ok(None) => Ok(None),
+                Err(e) => Err(WaitEnd::Err(e)),
+            }
+        })
     }
 
     /// Each channel's completed timeline value and USERD `GPGet` (what a stalled wait watches).
@@ -993,11 +1004,14 @@ impl<B: Backend> Inner<B> {
     // ------------------------------------------------------------------------------------------
     // Fault reports and recovery.
 
+    /// The report of a wait for `wanted` on channel `ci` that failed after ringing doorbells
+    /// again `doorbell_retries` times.
     fn gather_report(
         &mut self,
         info: &DeviceInfo,
         ci: usize,
         wanted: u64,
+        doorbell_retries: u64,
     ) -> Result<FaultReport, DeviceError> {
         let mut r = FaultReport {
             channel: Some(self.chans[ci].kind),
@@ -1007,7 +1021,7 @@ impl<B: Backend> Inner<B> {
                 .fifo_get()
                 .ok()
                 .map(|get| (get, self.chans[ci].fifo.published())),
-            doorbell_retries: self.wait_retries,
+            doorbell_retries,
             ..Default::default()
         };
         if r.reached < self.chans[ci].seen {
