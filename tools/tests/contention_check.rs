@@ -25,7 +25,7 @@ case "$*" in
       echo "error: synchronize: timed out after 3s waiting for the compute channel; timeline at 5 of 444" >&2
       exit 1
     fi
-    echo "  doorbells rung again       7 (work waited unfetched)" ;;
+    echo "  doorbells rung again       7 (waits saw no progress)" ;;
 esac
 exit 0
 "#,

@@ -26,8 +26,9 @@
 //! Lost doorbells: the host takes `GPPut` from USERD only when the doorbell is rung, and on the
 //! H200 (580.159.04) a doorbell was lost every time another process created its channels: the
 //! entry stayed unfetched (`GPGet` one behind `GPPut`) until the doorbell was rung again
-//! (docs/hardware.md). Waits therefore ring again ([`GpFifo::ring_doorbell`]) when published
-//! entries stay unfetched for [`DOORBELL_RETRY`]; ringing twice is harmless.
+//! (docs/hardware.md). Waits therefore ring again ([`GpFifo::ring_doorbell`]) when neither the
+//! timeline nor `GPGet` moved for [`DOORBELL_RETRY`], and a full ring does while it waits for
+//! room; ringing twice is harmless.
 
 use core::fmt;
 use core::sync::atomic::{Ordering, fence};
@@ -39,9 +40,9 @@ use crate::regs::usermode::{MappedUsermode, NVC361_NOTIFY_CHANNEL_PENDING};
 
 /// Size of a GP entry.
 pub const GP_ENTRY_SIZE: u64 = 8;
-/// How long published entries may stay unfetched (`GPGet` not moving) during a wait before the
-/// doorbell is rung again (a lost doorbell then costs about this much instead of a timeout);
-/// the default of `DeviceOptions::doorbell_retry`.
+/// How long a wait may see no progress (timeline and `GPGet` unchanged) before the doorbell is
+/// rung again (a lost doorbell then costs about this much instead of a timeout); the default
+/// of `DeviceOptions::doorbell_retry`.
 pub const DOORBELL_RETRY: Duration = Duration::from_micros(100);
 /// `Nvc86fControl.GPGet`: offset of the GPU's read index in USERD.
 pub const USERD_GP_GET: u64 = 0x88;

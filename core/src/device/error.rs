@@ -84,7 +84,7 @@ pub struct FaultReport {
     /// The channel's USERD `GPGet` and `GPPut` when the wait ended: whether the host had
     /// fetched every submission.
     pub fetch: Option<(u32, u32)>,
-    /// Doorbells rung again during the wait because submissions stayed unfetched.
+    /// Doorbells rung again during the wait because nothing moved.
     pub doorbell_retries: u64,
     /// The timeline read lower than a value an earlier wait had already seen reached: the GPU
     /// released an older value after a newer one (it ran a stale copy of an earlier launch's

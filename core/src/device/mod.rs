@@ -96,11 +96,12 @@ pub struct DeviceOptions {
     pub spin: Duration,
     /// Delay between polls after the spin.
     pub poll_interval: Duration,
-    /// How long work published to a channel may stay unfetched during a wait (its `GPGet` not
-    /// moving) before the doorbell is rung again. The host lost doorbells on the H200 when
-    /// another process created its channels, and the wait then timed out
-    /// ([`crate::channel::gpfifo`] module docs); ringing again is harmless when the doorbell
-    /// was not lost. `Duration::MAX` never rings again.
+    /// How long a wait may see no progress (neither channel's timeline nor `GPGet` moved)
+    /// before the doorbell of each channel with unfinished work is rung again; the interval
+    /// doubles while nothing moves, up to 10 ms. A full ring rings again this often while it
+    /// waits for room. The host lost doorbells on the H200 when another process created its
+    /// channels, and the wait then timed out ([`crate::channel::gpfifo`] module docs); ringing
+    /// again is harmless when the doorbell was not lost. `Duration::MAX` never rings again.
     pub doorbell_retry: Duration,
     /// Ask RM to boost clocks (`NV2080_CTRL_CMD_PERF_BOOST`); failures are ignored.
     pub perf_boost: bool,
@@ -353,9 +354,9 @@ impl<B: Backend> Device<B> {
         self.inner().map_or(0, |i| i.arm.fired())
     }
 
-    /// Doorbells rung again since open because work published to a channel stayed unfetched
-    /// during a wait (a doorbell the GPU lost; on the H200 one was whenever another process
-    /// created its channels). Each cost the wait about [`DeviceOptions::doorbell_retry`].
+    /// Doorbells rung again since open by waits that saw no progress for
+    /// [`DeviceOptions::doorbell_retry`] (a doorbell the GPU lost, as on the H200 whenever
+    /// another process created its channels, or another process holding the GPU).
     pub fn doorbell_retries(&self) -> u64 {
         self.inner().map_or(0, |i| i.doorbell_retries)
     }

@@ -101,8 +101,8 @@ pub struct GpuBenchArgs {
     /// With --armed: the channel group's timeslice in µs (DeviceOptions::armed_timeslice).
     #[arg(long)]
     pub armed_timeslice_us: Option<u64>,
-    /// Ring a channel's doorbell again when work published to it stays unfetched this many µs
-    /// in a wait (DeviceOptions::doorbell_retry, default 100; 0 never does).
+    /// Ring a channel's doorbell again when a wait sees no progress for this many µs
+    /// (DeviceOptions::doorbell_retry, default 100; 0 never does).
     #[arg(long)]
     pub doorbell_retry_us: Option<u64>,
 }
@@ -250,8 +250,8 @@ pub struct GpuBench {
     pub armed_round_trips: Option<u64>,
     /// With `--armed`: how many of the back-to-back launches used one.
     pub armed_back_to_back: Option<u64>,
-    /// Doorbells the device rang again during the run because published work stayed
-    /// unfetched (`Device::doorbell_retries`: lost doorbells).
+    /// Doorbells the device rang again during the run because a wait saw no progress
+    /// (`Device::doorbell_retries`: lost doorbells, or another process holding the GPU).
     pub doorbell_retries: u64,
     /// D2D on the copy engine (`CopyPath::CopyEngine`), GB/s read + written.
     pub d2d_ce_gbps: f64,
@@ -843,7 +843,7 @@ impl GpuBench {
         }
         if self.doorbell_retries > 0 {
             s.push_str(&format!(
-                "  doorbells rung again       {} (work waited unfetched: a lost doorbell, or \
+                "  doorbells rung again       {} (waits saw no progress: a lost doorbell, or \
                  another process on the GPU)\n",
                 self.doorbell_retries
             ));
