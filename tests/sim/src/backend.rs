@@ -397,46 +397,42 @@ impl SimBackend {
         self.model().chid(CLIENT, h)
     }
 
-    /// Fault injection: the host stops fetching channel `h` (its `GPGet` freezes).
-    pub fn freeze_channel(&self, h: Handle) -> bool {
-        let Some(chid) = self.chid(h) else {
-            return false;
-        };
-        crate::fifo::lock(&self.fifo()).freeze(chid);
-        true
+    /// Runs `f` on the host with channel object `h`'s channel id; `None` if `h` is no channel.
+    fn with_fifo_channel<T>(&self, h: Handle, f: impl FnOnce(&mut Fifo, u32) -> T) -> Option<T> {
+        let chid = self.chid(h)?;
+        Some(f(&mut crate::fifo::lock(&self.fifo()), chid))
     }
 
-    /// Fault injection: the next `n` doorbells of channel `h` are lost ([`crate::fifo::Fifo::lose_doorbells`]).
+    /// Fault injection: the host stops fetching channel `h` (its `GPGet` freezes).
+    pub fn freeze_channel(&self, h: Handle) -> bool {
+        self.with_fifo_channel(h, |f, chid| f.freeze(chid))
+            .is_some()
+    }
+
+    /// Fault injection: the next `n` doorbells of channel `h` are lost
+    /// ([`crate::fifo::Fifo::lose_doorbells`]).
     pub fn lose_doorbells(&self, h: Handle, n: u32) -> bool {
-        let Some(chid) = self.chid(h) else {
-            return false;
-        };
-        crate::fifo::lock(&self.fifo()).lose_doorbells(chid, n);
-        true
+        self.with_fifo_channel(h, |f, chid| f.lose_doorbells(chid, n))
+            .is_some()
     }
 
     /// Fault injection: channel `h`'s QMD cache launches stale copies
     /// ([`crate::fifo::Fifo::keep_stale_qmds`]).
     pub fn keep_stale_qmds(&self, h: Handle, on: bool) -> bool {
-        let Some(chid) = self.chid(h) else {
-            return false;
-        };
-        crate::fifo::lock(&self.fifo()).keep_stale_qmds(chid, on)
+        self.with_fifo_channel(h, |f, chid| f.keep_stale_qmds(chid, on))
+            .unwrap_or(false)
     }
 
     /// Fault injection: the next launch on channel `h` releases an older timeline value
     /// ([`crate::fifo::Fifo::stale_release`]).
     pub fn stale_release(&self, h: Handle, back: u64) -> bool {
-        let Some(chid) = self.chid(h) else {
-            return false;
-        };
-        crate::fifo::lock(&self.fifo()).stale_release(chid, back)
+        self.with_fifo_channel(h, |f, chid| f.stale_release(chid, back))
+            .unwrap_or(false)
     }
 
     /// Doorbells of channel `h` still to be lost.
     pub fn doorbells_to_lose(&self, h: Handle) -> Option<u32> {
-        let chid = self.chid(h)?;
-        Some(crate::fifo::lock(&self.fifo()).doorbells_to_lose(chid))
+        self.with_fifo_channel(h, |f, chid| f.doorbells_to_lose(chid))
     }
 
     /// Undoes [`SimBackend::freeze_channel`] and lets the host run again.

@@ -5,18 +5,19 @@
 //! the error notifier, and the work-submit token. A write of a token to the doorbell
 //! (`NV_VIRTUAL_FUNCTION_DOORBELL`, BAR0 0xbb0090 = usermode `NOTIFY_CHANNEL_PENDING`) makes the
 //! host take `GPPut` from USERD and fetch that channel's new GP entries (`GPGet` up to that
-//! `GPPut`) and execute their pushbuffers: host methods here, copy-engine methods in [`crate::ce`], compute methods in
-//! [`crate::compute`]. Every fetch and every engine access goes through the channel's
-//! [`AddressSpace`].
+//! `GPPut`) and execute their pushbuffers: host methods here, copy-engine methods in
+//! [`crate::ce`], compute methods in [`crate::compute`]. Every fetch and every engine access
+//! goes through the channel's [`AddressSpace`].
 //!
 //! Execution is synchronous with the doorbell write, which keeps tests deterministic. A channel
 //! whose semaphore acquire is not satisfied stops there (its `GPGet` stays on that entry) and is
 //! retried on every later doorbell and after every semaphore release; it never blocks the
 //! process. Entries published in USERD without a doorbell stay unfetched, as on hardware, and a
 //! doorbell can be lost ([`Fifo::lose_doorbells`]): on the H200 one was whenever another
-//! process created its channels, until the driver rang it again. A fault "RCs" the channel's whole TSG, as RM does (`RC_NOTIFIER_SCOPE_TSG`): the
-//! error notifiers get the `ROBUST_CHANNEL_*` code, the fault is recorded for the debugger
-//! controls, and the channels stop executing.
+//! process created its channels, until the driver rang it again. A fault "RCs" the channel's
+//! whole TSG, as RM does (`RC_NOTIFIER_SCOPE_TSG`): the error notifiers get the
+//! `ROBUST_CHANNEL_*` code, the fault is recorded for the debugger controls, and the channels
+//! stop executing.
 
 pub(crate) mod exec;
 mod host;
@@ -24,13 +25,12 @@ mod host;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use nvbare_core::channel::gpfifo::USERD_GP_PUT;
 use nvbare_core::chip::Chipset;
 use nvbare_core::rm::ctrl::{
     NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_ENTRY, NV83DE_SM_ERROR_STATE_REGISTERS, NvNotification,
 };
 use zerocopy::IntoBytes;
-
-use nvbare_core::channel::gpfifo::USERD_GP_PUT;
 
 use crate::bar0::{MmioEngine, SimCore};
 use crate::compute::KernelRegistry;
