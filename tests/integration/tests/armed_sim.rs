@@ -4,6 +4,7 @@
 //! first consumes it with a no-op launch. The simulator's host retries a blocked acquire when
 //! the CPU writes memory it may be polling, as the real host keeps retrying.
 
+use nvbare_integration::kernels_cubin as kernels;
 use std::time::Duration;
 
 use nvbare_core::device::{
@@ -15,14 +16,6 @@ use nvbare_sim::backend::SimBackend;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 
 const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
-
-fn kernels(sm: u32, cuda: u32) -> Vec<u8> {
-    let p = format!(
-        "{}/../fixtures/cubins/kernels_sm{sm}_cuda{cuda}.cubin",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
 
 fn armed_opts() -> DeviceOptions {
     DeviceOptions {

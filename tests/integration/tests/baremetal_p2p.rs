@@ -5,6 +5,7 @@
 //! semaphores and events, peer host memory, unmap → fault, no P2P → a clear error. Virtual
 //! time.
 
+use nvbare_integration::kernels_cubin;
 use std::time::Duration;
 
 use nvbare_core::chip::Chipset;
@@ -77,11 +78,7 @@ fn kernels(model: ChipModel) -> Vec<u8> {
         Chipset::GH100 => 90,
         _ => 120,
     };
-    let p = format!(
-        "{}/../fixtures/cubins/kernels_sm{sm}_cuda12.cubin",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+    kernels_cubin(sm, 12)
 }
 
 /// An odd size: not a whole number of pages.

@@ -1,6 +1,7 @@
 //! The device layer end to end on the simulated GPUs (AD102 / QMD V03, GH100 / V04, GB202 /
 //! V05): bring-up, copies, launches, faults, timeouts, back-pressure, bad input.
 
+use nvbare_integration::{cubin_fixture as fixture, kernels_cubin as kernels};
 use std::time::Duration;
 
 use nvbare_core::channel::gpfifo::GpFifoError;
@@ -19,15 +20,6 @@ const CHIPS: [(ChipModel, u32, QmdVersion); 3] = [
     (GH100, 90, QmdVersion::V04_00),
     (GB202, 120, QmdVersion::V05_00),
 ];
-
-fn fixture(name: &str) -> Vec<u8> {
-    let p = format!("{}/../fixtures/cubins/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
-
-fn kernels(sm: u32, cuda: u32) -> Vec<u8> {
-    fixture(&format!("kernels_sm{sm}_cuda{cuda}.cubin"))
-}
 
 fn open(model: ChipModel) -> Device<SimBackend> {
     open_with(model, DeviceOptions::default())

@@ -5,6 +5,7 @@
 //! (`channel::gpfifo::DOORBELL_RETRY`). The simulator loses doorbells on request
 //! (`SimBackend::lose_doorbells`).
 
+use nvbare_integration::kernels_cubin;
 use std::time::Duration;
 
 use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
@@ -13,14 +14,6 @@ use nvbare_sim::backend::SimBackend;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 
 const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
-
-fn kernels(sm: u32) -> Vec<u8> {
-    let p = format!(
-        "{}/../fixtures/cubins/kernels_sm{sm}_cuda13.cubin",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
 
 fn open_with(model: ChipModel, opts: DeviceOptions) -> Device<SimBackend> {
     let b = SimBackend::new(model, true).expect("simulated GPU");
@@ -38,7 +31,7 @@ fn opts() -> DeviceOptions {
 fn a_launch_whose_doorbell_is_lost_completes_at_the_next_wait() {
     for (model, sm) in CHIPS {
         let dev = open_with(model, opts());
-        let m = dev.load_cubin(&kernels(sm)).unwrap();
+        let m = dev.load_cubin(&kernels_cubin(sm, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
         let n = 256u32;
         let buf = dev.htod_copy(&vec![1u32; n as usize]).unwrap();
@@ -178,7 +171,7 @@ fn an_armed_submission_whose_doorbell_was_lost_still_launches() {
         },
     );
     assert!(dev.install_runtime().unwrap());
-    let m = dev.load_cubin(&kernels(90)).unwrap();
+    let m = dev.load_cubin(&kernels_cubin(90, 13)).unwrap();
     let add1 = m.function("add1").unwrap();
     let n = 64u32;
     let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
@@ -223,7 +216,7 @@ fn a_release_of_an_older_value_is_reported_as_the_timeline_going_back() {
             ..opts()
         },
     );
-    let m = dev.load_cubin(&kernels(90)).unwrap();
+    let m = dev.load_cubin(&kernels_cubin(90, 13)).unwrap();
     let empty = m.function("empty").unwrap();
     let one = LaunchConfig::for_num_elems(1);
     for _ in 0..5 {
@@ -261,7 +254,7 @@ fn a_slow_kernel_is_not_reported_as_the_timeline_going_back() {
             ..opts()
         },
     );
-    let m = dev.load_cubin(&kernels(90)).unwrap();
+    let m = dev.load_cubin(&kernels_cubin(90, 13)).unwrap();
     let spin = m.function("spin_forever").unwrap();
     let empty = m.function("empty").unwrap();
     let one = LaunchConfig::for_num_elems(1);
@@ -287,7 +280,7 @@ fn reading_command_memory_back_before_publishing_changes_no_result() {
             },
         );
         assert!(dev.install_runtime().unwrap());
-        let m = dev.load_cubin(&kernels(90)).unwrap();
+        let m = dev.load_cubin(&kernels_cubin(90, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
         let n = 4096u32;
         let src: Vec<u32> = (0..n).collect();

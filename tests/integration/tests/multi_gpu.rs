@@ -2,6 +2,7 @@
 //! links, copies between GPUs in both directions, peer mappings as kernel arguments,
 //! cross-device semaphore waits and events, and what happens without a P2P path.
 
+use nvbare_integration::kernels_cubin;
 use std::sync::Arc;
 
 use nvbare_core::device::{
@@ -25,14 +26,6 @@ fn pattern(n: usize, seed: u32) -> Vec<u32> {
     (0..n as u32)
         .map(|i| i.wrapping_mul(2_654_435_761).wrapping_add(seed))
         .collect()
-}
-
-fn kernels(sm: u32) -> Vec<u8> {
-    let p = format!(
-        "{}/../fixtures/cubins/kernels_sm{sm}_cuda12.cubin",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
 }
 
 /// More than the 4 MiB staging buffer and not a multiple of a page.
@@ -153,7 +146,7 @@ fn a_kernel_on_one_gpu_updates_the_others_memory() {
         let data: Vec<u32> = (0..n).map(|i| i * 5).collect();
         let buf_b = b.htod_copy(&data).unwrap();
         let on_a = link.map(&buf_b).unwrap();
-        let module = a.load_cubin(&kernels(sm)).unwrap();
+        let module = a.load_cubin(&kernels_cubin(sm, 12)).unwrap();
         let add1 = module.function("add1").unwrap();
         // B's upload first, then A's kernel on B's memory, then B reads it back.
         link.wait_event(&a, &b.record_event().unwrap()).unwrap();
@@ -257,7 +250,7 @@ fn peer_copies_order_themselves_against_both_gpus() {
     let data = pattern(n as usize, 21);
     let buf_b = b.htod_copy(&data).unwrap();
     let mut got = a.alloc_zeros::<u32>(n as usize).unwrap();
-    let module = b.load_cubin(&kernels(120)).unwrap();
+    let module = b.load_cubin(&kernels_cubin(120, 12)).unwrap();
     let add1 = module.function("add1").unwrap();
     b.synchronize().unwrap();
     let on_a = link.map(&buf_b).unwrap();
@@ -496,7 +489,7 @@ fn large_peer_copies_run_on_the_copy_kernel_and_stay_ordered() {
     // Ordering as with the copy engine: A's pull follows B's gated kernel, and B's next kernel
     // follows A's pull.
     let gate = link.semaphore(&a).unwrap();
-    let module = b.load_cubin(&kernels(90)).unwrap();
+    let module = b.load_cubin(&kernels_cubin(90, 12)).unwrap();
     let add1 = module.function("add1").unwrap();
     let buf_b = b.htod_copy(&pa).unwrap();
     let mut got = a.alloc_zeros::<u32>(n).unwrap();

@@ -6,6 +6,7 @@
 //! request (`SimBackend::keep_stale_qmds`). On the H200 this change did not cure the stale
 //! timeline releases seen while another process set up its channels (docs/device.md).
 
+use nvbare_integration::kernels_cubin;
 use std::time::Duration;
 
 use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
@@ -14,14 +15,6 @@ use nvbare_sim::backend::SimBackend;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 
 const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
-
-fn kernels(sm: u32) -> Vec<u8> {
-    let p = format!(
-        "{}/../fixtures/cubins/kernels_sm{sm}_cuda13.cubin",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
 
 #[test]
 fn launches_reusing_command_memory_never_run_a_stale_cached_qmd() {
@@ -37,7 +30,7 @@ fn launches_reusing_command_memory_never_run_a_stale_cached_qmd() {
             },
         )
         .unwrap();
-        let m = dev.load_cubin(&kernels(sm)).unwrap();
+        let m = dev.load_cubin(&kernels_cubin(sm, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
         let n = 32u32;
         let a = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
