@@ -3,11 +3,14 @@
 # and a second that starts beside it, opens the device and launches. Repeated PAIRS times; every
 # pair passes when both processes exit 0. On the H200 this found the lost doorbells (fixed) and
 # the stale timeline releases (open, about 1 pair in 30: docs/device.md, "Stale releases").
+# With --starts K the second process is started K times, one after another, beside one busy
+# process, so a run sees K times as many starts (a busy process stops at its first failure).
 # Arguments after `--` go to both `nvbare bench` processes, to compare options, e.g.
 #   tools/contention-check.sh --pairs 80 -- --bar1-readback
 #   tools/contention-check.sh --pairs 80 -- --release-sysmembar
 #
-# usage: tools/contention-check.sh [--device nvidia:N] [--pairs N] [--delay SECONDS] [-- BENCH_ARGS...]
+# usage: tools/contention-check.sh [--device nvidia:N] [--pairs N] [--starts K] [--delay SECONDS]
+#                                  [-- BENCH_ARGS...]
 #
 # Environment:
 #   NVBARE   nvbare binary (default target/release/nvbare; build: cargo build --release -p nvbare-tools)
@@ -28,6 +31,7 @@ check_log
 
 device=nvidia:0
 pairs=20
+starts=1
 delay=0.25
 extra=()
 usage() { echo "contention-check.sh: $1 (see --help)" >&2; exit 2; }
@@ -37,15 +41,19 @@ while [ $# -gt 0 ]; do
         --device=*) device="${1#--device=}"; shift ;;
         --pairs) pairs="${2:?--pairs needs a value}"; shift 2 ;;
         --pairs=*) pairs="${1#--pairs=}"; shift ;;
+        --starts) starts="${2:?--starts needs a value}"; shift 2 ;;
+        --starts=*) starts="${1#--starts=}"; shift ;;
         --delay) delay="${2:?--delay needs a value}"; shift 2 ;;
         --delay=*) delay="${1#--delay=}"; shift ;;
         --) shift; extra=("$@"); break ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) usage "unknown argument $1" ;;
     esac
 done
 case "$pairs" in ''|*[!0-9]*) usage "--pairs wants a whole number, not '$pairs'" ;; esac
 [ "$pairs" -ge 1 ] || usage "--pairs must be at least 1"
+case "$starts" in ''|*[!0-9]*) usage "--starts wants a whole number, not '$starts'" ;; esac
+[ "$starts" -ge 1 ] || usage "--starts must be at least 1"
 case "$delay" in ''|*[!0-9.]*) usage "--delay wants seconds, not '$delay'" ;; esac
 
 NVBARE="${NVBARE:-target/release/nvbare}"
@@ -55,19 +63,34 @@ if [ ! -x "$NVBARE" ]; then
 fi
 
 # The busy one does more round trips than it can finish before the second has set up; the
-# second does few (each waits ~300 µs for the GPU while both are busy).
+# second does few (each waits ~300 µs for the GPU while both are busy). Between two starts the
+# busy one runs alone (~3 µs per round trip) for as long as a process takes to start: 20000 more
+# round trips per extra start keep it busy through all of them.
+busy_trips=$((150000 + 20000 * (starts - 1)))
 common=(bench --device "$device" --launches 100 --copy-bytes 1M --small-copies 100 --timeout-ms 3000)
-echo "contention-check: $pairs pairs on $device, second process after ${delay}s, bench args: ${extra[*]:-(none)}"
+echo "contention-check: $pairs pairs on $device, second process after ${delay}s, started $starts time(s) per busy process, bench args: ${extra[*]:-(none)}"
 passed=0
 failed=0
+second_runs=0
 for i in $(seq 1 "$pairs"); do
-    timeout --kill-after=5 "$STEP_TIMEOUT" "$NVBARE" "${common[@]}" --round-trips 150000 "${extra[@]}" \
+    timeout --kill-after=5 "$STEP_TIMEOUT" "$NVBARE" "${common[@]}" --round-trips "$busy_trips" "${extra[@]}" \
         >"$work/a.out" 2>&1 &
     pid=$!
     sleep "$delay"
-    timeout --kill-after=5 "$STEP_TIMEOUT" "$NVBARE" "${common[@]}" --round-trips 1000 "${extra[@]}" \
-        >"$work/b.out" 2>&1
-    rc_b=$?
+    rc_b=0
+    : >"$work/b.out"
+    for s in $(seq 1 "$starts"); do
+        timeout --kill-after=5 "$STEP_TIMEOUT" "$NVBARE" "${common[@]}" --round-trips 1000 "${extra[@]}" \
+            >"$work/b1.out" 2>&1
+        rc=$?
+        second_runs=$((second_runs + 1))
+        if [ "$rc" -ne 0 ]; then
+            rc_b=$rc
+            { echo "(start $s of $starts)"; cat "$work/b1.out"; } >>"$work/b.out"
+        fi
+        # The busy process has stopped (done, or failed): later starts would run beside nothing.
+        kill -0 "$pid" 2>/dev/null || break
+    done
     wait "$pid"
     rc_a=$?
     if [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; then
@@ -76,9 +99,9 @@ for i in $(seq 1 "$pairs"); do
         echo "ok    pair $i (busy process rang doorbells again ${retries:-0} times)"
     else
         failed=$((failed + 1))
-        echo "FAIL  pair $i: busy process exit $rc_a, second exit $rc_b"
-        grep -h -i 'error' "$work/a.out" "$work/b.out" | sed 's/^/      /'
+        echo "FAIL  pair $i: busy process exit $rc_a, second exit $rc_b (after $s of $starts starts)"
+        grep -h -i 'error\|^(start' "$work/a.out" "$work/b.out" | sed 's/^/      /'
     fi
 done
-echo "contention-check: $passed of $pairs pairs passed, $failed failed (bench args: ${extra[*]:-(none)})"
+echo "contention-check: $passed of $pairs pairs passed, $failed failed; the second process started $second_runs times (bench args: ${extra[*]:-(none)})"
 [ "$failed" -eq 0 ]

@@ -9,8 +9,9 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("contention-check.sh")
 }
 
-/// A fake nvbare: records its arguments; the busy process (150000 round trips) of the pair
-/// numbered `fail_at` exits 1 with a timeout message.
+/// A fake nvbare: records its arguments; the busy process (the one not asked for 1000 round
+/// trips) stays up for half a second, so every start of the second process runs beside it, and
+/// the busy process of the pair numbered `fail_at` exits 1 with a timeout message.
 fn fake(dir: &Path, fail_at: u32) -> PathBuf {
     let bin = dir.join("nvbare");
     std::fs::write(
@@ -18,8 +19,10 @@ fn fake(dir: &Path, fail_at: u32) -> PathBuf {
         format!(
             r#"#!/bin/sh
 echo "$@" >> "{dir}/args"
-case "$*" in
-  *"--round-trips 150000"*)
+case "$* " in
+  *"--round-trips 1000 "*) ;;
+  *)
+    sleep 0.5
     n=$(cat "{dir}/busy" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "{dir}/busy"
     if [ "$n" = "{fail_at}" ]; then
       echo "error: synchronize: timed out after 3s waiting for the compute channel; timeline at 5 of 444" >&2
@@ -89,11 +92,39 @@ fn a_failed_pair_is_reported_with_its_error_and_fails_the_check() {
 }
 
 #[test]
+fn starts_runs_the_second_process_that_often_beside_one_busy_process() {
+    let (out, text, dir) = run(
+        "starts",
+        0,
+        &["--pairs", "2", "--starts", "3", "--delay", "0"],
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("2 of 2 pairs passed, 0 failed; the second process started 6 times"),
+        "{text}"
+    );
+    let args = std::fs::read_to_string(dir.join("args")).unwrap();
+    let busy: Vec<_> = args
+        .lines()
+        .filter(|l| !l.contains("--round-trips 1000"))
+        .collect();
+    assert_eq!(busy.len(), 2, "one busy process per pair:\n{args}");
+    // Two extra starts: 20000 more round trips each.
+    assert!(
+        busy.iter().all(|l| l.contains("--round-trips 190000")),
+        "{args}"
+    );
+    assert_eq!(args.lines().count(), 8, "{args}");
+}
+
+#[test]
 fn bad_arguments_are_refused() {
     for (args, msg) in [
         (&["--pairs", "0"][..], "at least 1"),
         (&["--pairs", "x"][..], "whole number"),
         (&["--delay", "soon"][..], "wants seconds"),
+        (&["--starts", "0"][..], "at least 1"),
+        (&["--starts", "many"][..], "whole number"),
         (&["--frobnicate"][..], "unknown argument"),
     ] {
         let (out, text, _) = run("bad", 0, args);

@@ -105,6 +105,10 @@ pub struct GpuBenchArgs {
     /// (DeviceOptions::doorbell_retry, default 100; 0 never does).
     #[arg(long)]
     pub doorbell_retry_us: Option<u64>,
+    /// Command memory per channel in KiB (DeviceOptions::command_bytes, default 1024): how
+    /// many launches go by before a launch's command memory is reused.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(16..=1 << 20))]
+    pub command_kib: Option<u64>,
 }
 
 /// `FIELD=VALUE` (VALUE decimal or 0x-hex).
@@ -179,6 +183,7 @@ impl GpuBenchArgs {
                 Some(0) => Duration::MAX,
                 Some(us) => Duration::from_micros(us),
             },
+            command_bytes: self.command_kib.map_or(d.command_bytes, |k| k << 10),
             ..d
         })
     }
@@ -984,6 +989,7 @@ mod tests {
             armed,
             armed_timeslice_us: None,
             doorbell_retry_us: None,
+            command_kib: None,
         }
     }
 
@@ -1021,6 +1027,21 @@ mod tests {
         }
         assert!(s.trim_end().ends_with('}') && !s.contains("NaN"), "{s}");
         assert!(!s.contains("armed"), "{s}");
+    }
+
+    #[test]
+    fn command_kib_sets_the_command_memory_and_a_small_one_still_runs() {
+        let mut a = sim_args(false);
+        assert_eq!(
+            a.device_options().unwrap().command_bytes,
+            DeviceOptions::default().command_bytes
+        );
+        // 16 KiB holds a handful of launches: the bench wraps it many times.
+        a.command_kib = Some(16);
+        assert_eq!(a.device_options().unwrap().command_bytes, 16 << 10);
+        let mut out = Vec::new();
+        run(&mut out, a).unwrap();
+        assert!(String::from_utf8(out).unwrap().contains("\"launches\":200"));
     }
 
     #[test]
