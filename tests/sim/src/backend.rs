@@ -40,6 +40,7 @@ use crate::models::ChipModel;
 use crate::rm::{CpuMapping, RmModel};
 use crate::rm_service::{RmCaller, RmService};
 use crate::system::SimSystem;
+use crate::wc::{Hook, WcBuffer};
 use crate::{SimBar0, SimConfig, SimGpu};
 
 /// BAR0 offset of the usermode block.
@@ -148,6 +149,9 @@ pub struct SimMemory {
     cpu: Option<CpuMapping>,
     /// For semaphore memory: what a CPU write wakes up.
     kick: Option<Kick>,
+    /// The CPU's write-combining buffers, for memory it writes through a write-combined
+    /// mapping ([`crate::wc`]).
+    wc: Option<Arc<WcBuffer>>,
 }
 
 impl GpuMemory for SimMemory {
@@ -165,7 +169,13 @@ impl GpuMemory for SimMemory {
     }
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), HalError> {
         match &self.cpu {
-            Some(m) => m.read(offset, dst),
+            Some(m) => {
+                m.read(offset, dst)?;
+                if let Some(wc) = &self.wc {
+                    wc.overlay(self.handle, offset, dst);
+                }
+                Ok(())
+            }
             None => Err(HalError::Unsupported(
                 "CPU access to device memory allocated without cpu_access",
             )),
@@ -173,13 +183,22 @@ impl GpuMemory for SimMemory {
     }
     fn write(&self, offset: u64, src: &[u8]) -> Result<(), HalError> {
         match &self.cpu {
-            Some(m) => {
-                m.write(offset, src)?;
-                if let Some(k) = &self.kick {
-                    (k.0)();
+            Some(m) => match &self.wc {
+                Some(wc) => wc.store(
+                    self.handle,
+                    m,
+                    offset,
+                    src,
+                    self.kick.as_ref().map(|k| k.0.clone()),
+                ),
+                None => {
+                    m.write(offset, src)?;
+                    if let Some(k) = &self.kick {
+                        (k.0)();
+                    }
+                    Ok(())
                 }
-                Ok(())
-            }
+            },
             None => Err(HalError::Unsupported(
                 "CPU access to device memory allocated without cpu_access",
             )),
@@ -191,6 +210,9 @@ impl GpuMemory for SimMemory {
 #[derive(Debug, Clone)]
 pub struct SimUsermode {
     bar0: SimBar0,
+    /// The CPU's write-combining buffers: drained by a store barrier and by the (uncached)
+    /// doorbell store.
+    wc: Arc<WcBuffer>,
     /// In a system: the other GPUs run after this one's doorbell (its releases may unblock
     /// them).
     system: Option<Arc<SimSystem>>,
@@ -208,11 +230,17 @@ impl Mmio for SimUsermode {
     }
     fn write32(&self, offset: usize, value: u32) {
         if offset < USERMODE_BLOCK_SIZE {
+            // An uncached store drains the write-combining buffers first (in no set order).
+            self.wc.drain();
             self.bar0.write32(USERMODE_BASE + offset, value);
             if let Some(sys) = &self.system {
                 sys.kick();
             }
         }
+    }
+    fn store_barrier(&self) {
+        self.wc.drain();
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -227,6 +255,8 @@ pub struct SimBackend {
     existing: Option<(Handle, Handle)>,
     /// The system this GPU belongs to and its index there.
     system: Option<(Arc<SimSystem>, usize)>,
+    /// This process's write-combining buffers.
+    wc: Arc<WcBuffer>,
 }
 
 impl std::fmt::Debug for SimBackend {
@@ -278,6 +308,7 @@ impl SimBackend {
             usermode: None,
             existing: None,
             system: None,
+            wc: Arc::new(WcBuffer::default()),
         })
     }
 
@@ -428,6 +459,32 @@ impl SimBackend {
     pub fn stale_release(&self, h: Handle, back: u64) -> bool {
         self.with_fifo_channel(h, |f, chid| f.stale_release(chid, back))
             .unwrap_or(false)
+    }
+
+    /// Fault injection: write-combined stores become visible last first when drained, the
+    /// worst of the orders hardware may pick ([`crate::wc`]).
+    pub fn reorder_wc_stores(&self, on: bool) {
+        self.wc.set_last_first(on);
+    }
+
+    /// Fault injection: the host switches channel `h` in, reloading its `GPPut` from USERD,
+    /// after every write-combined store that lands, as the H200's scheduler does at some moment
+    /// when another process's channel shares the GPU ([`crate::fifo::Fifo::switch_in_on_stores`]).
+    pub fn switch_in_on_stores(&self, h: Handle, on: bool) -> bool {
+        let Some(()) = self.with_fifo_channel(h, |f, chid| f.switch_in_on_stores(chid, on)) else {
+            return false;
+        };
+        let (gpu, fifo) = (self.gpu.clone(), self.fifo());
+        let hook: Hook = Arc::new(move || {
+            gpu.with_core(|core| crate::fifo::lock(&fifo).switch_in(core));
+        });
+        self.wc.set_switch_in(Some(hook));
+        true
+    }
+
+    /// Write-combined stores not yet visible to the GPU.
+    pub fn pending_wc_stores(&self) -> usize {
+        self.wc.pending()
     }
 
     /// Doorbells of channel `h` still to be lost.
@@ -640,6 +697,11 @@ impl Backend for SimBackend {
         // memory an acquire waits for) lets blocked channels run, as the host's retries would.
         let kick =
             matches!(req.purpose, Purpose::Notifier | Purpose::Commands).then(|| self.kicker());
+        // The CPU writes video memory through BAR1, write-combined; the kernel-driver adapter
+        // puts rings and command memory there even when asked for host memory, so they are
+        // written write-combined here too.
+        let write_combined = matches!(cpu, Some(CpuMapping::Vram { .. }))
+            || matches!(req.purpose, Purpose::Ring | Purpose::Commands);
         Ok(SimMemory {
             handle: h,
             va,
@@ -647,6 +709,7 @@ impl Backend for SimBackend {
             location: req.location,
             cpu,
             kick,
+            wc: write_combined.then(|| self.wc.clone()),
         })
     }
 
@@ -665,6 +728,7 @@ impl Backend for SimBackend {
         self.usermode = Some(self.rm.alloc(parent, class, &mut [])?);
         Ok(SimUsermode {
             bar0: self.gpu.bar0(),
+            wc: self.wc.clone(),
             system: self.system.as_ref().map(|(s, _)| s.clone()),
         })
     }

@@ -40,6 +40,7 @@ pub mod rm;
 pub mod rm_service;
 pub mod system;
 pub mod vram;
+pub mod wc;
 
 pub use bar0::{BAR0_SIZE, MmioEngine, SimCore};
 pub use clock::SimClock;

@@ -173,6 +173,9 @@ pub struct Channel {
     /// `GPPut` as the host took it from USERD at the channel's last doorbell: entries beyond
     /// it are not fetched until another doorbell.
     known_put: u32,
+    /// Fault injection ([`Fifo::switch_in_on_stores`]): the host also reloads `GPPut` when a
+    /// CPU store lands.
+    switch_in_on_stores: bool,
     cursor: Option<exec::Cursor>,
     regs: exec::Regs,
     errors: ErrorRecord,
@@ -341,6 +344,7 @@ impl Fifo {
                 subchannels: [None; 8],
                 gp_get: 0,
                 known_put: 0,
+                switch_in_on_stores: false,
                 cursor: None,
                 regs: exec::Regs::default(),
                 errors: ErrorRecord::default(),
@@ -447,6 +451,40 @@ impl Fifo {
         };
         c.regs.compute.stale_release = Some(back);
         true
+    }
+
+    /// Fault injection: channel `chid` is switched in (the host reloads its `GPPut` from
+    /// USERD, no doorbell needed) whenever [`Fifo::switch_in`] runs, which the simulated CPU
+    /// does after each write-combined store lands ([`crate::wc`]). On real hardware a channel
+    /// switch-in reloads `GPPut` at some moment while another process's channel shares the GPU;
+    /// this puts it at every moment, so a `GPPut` visible before the work it publishes is caught.
+    pub fn switch_in_on_stores(&mut self, chid: u32, on: bool) {
+        if let Some(c) = self.channels.get_mut(&chid) {
+            c.switch_in_on_stores = on;
+        }
+    }
+
+    /// Switches in every channel marked by [`Fifo::switch_in_on_stores`]: reloads its `GPPut`
+    /// from USERD and runs what it publishes.
+    pub fn switch_in(&mut self, core: &mut SimCore) {
+        let mut moved = false;
+        for c in self.channels.values_mut().filter(|c| c.switch_in_on_stores) {
+            match c.desc.userd.read_u32(core, USERD_GP_PUT) {
+                Ok(put) if put != c.known_put => {
+                    core.trace(format!(
+                        "host: channel {} switched in, GPPut {} reloaded from USERD",
+                        c.desc.chid, put
+                    ));
+                    c.known_put = put;
+                    moved = true;
+                }
+                Ok(_) => {}
+                Err(e) => core.trace(format!("host: USERD GPPut of channel {}: {e}", c.desc.chid)),
+            }
+        }
+        if moved {
+            self.run_all(core);
+        }
     }
 
     /// Doorbells of channel `chid` still to be lost.
