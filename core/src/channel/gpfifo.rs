@@ -16,19 +16,24 @@
 //! (publish `GPPut`, ring the doorbell); callers that queue several entries may push them all
 //! and kick once. The GPU does not look at entries that were pushed but not kicked.
 //!
-//! Store ordering ([`DoorbellFence`]): the GPU reads the entry, the pushbuffer and everything
-//! it points to only after it has seen the doorbell, so every CPU store before the doorbell
-//! must be visible first. Rings and command memory may be write-combined (video memory written
-//! through BAR1), whose stores x86 does not order among themselves or against the uncached
-//! doorbell store; one store barrier (`sfence`) before the doorbell orders all of them (Linux's
-//! `wmb()` before a doorbell `writel`). Ordinary cached stores are ordered by x86-TSO anyway.
+//! Store ordering ([`DoorbellFence`]): rings and command memory may be write-combined (video
+//! memory written through BAR1), whose stores x86 does not order among themselves or against
+//! the uncached doorbell store. The GPU does not only read `GPPut` at a doorbell: when another
+//! process's channel shares the GPU, the scheduler reloads `GPPut` from USERD whenever it
+//! switches the channel in. So the entry and everything it points to must be visible before
+//! `GPPut` is, and `GPPut` before the doorbell: a store barrier (`sfence`) before the `GPPut`
+//! store and another before the doorbell (Linux's `wmb()` before each). With only the second
+//! (tinygrad's order, [`DoorbellFence::Store`]) the H200 ran stale commands, an older launch
+//! from the same command memory or ring slot, in 8 of 20 runs beside a process starting ten
+//! times; with both, in none of 20 (docs/hardware.md, 2026-11-30). Ordinary cached stores are
+//! ordered by x86-TSO anyway.
 //!
-//! Lost doorbells: the host takes `GPPut` from USERD only when the doorbell is rung, and on the
-//! H200 (580.159.04) a doorbell was lost every time another process created its channels: the
-//! entry stayed unfetched (`GPGet` one behind `GPPut`) until the doorbell was rung again
-//! (docs/hardware.md). Waits therefore ring again ([`GpFifo::ring_doorbell`]) when neither the
-//! timeline nor `GPGet` moved for [`DOORBELL_RETRY`], and a full ring does while it waits for
-//! room; ringing twice is harmless.
+//! Lost doorbells: with the GPU to itself the host takes `GPPut` from USERD only when the
+//! doorbell is rung, and on the H200 (580.159.04) a doorbell was lost every time another
+//! process created its channels: the entry stayed unfetched (`GPGet` one behind `GPPut`) until
+//! the doorbell was rung again (docs/hardware.md). Waits therefore ring again
+//! ([`GpFifo::ring_doorbell`]) when neither the timeline nor `GPGet` moved for
+//! [`DOORBELL_RETRY`], and a full ring does while it waits for room; ringing twice is harmless.
 
 use core::fmt;
 use core::sync::atomic::{Ordering, fence};
@@ -215,11 +220,13 @@ pub struct GpFifo {
 /// How [`GpFifo::kick`] orders the CPU's stores before the doorbell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DoorbellFence {
-    /// One store barrier after `GPPut`, before the doorbell ([`Mmio::store_barrier`] of the
-    /// usermode window: `sfence` on x86 for the kernel-driver backend; tinygrad's order).
-    #[default]
+    /// One store barrier after `GPPut`, before the doorbell (tinygrad's order). Unsafe when
+    /// another process shares the GPU: a channel switch-in may read `GPPut` before the entry
+    /// and commands are visible and run stale ones (see the module docs). For measurements.
     Store,
-    /// A store barrier before `GPPut` and another before the doorbell.
+    /// A store barrier ([`Mmio::store_barrier`] of the usermode window: `sfence` on x86 for
+    /// the kernel-driver backend) before `GPPut` and another before the doorbell.
+    #[default]
     StoreTwice,
     /// A full `SeqCst` fence (x86 `mfence`) before `GPPut` and another before the doorbell
     /// (what nvbare did first).

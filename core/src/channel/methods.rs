@@ -164,8 +164,9 @@ pub mod compute {
     /// `SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE`: drop any cached
     /// copy of the QMD at this address, fetch it, launch (what CUDA sends; Mesa NVK sends
     /// `INVALIDATE_COPY_SCHEDULE`). Command memory is reused, so a launch must not run a copy
-    /// cached from an earlier QMD at the same address. (It did not cure the stale releases
-    /// seen on the H200 while another process set up its channels: docs/device.md.)
+    /// cached from an earlier QMD at the same address. (The stale launches seen on the H200
+    /// while another process shared the GPU came from store order, not from this cache:
+    /// docs/device.md.)
     pub const PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE: u32 = 0xa;
     /// `INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION_TRUE` (0:0).
     pub const INVALIDATE_INSTRUCTION: u32 = 1 << 0;

@@ -105,8 +105,9 @@ pub struct DeviceOptions {
     pub doorbell_retry: Duration,
     /// Ask RM to boost clocks (`NV2080_CTRL_CMD_PERF_BOOST`); failures are ignored.
     pub perf_boost: bool,
-    /// How the CPU's stores are ordered before each doorbell (default: one store barrier,
-    /// `sfence` on x86; see [`DoorbellFence`]).
+    /// How the CPU's stores are ordered before `GPPut` and the doorbell (default: a store
+    /// barrier before each, `sfence` on x86; see [`DoorbellFence`]: one barrier ran stale
+    /// commands on the H200 while another process shared the GPU).
     pub doorbell_fence: DoorbellFence,
     /// Submissions that may wait in a channel's ring before its doorbell is rung. 0 (the
     /// default) rings it for every launch and copy, so queued work starts without further
@@ -124,9 +125,9 @@ pub struct DeviceOptions {
     /// Before work is published (`GPPut`, or an armed launch's flag), order the stores and read
     /// one word of command memory back through its CPU mapping, so every earlier write through
     /// BAR1 has reached the GPU (UVM reads BAR1 back before publishing for this reason). Off by
-    /// default: an uncached read costs ~0.9 µs on the H200. For the stale releases seen while
-    /// another process set up its channels (docs/device.md); whether it cures them was not
-    /// measured.
+    /// default: on the H200 it made a launch + sync 8.2 µs instead of 3.7, and what it cured
+    /// (stale launches while another process shared the GPU) its store barrier alone cures,
+    /// which [`DoorbellFence::StoreTwice`] now does (docs/device.md). For experiments.
     pub bar1_readback: bool,
     /// [`Device::dtod_copy`] between two device-memory buffers uses the copy kernel (when one
     /// is installed, [`Device::install_copy_kernel`]) from this many bytes up; smaller copies
@@ -177,7 +178,7 @@ impl Default for DeviceOptions {
             poll_interval: Duration::from_micros(10),
             doorbell_retry: crate::channel::gpfifo::DOORBELL_RETRY,
             perf_boost: true,
-            doorbell_fence: DoorbellFence::Store,
+            doorbell_fence: DoorbellFence::StoreTwice,
             deferred_submits: 0,
             release_sysmembar: false,
             bar1_readback: false,

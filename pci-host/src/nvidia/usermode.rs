@@ -53,7 +53,7 @@ impl Mmio for UsermodeWindow {
 
     /// `sfence` on x86-64: the rings and command memory are write-combined BAR1 mappings (or
     /// cached host memory, which x86-TSO keeps in order), and a store fence is what orders
-    /// write-combined stores before the uncached doorbell store.
+    /// write-combined stores before the `GPPut` store and that before the uncached doorbell.
     fn store_barrier(&self) {
         use std::sync::atomic::{Ordering, compiler_fence};
         compiler_fence(Ordering::SeqCst);

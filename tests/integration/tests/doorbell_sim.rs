@@ -107,8 +107,8 @@ fn a_full_ring_whose_doorbells_were_lost_drains() {
 
 #[test]
 fn work_published_without_a_doorbell_is_not_fetched() {
-    // The simulated host, like the real one, takes GPPut only at a doorbell: with every
-    // doorbell lost and no wait, nothing runs.
+    // The simulated host, like the real one with the GPU to itself, takes GPPut only at a
+    // doorbell: with every doorbell lost and no wait, nothing runs.
     let dev = open_with(GH100, opts());
     let [_, copy] = dev.channel_handles().unwrap();
     let a = dev.htod_copy(&[3u32; 16]).unwrap();

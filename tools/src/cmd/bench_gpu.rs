@@ -59,8 +59,8 @@ pub struct GpuBenchArgs {
     /// split of the round trip).
     #[arg(long)]
     pub probe: bool,
-    /// Store ordering before each doorbell (DeviceOptions::doorbell_fence).
-    #[arg(long, value_enum, default_value_t = FenceArg::Store)]
+    /// Store ordering before GPPut and the doorbell (DeviceOptions::doorbell_fence).
+    #[arg(long, value_enum, default_value_t = FenceArg::Store2)]
     pub fence: FenceArg,
     /// Submissions queued before a doorbell (DeviceOptions::deferred_submits; 0 = every one).
     #[arg(long, default_value_t = 0)]
@@ -138,9 +138,10 @@ fn parse_qmd_override(s: &str) -> Result<(String, u64), String> {
 /// `--fence` values.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FenceArg {
-    /// One store barrier before the doorbell.
+    /// One store barrier before the doorbell only (tinygrad's order; runs stale commands
+    /// when another process shares the GPU).
     Store,
-    /// A store barrier before GPPut and one before the doorbell.
+    /// A store barrier before GPPut and one before the doorbell (the default).
     Store2,
     /// Two full (SeqCst) fences.
     Full,
@@ -976,7 +977,7 @@ mod tests {
             small_copies: Some(20),
             timeout_ms: 2000,
             probe: true,
-            fence: FenceArg::Store,
+            fence: FenceArg::Store2,
             defer: 0,
             release_sysmembar: false,
             bar1_readback: false,
