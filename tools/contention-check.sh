@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Two processes on one GPU, many times (issue #4): a process busy with launch + sync round trips,
 # and a second that starts beside it, opens the device and launches. Repeated PAIRS times; every
-# pair passes when both processes exit 0. On the H200 this found the lost doorbells (fixed) and
-# the stale timeline releases (open, about 1 pair in 30: docs/device.md, "Stale releases").
+# pair passes when both processes exit 0. On the H200 this found the lost doorbells and the stale
+# commands run when GPPut became visible before what it published (both fixed: docs/device.md,
+# "Lost doorbells" and "Stale commands"; `-- --fence store` brings the second back).
 # With --starts K the second process is started K times, one after another, beside one busy
 # process, so a run sees K times as many starts (a busy process stops at its first failure).
 # Arguments after `--` go to both `nvbare bench` processes, to compare options, e.g.
@@ -46,7 +47,7 @@ while [ $# -gt 0 ]; do
         --delay) delay="${2:?--delay needs a value}"; shift 2 ;;
         --delay=*) delay="${1#--delay=}"; shift ;;
         --) shift; extra=("$@"); break ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) usage "unknown argument $1" ;;
     esac
 done

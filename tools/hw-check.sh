@@ -179,8 +179,8 @@ fi
 
 step "two processes at once (the second opens and launches while the first is busy)"
 # On the H200 the busy process's doorbell was lost when the second one created its channels,
-# and its wait timed out, until waits learned to ring again (docs/hardware.md, 2026-11-30); a
-# stale timeline release still fails about 1 pair in 30 (docs/device.md, "Stale releases").
+# and its wait timed out, until waits learned to ring again; and it ran stale commands in about
+# 1 pair of 30 until a store barrier went before GPPut (docs/device.md, "Stale commands").
 # tools/contention-check.sh repeats this many times.
 if OUT= NVBARE="$NVBARE" tools/contention-check.sh --device "$device" --pairs 1; then
     record "two processes at once" PASS
