@@ -25,8 +25,9 @@
 //! store and another before the doorbell (Linux's `wmb()` before each). With only the second
 //! (tinygrad's order, [`DoorbellFence::Store`]) the H200 ran stale commands, an older launch
 //! from the same command memory or ring slot, in 8 of 20 runs beside a process starting ten
-//! times; with both, in none of 20 (docs/hardware.md, 2026-11-30). Ordinary cached stores are
-//! ordered by x86-TSO anyway.
+//! times; with both, in none of 20 (docs/hardware.md, 2026-11-30); the second barrier costs
+//! 0-0.3 µs per submission there, depending on the VM. Ordinary cached stores are ordered by
+//! x86-TSO anyway.
 //!
 //! Lost doorbells: with the GPU to itself the host takes `GPPut` from USERD only when the
 //! doorbell is rung, and on the H200 (580.159.04) a doorbell was lost every time another
