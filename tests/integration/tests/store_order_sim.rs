@@ -150,3 +150,55 @@ fn one_barrier_after_gpput_runs_stale_commands_as_the_h200_did() {
         }
     }
 }
+
+#[test]
+fn write_combined_stores_wait_for_a_barrier_and_never_land_after_a_free() {
+    use nvbare_core::device::{Backend, GpuMemory, Location, MemoryRequest, Purpose};
+    use nvbare_core::hal::Mmio;
+    let b = SimBackend::new(GH100, true).expect("simulated GPU");
+    let dev = Device::open(b, DeviceOptions::default()).unwrap();
+    dev.with_backend(|be| {
+        let req = |purpose, location| MemoryRequest {
+            size: 4096,
+            location,
+            cpu_access: true,
+            align: 4096,
+            purpose,
+        };
+        // Command memory and CPU-mapped video memory are written write-combined; a staging
+        // buffer in host memory is ordinary cached memory.
+        let cmds = be
+            .alloc_memory(&req(Purpose::Commands, Location::Host))
+            .unwrap();
+        let vram = be
+            .alloc_memory(&req(Purpose::Buffer, Location::Device))
+            .unwrap();
+        let staging = be
+            .alloc_memory(&req(Purpose::Staging, Location::Host))
+            .unwrap();
+        staging.write_u32(0, 7).unwrap();
+        assert_eq!(be.pending_wc_stores(), 0);
+        cmds.write_u32(8, 0xdead_beef).unwrap();
+        vram.write_u32(0, 5).unwrap();
+        assert_eq!(be.pending_wc_stores(), 2);
+        assert_eq!(
+            cmds.read_u32(8).unwrap(),
+            0xdead_beef,
+            "the CPU reads its own stores"
+        );
+        // A store barrier of the usermode window drains them.
+        let um = be
+            .map_usermode(nvbare_core::rm::class::HOPPER_USERMODE_A)
+            .unwrap();
+        um.store_barrier();
+        assert_eq!(be.pending_wc_stores(), 0);
+        cmds.write_u32(12, 1).unwrap();
+        assert_eq!(be.pending_wc_stores(), 1);
+        // Freeing (unmapping) drains what is pending first.
+        be.free_memory(cmds).unwrap();
+        assert_eq!(be.pending_wc_stores(), 0);
+        be.free_memory(vram).unwrap();
+        be.free_memory(staging).unwrap();
+    })
+    .unwrap();
+}

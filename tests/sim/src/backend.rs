@@ -714,6 +714,9 @@ impl Backend for SimBackend {
     }
 
     fn free_memory(&mut self, mem: SimMemory) -> Result<(), BackendError> {
+        // Unmapping is a system call, which drains the write-combining buffers: no store
+        // lands in memory after it was freed.
+        self.wc.drain();
         let client = self.rm.client;
         let _ = lock(&self.model).unmap_memory_dma(client, mem.handle, mem.va);
         self.rm.free(mem.handle)?;
