@@ -35,12 +35,12 @@ use nvbare_core::rm::{Handle, Rm, RmAbi, RmError, RmOp};
 use zerocopy::IntoBytes;
 
 use crate::clock::SimClock;
-use crate::fifo::Fifo;
+use crate::fifo::{Fifo, Kick};
 use crate::models::ChipModel;
 use crate::rm::{CpuMapping, RmModel};
 use crate::rm_service::{RmCaller, RmService};
 use crate::system::SimSystem;
-use crate::wc::{Hook, WcBuffer};
+use crate::wc::WcBuffer;
 use crate::{SimBar0, SimConfig, SimGpu};
 
 /// BAR0 offset of the usermode block.
@@ -128,17 +128,6 @@ impl Rm for SimRm {
     }
 }
 
-/// Re-runs blocked channels after the CPU wrote a semaphore (the host engine retries an
-/// acquire until it is satisfied; the simulator runs only when something happens).
-#[derive(Clone)]
-struct Kick(Arc<dyn Fn() + Send + Sync>);
-
-impl std::fmt::Debug for Kick {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Kick")
-    }
-}
-
 /// Memory of the simulated GPU, as the device layer sees it.
 #[derive(Debug)]
 pub struct SimMemory {
@@ -147,7 +136,8 @@ pub struct SimMemory {
     size: u64,
     location: Location,
     cpu: Option<CpuMapping>,
-    /// For semaphore memory: what a CPU write wakes up.
+    /// For semaphore memory: what a CPU write wakes up (the host engine retries an acquire
+    /// until it is satisfied; the simulator runs only when something happens).
     kick: Option<Kick>,
     /// The CPU's write-combining buffers, for memory it writes through a write-combined
     /// mapping ([`crate::wc`]).
@@ -184,13 +174,7 @@ impl GpuMemory for SimMemory {
     fn write(&self, offset: u64, src: &[u8]) -> Result<(), HalError> {
         match &self.cpu {
             Some(m) => match &self.wc {
-                Some(wc) => wc.store(
-                    self.handle,
-                    m,
-                    offset,
-                    src,
-                    self.kick.as_ref().map(|k| k.0.clone()),
-                ),
+                Some(wc) => wc.store(self.handle, m, offset, src, self.kick.clone()),
                 None => {
                     m.write(offset, src)?;
                     if let Some(k) = &self.kick {
@@ -334,8 +318,7 @@ impl SimBackend {
             None => {
                 let (gpu, model) = (self.gpu.clone(), self.model.clone());
                 Kick(Arc::new(move || {
-                    let fifo = lock(&model).fifo().clone();
-                    gpu.with_core(|core| crate::fifo::lock(&fifo).run_all(core));
+                    crate::fifo::run_channels(&gpu, &model);
                 }))
             }
         }
@@ -475,9 +458,9 @@ impl SimBackend {
             return false;
         };
         let (gpu, fifo) = (self.gpu.clone(), self.fifo());
-        let hook: Hook = Arc::new(move || {
+        let hook = Kick(Arc::new(move || {
             gpu.with_core(|core| crate::fifo::lock(&fifo).switch_in(core));
-        });
+        }));
         self.wc.set_switch_in(Some(hook));
         true
     }

@@ -45,15 +45,8 @@ pub struct GspClock {
     kick: Option<Kick>,
 }
 
-/// What a GPU of a simulated host runs after the driver waited: the other GPUs' progress.
-#[derive(Clone)]
-pub struct Kick(pub Arc<dyn Fn() + Send + Sync>);
-
-impl std::fmt::Debug for Kick {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Kick")
-    }
-}
+/// What a GPU runs after the driver waited: its own blocked channels, or a system's GPUs.
+pub use crate::fifo::Kick;
 
 impl std::fmt::Debug for GspClock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -166,8 +159,7 @@ impl BareMetalSim {
         // the driver waits (a system replaces this with a kick of all its GPUs).
         let (g, r) = (gpu.clone(), rm.clone());
         let retry = Kick(Arc::new(move || {
-            let fifo = lock(&r).fifo().clone();
-            g.with_core(|core| crate::fifo::lock(&fifo).run_all(core));
+            crate::fifo::run_channels(&g, &r);
         }));
         Ok(BareMetalSim {
             gpu,

@@ -56,8 +56,7 @@ fn kick_all(nodes: &Nodes) {
     for _ in 0..MAX_KICK_ROUNDS {
         let mut progress = false;
         for (gpu, rm) in nodes {
-            let fifo = rm.lock().unwrap_or_else(|e| e.into_inner()).fifo().clone();
-            progress |= gpu.with_core(|core| crate::fifo::lock(&fifo).run_all_progress(core));
+            progress |= crate::fifo::run_channels(gpu, rm);
         }
         if !progress {
             return;

@@ -318,14 +318,7 @@ impl SimSystem {
         for _ in 0..MAX_KICK_ROUNDS {
             let mut progress = false;
             for n in &self.nodes {
-                let fifo =
-                    n.rm.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .fifo()
-                        .clone();
-                progress |= n
-                    .gpu
-                    .with_core(|core| crate::fifo::lock(&fifo).run_all_progress(core));
+                progress |= crate::fifo::run_channels(&n.gpu, &n.rm);
             }
             if !progress {
                 return;

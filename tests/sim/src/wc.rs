@@ -17,16 +17,13 @@
 //! (the worst order hardware may pick) and a switch-in hook runs after every store that lands
 //! ([`crate::fifo::Fifo::switch_in_on_stores`]).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use nvbare_core::hal::{HalError, check_range};
 use nvbare_core::rm::Handle;
 
+use crate::fifo::Kick;
 use crate::rm::CpuMapping;
-
-/// Something the simulated GPU does after a store lands (wake channels polling memory, or
-/// switch a channel in).
-pub type Hook = Arc<dyn Fn() + Send + Sync>;
 
 struct Pending {
     /// The memory object written (pending stores overlay reads of the same object).
@@ -34,14 +31,14 @@ struct Pending {
     map: CpuMapping,
     off: u64,
     bytes: Vec<u8>,
-    after: Option<Hook>,
+    after: Option<Kick>,
 }
 
 #[derive(Default)]
 struct State {
     pending: Vec<Pending>,
     last_first: bool,
-    switch_in: Option<Hook>,
+    switch_in: Option<Kick>,
 }
 
 /// One CPU's write-combining buffers (one per simulated process).
@@ -73,7 +70,7 @@ impl WcBuffer {
         map: &CpuMapping,
         off: u64,
         src: &[u8],
-        after: Option<Hook>,
+        after: Option<Kick>,
     ) -> Result<(), HalError> {
         check_range(off, src.len() as u64, map.size())?;
         self.lock().pending.push(Pending {
@@ -112,7 +109,7 @@ impl WcBuffer {
     }
 
     /// Fault injection: `hook` runs after every store that lands (`None` stops it).
-    pub fn set_switch_in(&self, hook: Option<Hook>) {
+    pub fn set_switch_in(&self, hook: Option<Kick>) {
         self.lock().switch_in = hook;
     }
 
@@ -145,10 +142,10 @@ impl WcBuffer {
                     .write(lo, &p.bytes[(lo - p.off) as usize..(hi - p.off) as usize]);
             }
             if let Some(after) = &p.after {
-                after();
+                (after.0)();
             }
             if let Some(hook) = &switch_in {
-                hook();
+                (hook.0)();
             }
         }
     }
@@ -181,6 +178,7 @@ mod tests {
     use super::*;
     use crate::host::{HostMemory, SimDma, SimDmaBuffer};
     use nvbare_core::hal::{DmaAllocator, DmaBuffer};
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A mapping of `len` bytes of host memory (a page at least), and the memory.
@@ -221,9 +219,9 @@ mod tests {
         let (map, mem) = host(16);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (m2, s2) = (mem.clone(), seen.clone());
-        wc.set_switch_in(Some(Arc::new(move || {
+        wc.set_switch_in(Some(Kick(Arc::new(move || {
             s2.lock().unwrap().push(bytes(&m2, 0, 2));
-        })));
+        }))));
         wc.set_last_first(true);
         wc.store(Handle(1), &map, 0, &[1], None).unwrap();
         wc.store(Handle(1), &map, 1, &[2], None).unwrap();
@@ -255,9 +253,9 @@ mod tests {
         assert!(wc.store(Handle(1), &map, 4094, &[0; 4], None).is_err());
         let n = Arc::new(AtomicUsize::new(0));
         let n2 = n.clone();
-        let hook: Hook = Arc::new(move || {
+        let hook = Kick(Arc::new(move || {
             n2.fetch_add(1, Ordering::SeqCst);
-        });
+        }));
         wc.store(Handle(1), &map, 0, &[5], Some(hook)).unwrap();
         assert_eq!(n.load(Ordering::SeqCst), 0);
         wc.drain();

@@ -32,9 +32,11 @@ use nvbare_core::rm::ctrl::{
 };
 use zerocopy::IntoBytes;
 
+use crate::SimGpu;
 use crate::bar0::{MmioEngine, SimCore};
 use crate::compute::KernelRegistry;
 use crate::gpu_mem::{AddressSpace, Aperture};
+use crate::rm::RmModel;
 use crate::rm::chips::ChipRm;
 use crate::rm_service::RmNotice;
 
@@ -657,6 +659,25 @@ impl DoorbellEngine {
 /// Locks a fifo, surviving a poisoned lock.
 pub fn lock(fifo: &Mutex<Fifo>) -> MutexGuard<'_, Fifo> {
     fifo.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs every runnable channel of `gpu` (whose RM is `rm`) until none makes progress; whether
+/// any did. Must not be called while `gpu` is locked (from inside an engine).
+pub fn run_channels(gpu: &SimGpu, rm: &Mutex<RmModel>) -> bool {
+    let fifo = rm.lock().unwrap_or_else(|e| e.into_inner()).fifo().clone();
+    gpu.with_core(|core| lock(&fifo).run_all_progress(core))
+}
+
+/// What the simulated GPU does when the CPU did something its engines would notice on their
+/// own (the host retrying an acquire, a channel switched in): re-run channels, of one GPU or
+/// of every GPU of a system.
+#[derive(Clone)]
+pub struct Kick(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Kick {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Kick")
+    }
 }
 
 impl MmioEngine for DoorbellEngine {
