@@ -427,8 +427,8 @@ impl<'a> PushBuffer<'a> {
     // Compute.
 
     /// Launches the QMD at `qmd_va` (256-byte aligned): `SEND_PCAS_A(qmd >> 8)` then
-    /// `SEND_SIGNALING_PCAS2_B(INVALIDATE_PREFETCH_COPY_SCHEDULE)` (the invalidate keeps a cached copy
-    /// of an older QMD at the same address from being launched).
+    /// `SEND_SIGNALING_PCAS2_B(INVALIDATE_PREFETCH_COPY_SCHEDULE)` (the invalidate keeps a
+    /// cached copy of an older QMD at the same address from being launched).
     pub fn compute_launch(&mut self, qmd_va: u64) -> Result<(), PushError> {
         if !qmd_va.is_multiple_of(256) || (qmd_va >> 8) >> 32 != 0 {
             return Err(PushError::AddressTooLarge(qmd_va));

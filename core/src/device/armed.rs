@@ -348,6 +348,20 @@ impl<B: Backend> Inner<B> {
         self.arm(info, opts, 1)
     }
 
+    /// Disarms unless a launch with a constant bank 0 of `cb_size` bytes can use the front
+    /// armed submission.
+    pub(super) fn disarm_unless_fits(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        cb_size: u64,
+    ) -> Result<(), DeviceError> {
+        if self.arm.is_armed() && !self.armed_fits(cb_size) {
+            self.disarm(info, opts)?;
+        }
+        Ok(())
+    }
+
     /// Whether a launch with a constant bank 0 of `cb_size` bytes can use the front armed
     /// submission (it has no room or methods for more).
     pub(super) fn armed_fits(&mut self, cb_size: u64) -> bool {

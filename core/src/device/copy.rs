@@ -163,9 +163,7 @@ impl<B: Backend> Inner<B> {
             return Err(no_kernel());
         }
         // Disarming launches the copy kernel: do it before taking it for this launch.
-        if self.arm.is_armed() && !self.armed_fits(0) {
-            self.disarm(info, opts)?;
-        }
+        self.disarm_unless_fits(info, opts, 0)?;
         let Some(ck) = self.copy_kernel.take() else {
             return Err(no_kernel());
         };

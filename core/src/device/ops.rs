@@ -17,7 +17,7 @@ use super::module::{Arg, KernelInfo};
 use super::program::{KernelDesc, Program};
 use super::template::{QmdPatch, TemplateKey, Templates};
 use super::{Classes, DeviceInfo, DeviceOptions, GrInfo, newest_class, qmd_version_for};
-use crate::channel::gpfifo::{GP_ADDRESS_LIMIT, GpEntry, GpFifo, USERD_SIZE};
+use crate::channel::gpfifo::{GP_ADDRESS_LIMIT, GpEntry, GpFifo, GpFifoError, USERD_SIZE};
 use crate::channel::launch::{
     self, DEFAULT_LOCAL_WINDOW, DEFAULT_SHARED_WINDOW, DriverArea, DriverAreaValues, SlmGeometry,
 };
@@ -89,6 +89,14 @@ pub(crate) struct Inner<B: Backend> {
 
 pub(super) const COMPUTE: usize = 0;
 pub(super) const COPY: usize = 1;
+
+/// A channel's ring of `entries` for work-submit token `token`, ordered and retried as `opts`
+/// say.
+fn channel_fifo(opts: &DeviceOptions, entries: u32, token: u32) -> Result<GpFifo, GpFifoError> {
+    Ok(GpFifo::new(entries, token)?
+        .with_fence(opts.doorbell_fence)
+        .with_doorbell_retry(opts.doorbell_retry))
+}
 
 fn other(ci: usize) -> usize {
     1 - ci
@@ -363,9 +371,7 @@ impl<B: Backend> Inner<B> {
             if let Some(sem) = allocated.first() {
                 sem.zero(0, SEM_PAGE)?;
             }
-            let fifo = GpFifo::new(entries, 0)?
-                .with_fence(opts.doorbell_fence)
-                .with_doorbell_retry(opts.doorbell_retry);
+            let fifo = channel_fifo(opts, entries, 0)?;
             let fifos = [fifo.clone(), fifo];
             let qmd_patch = QmdPatch::new(qmd)?;
             // Nothing below fails.
@@ -583,9 +589,7 @@ impl<B: Backend> Inner<B> {
             c.handle = h;
             c.object = obj;
             c.class = engine_class;
-            c.fifo = GpFifo::new(c.fifo.entries(), t.workSubmitToken)?
-                .with_fence(opts.doorbell_fence)
-                .with_doorbell_retry(opts.doorbell_retry);
+            c.fifo = channel_fifo(opts, c.fifo.entries(), t.workSubmitToken)?;
             phases.done(
                 self.backend.clock().now(),
                 if ci == COMPUTE {
@@ -1462,9 +1466,7 @@ impl<B: Backend> Inner<B> {
         let cb_size = launch::cbuf0_size(area, k.param_base, k.param_size)?;
         // Before anything below reads the timeline value or fills the scratch buffer: the
         // disarming launch uses both.
-        if self.arm.is_armed() && !self.armed_fits(cb_size.into()) {
-            self.disarm(info, opts)?;
-        }
+        self.disarm_unless_fits(info, opts, cb_size.into())?;
         // Only the bytes the kernel can read (driver area and parameters) are written; the
         // bank is bound with its rounded-up size. `cbuf0_size` checked the sum.
         let cb_used = (u64::from(k.param_base) + u64::from(k.param_size))

@@ -82,12 +82,9 @@ impl QmdPatch {
         let a = cb0 >> self.cb0_shift;
         q.set_field(self.cb0_lo, a & 0xffff_ffff)?;
         q.set_field(self.cb0_hi, a >> 32)?;
-        q.set_field(self.release_lo, payload & 0xffff_ffff)?;
-        q.set_field(self.release_hi, payload >> 32)
+        self.set_payload(q, payload)
     }
-}
 
-impl QmdPatch {
     /// Sets only the release payload of `q` (QMDs that differ in nothing else).
     pub(super) fn set_payload(&self, q: &mut Qmd, payload: u64) -> Result<(), QmdError> {
         q.set_field(self.release_lo, payload & 0xffff_ffff)?;
