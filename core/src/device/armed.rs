@@ -243,17 +243,9 @@ impl<B: Backend> Inner<B> {
             return r;
         }
         self.arm.pre_seq = prewritten.then_some(seq);
-        let Inner {
-            chans, usermode, ..
-        } = self;
-        let c = &mut chans[COMPUTE];
-        let view = RingView {
-            mem: &c.ring,
-            userd: c.userd_offset,
-        };
-        // The doorbell's store barrier also orders the regions' QMDs and banks before any flag.
-        c.read_back(opts.bar1_readback, usermode)?;
-        c.fifo.kick(&view, usermode)?;
+        // The store barriers of the kick also order the regions' QMDs and banks before any
+        // flag.
+        self.chans[COMPUTE].publish(opts.bar1_readback, &self.usermode)?;
         r
     }
 

@@ -3,7 +3,7 @@
 use alloc::collections::VecDeque;
 
 use super::backend::GpuMemory;
-use super::error::ChannelKind;
+use super::error::{ChannelKind, DeviceError};
 use crate::channel::gpfifo::{GpFifo, RingMemory, USERD_GP_GET, USERD_GP_PUT};
 use crate::hal::HalError;
 use crate::rm::Handle;
@@ -133,6 +133,22 @@ impl<M: GpuMemory> Chan<M> {
             usermode.store_barrier();
             self.cmds.read_u32(0)?;
         }
+        Ok(())
+    }
+
+    /// Publishes the entries pushed since the last kick: `GPPut` and the doorbell
+    /// ([`GpFifo::kick`]), after the read-back when `bar1_readback` is on.
+    pub fn publish<U: crate::hal::Mmio + ?Sized>(
+        &mut self,
+        bar1_readback: bool,
+        usermode: &U,
+    ) -> Result<(), DeviceError> {
+        self.read_back(bar1_readback, usermode)?;
+        let view = RingView {
+            mem: &self.ring,
+            userd: self.userd_offset,
+        };
+        self.fifo.kick(&view, usermode)?;
         Ok(())
     }
 

@@ -778,8 +778,7 @@ impl<B: Backend> Inner<B> {
                 entry,
             )?;
             if c.fifo.unpublished() > opts.deferred_submits {
-                c.read_back(opts.bar1_readback, &self.usermode)?;
-                c.fifo.kick(&view, &self.usermode)?;
+                c.publish(opts.bar1_readback, &self.usermode)?;
             }
             Ok(())
         })();
@@ -832,13 +831,7 @@ impl<B: Backend> Inner<B> {
         if c.fifo.unpublished() == 0 {
             return Ok(());
         }
-        c.read_back(opts.bar1_readback, &self.usermode)?;
-        let view = RingView {
-            mem: &c.ring,
-            userd: c.userd_offset,
-        };
-        c.fifo.kick(&view, &self.usermode)?;
-        Ok(())
+        c.publish(opts.bar1_readback, &self.usermode)
     }
 
     /// Rings both doorbells for everything queued.
