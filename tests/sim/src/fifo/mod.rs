@@ -241,6 +241,25 @@ impl Channel {
         self.regs.compute.last.as_ref()
     }
 
+    /// Takes `GPPut` from USERD (what a doorbell or a switch-in makes the host do); whether it
+    /// moved.
+    fn take_put(&mut self, core: &mut SimCore) -> bool {
+        match self.desc.userd.read_u32(core, USERD_GP_PUT) {
+            Ok(put) => {
+                let moved = put != self.known_put;
+                self.known_put = put;
+                moved
+            }
+            Err(e) => {
+                core.trace(format!(
+                    "host: USERD GPPut of channel {}: {e}",
+                    self.desc.chid
+                ));
+                false
+            }
+        }
+    }
+
     /// Clears the SM error states and the MMU-fault flag (`CLEAR_ALL_SM_ERROR_STATES`).
     pub fn clear_errors(&mut self) {
         self.errors.sm_errors.clear();
@@ -471,17 +490,12 @@ impl Fifo {
     pub fn switch_in(&mut self, core: &mut SimCore) {
         let mut moved = false;
         for c in self.channels.values_mut().filter(|c| c.switch_in_on_stores) {
-            match c.desc.userd.read_u32(core, USERD_GP_PUT) {
-                Ok(put) if put != c.known_put => {
-                    core.trace(format!(
-                        "host: channel {} switched in, GPPut {} reloaded from USERD",
-                        c.desc.chid, put
-                    ));
-                    c.known_put = put;
-                    moved = true;
-                }
-                Ok(_) => {}
-                Err(e) => core.trace(format!("host: USERD GPPut of channel {}: {e}", c.desc.chid)),
+            if c.take_put(core) {
+                core.trace(format!(
+                    "host: channel {} switched in, GPPut {} reloaded from USERD",
+                    c.desc.chid, c.known_put
+                ));
+                moved = true;
             }
         }
         if moved {
@@ -509,10 +523,7 @@ impl Fifo {
                 core.trace(format!("host: doorbell of channel {chid} lost (injected)"));
                 continue;
             }
-            match c.desc.userd.read_u32(core, USERD_GP_PUT) {
-                Ok(put) => c.known_put = put,
-                Err(e) => core.trace(format!("host: USERD GPPut of channel {chid}: {e}")),
-            }
+            c.take_put(core);
         }
         if !known {
             core.trace(format!(
