@@ -1031,6 +1031,24 @@ mod tests {
     }
 
     #[test]
+    fn command_kib_out_of_range_is_refused_with_the_range() {
+        #[derive(clap::Parser, Debug)]
+        struct Cli {
+            #[command(flatten)]
+            bench: GpuBenchArgs,
+        }
+        use clap::Parser;
+        let parse = |v: &str| Cli::try_parse_from(["bench", "--command-kib", v]);
+        assert_eq!(parse("64").unwrap().bench.command_kib, Some(64));
+        for bad in ["8", "2097152", "lots"] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("--command-kib"), "{bad}: {e}");
+        }
+        let e = parse("8").unwrap_err().to_string();
+        assert!(e.contains("16..=1048576"), "{e}");
+    }
+
+    #[test]
     fn command_kib_sets_the_command_memory_and_a_small_one_still_runs() {
         let mut a = sim_args(false);
         assert_eq!(
