@@ -28,21 +28,20 @@
 //! opt-in, for a GPU the process has to itself.
 
 use alloc::collections::VecDeque;
-use alloc::vec::Vec;
 use core::time::Duration;
 
 use zerocopy::IntoBytes;
 
+use super::ahead::{Launched, normalized};
 use super::backend::{Backend, GpuMemory};
 use super::chan::RingView;
 use super::module::Arg;
-use super::ops::{COMPUTE, COPY, Inner};
-use super::template::TemplateKey;
+use super::ops::{COMPUTE, Inner};
 use super::{DeviceError, DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::GpEntry;
 use crate::channel::methods::host::sem_execute::{OPERATION_ACQ_CIRC_GEQ, PAYLOAD_SIZE_64BIT};
 use crate::channel::pushbuf::PushBuffer;
-use crate::channel::qmd::{LaunchDesc, Qmd};
+use crate::channel::qmd::Qmd;
 use crate::hal::Mmio;
 
 /// Offset of an armed submission's pushbuffer in its region (the flag is at 0).
@@ -78,25 +77,6 @@ struct Armed {
     prewritten: bool,
 }
 
-/// A launch as arming can repeat it: the QMD template, the description without the per-region
-/// parts (constant bank 0's address, the release), the bank's size and bytes.
-#[derive(Debug, Clone, PartialEq)]
-struct Image {
-    key: TemplateKey,
-    desc: LaunchDesc,
-    cb_size: u32,
-    cb: Vec<u8>,
-}
-
-/// A launch as the launch path hands it to arming: template key, description (constant bank
-/// 0's address and the release not filled in yet, or ignored), bank 0's size and bytes.
-pub(super) struct Launched<'a> {
-    pub key: TemplateKey,
-    pub desc: &'a LaunchDesc,
-    pub cb_size: u32,
-    pub cb: &'a [u8],
-}
-
 /// The device's pre-armed launches.
 #[derive(Debug, Default)]
 pub(crate) struct ArmState {
@@ -110,11 +90,8 @@ pub(crate) struct ArmState {
     launched_since_wait: bool,
     /// Launches since the last wait (the stream a batch is sized by).
     stream: u32,
-    /// The last launch (not a no-op), once armed launches are on.
-    last: Option<Image>,
-    /// Bumped whenever `last` changes.
-    last_seq: u64,
-    /// The `last_seq` of the image the armed regions hold when `prewritten`.
+    /// The [`super::ahead::LastLaunch::seq`] of the image the armed regions hold when
+    /// `prewritten`.
     pre_seq: Option<u64>,
 }
 
@@ -133,14 +110,6 @@ impl ArmState {
     pub(super) fn fired(&self) -> u64 {
         self.fired
     }
-}
-
-/// The description with the parts that differ per region removed.
-fn normalized(desc: &LaunchDesc) -> LaunchDesc {
-    let mut d = *desc;
-    d.cbufs[0] = None;
-    d.release = [None, None];
-    d
 }
 
 impl<B: Backend> Inner<B> {
@@ -163,8 +132,8 @@ impl<B: Backend> Inner<B> {
         self.chans[COMPUTE].arena.retire(done);
         // Regions sized for the last launch's constant bank 0 (a larger one disarms).
         let cb_room = self
-            .arm
             .last
+            .image
             .as_ref()
             .map_or(CB_BYTES, |l| u64::from(l.cb_size))
             .clamp(256, CB_BYTES)
@@ -172,9 +141,9 @@ impl<B: Backend> Inner<B> {
         let cb_offset = QMD_OFFSET + (info.qmd.size() as u64).next_multiple_of(256);
         let size = cb_offset + cb_room;
         // Taken out for the arming (put back below), not cloned: no allocation.
-        let last = self.arm.last.take();
+        let last = self.last.image.take();
         let prewrite = last.as_ref().filter(|l| u64::from(l.cb_size) <= cb_room);
-        let seq = self.arm.last_seq;
+        let seq = self.last.seq;
         let base_value = self.chans[COMPUTE].submitted + 1;
         // Armed entries sit in the ring until launched: leave at least half of it for other
         // work, or pushing more would wait for a GPGet that cannot move.
@@ -193,7 +162,7 @@ impl<B: Backend> Inner<B> {
             });
         }
         let Some(last_value) = self.arm.slots.back().map(|a| a.value) else {
-            self.arm.last = last;
+            self.last.image = last;
             return Ok(());
         };
         // The last launch's constant bank 0, once for the batch (kept until its last launch),
@@ -237,7 +206,7 @@ impl<B: Backend> Inner<B> {
         // Regions not pushed are forgotten (the arena reuses them once the timeline passes
         // their values); the pushed ones are armed and published below.
         let prewritten = shared.is_some();
-        self.arm.last = last;
+        self.last.image = last;
         self.arm.slots.truncate(pushed);
         if pushed == 0 {
             return r;
@@ -269,7 +238,7 @@ impl<B: Backend> Inner<B> {
 
     /// The QMD of `l` (`l.desc` normalized) with its constant bank 0 at `cb_va` and the
     /// release of timeline value `value`.
-    fn region_qmd(
+    pub(super) fn region_qmd(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
@@ -326,7 +295,17 @@ impl<B: Backend> Inner<B> {
     /// Arms one submission if a kernel was launched since the last wait: the caller is about
     /// to wait for it (on hardware the GPU is still running it, so the stores and the doorbell
     /// cost no latency).
-    pub(super) fn arm_after_launch(
+    /// Before a wait: writes the next launch ahead or arms one (whichever is on).
+    pub(super) fn before_wait(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+    ) -> Result<(), DeviceError> {
+        self.write_ahead(info, opts)?;
+        self.arm_after_launch(info, opts)
+    }
+
+    fn arm_after_launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
@@ -368,14 +347,7 @@ impl<B: Backend> Inner<B> {
         }
         // Copy-channel work the launch must follow needs an acquire the armed submission does
         // not have, unless it is already done (a copy to the host waited for it, say).
-        let copies = self.chans[COPY].submitted;
-        if copies > self.chans[COMPUTE].synced_other {
-            match self.sem.read_u64(self.chans[COPY].sem_offset) {
-                Ok(done) if done >= copies => self.chans[COMPUTE].synced_other = copies,
-                _ => return false,
-            }
-        }
-        true
+        self.other_done(COMPUTE)
     }
 
     /// Launches `l` through the front armed submission (the caller checked
@@ -409,8 +381,14 @@ impl<B: Backend> Inner<B> {
         let norm = normalized(desc);
         // The region holds this launch's QMD and bank when it was written for the image that
         // is still the last launch and this launch repeats it (one comparison).
-        let repeats_last = !self.arm.disarming && !self.remember(key, &norm, cb_size, cb);
-        let same = a.prewritten && repeats_last && self.arm.pre_seq == Some(self.arm.last_seq);
+        let repeats_last = !self.arm.disarming
+            && !self.last.remember(&Launched {
+                key,
+                desc: &norm,
+                cb_size,
+                cb,
+            });
+        let same = a.prewritten && repeats_last && self.arm.pre_seq == Some(self.last.seq);
         if !same {
             let l = Launched {
                 key,
@@ -436,33 +414,6 @@ impl<B: Backend> Inner<B> {
         Ok(())
     }
 
-    /// Keeps the launch arming repeats (only while armed launches are on).
-    /// Returns whether it differs from the last one (which it then replaces).
-    fn remember(&mut self, key: TemplateKey, norm: &LaunchDesc, cb_size: u32, cb: &[u8]) -> bool {
-        match &mut self.arm.last {
-            Some(l) if l.key == key && l.desc == *norm && l.cb_size == cb_size && l.cb == cb => {
-                return false;
-            }
-            Some(l) => {
-                l.key = key;
-                l.desc = *norm;
-                l.cb_size = cb_size;
-                l.cb.clear();
-                l.cb.extend_from_slice(cb);
-            }
-            None => {
-                self.arm.last = Some(Image {
-                    key,
-                    desc: *norm,
-                    cb_size,
-                    cb: cb.to_vec(),
-                });
-            }
-        }
-        self.arm.last_seq += 1;
-        true
-    }
-
     /// After launch `l` (either path; `through_armed` when it used an armed submission,
     /// which remembered it already): counts it, and in a stream of launches with the armed
     /// submissions used up, arms the next batch.
@@ -477,7 +428,10 @@ impl<B: Backend> Inner<B> {
             return Ok(());
         }
         if !through_armed {
-            self.remember(l.key, &normalized(l.desc), l.cb_size, l.cb);
+            self.last.remember(&Launched {
+                desc: &normalized(l.desc),
+                ..*l
+            });
         }
         self.arm.launched_since_wait = true;
         self.arm.stream = self.arm.stream.saturating_add(1);

@@ -58,6 +58,11 @@ impl Arena {
         }
     }
 
+    /// Start of the newest allocation.
+    pub(super) fn newest_start(&self) -> Option<u64> {
+        self.live.back().map(|&(start, _, _)| start)
+    }
+
     /// The timeline value that must be reached before the oldest allocation can be reused.
     pub(super) fn oldest_value(&self) -> Option<u64> {
         self.live.front().map(|&(_, _, v)| v)

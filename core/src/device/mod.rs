@@ -43,6 +43,7 @@
 //! nothing: pushbuffers are built on the stack, QMDs are values, constant bank 0 is assembled
 //! in a reused buffer and written into a ring arena.
 
+mod ahead;
 mod armed;
 pub use armed::ARMED_TIMESLICE;
 mod backend;
@@ -158,6 +159,14 @@ pub struct DeviceOptions {
     /// timeslice, instead of ~3 µs). For a GPU the process has to itself; there it took
     /// 0.5-0.9 µs off a launch + sync round trip.
     pub armed_launches: bool,
+    /// Write the next launch ahead: after a launch, [`Device::synchronize`] and
+    /// [`Device::wait_for`] first write a repeat of it (constant bank 0, QMD, pushbuffer) into
+    /// the compute channel's next command memory while the GPU is busy, so that a following
+    /// launch of the same kernel and shape only writes the parameter words that changed and
+    /// its GP entry (`device/ahead.rs`). Nothing reaches the GPU before that launch. On by
+    /// default; off, every launch writes its commands in full (for measurements). Ignored
+    /// with [`DeviceOptions::armed_launches`], which write ahead themselves.
+    pub write_ahead: bool,
     /// The channel group's timeslice with [`DeviceOptions::armed_launches`]
     /// (`NVA06C_CTRL_CMD_SET_TIMESLICE`, whole µs, at least 1): how long another process's
     /// work waits for an armed channel group that has nothing to run. Shorter is kinder to an
@@ -190,6 +199,7 @@ impl Default for DeviceOptions {
             copy_kernel_ctas_per_sm: 2048,
             qmd_overrides: [None; 4],
             armed_launches: false,
+            write_ahead: true,
             armed_timeslice: ARMED_TIMESLICE,
         }
     }
@@ -339,7 +349,7 @@ impl<B: Backend> Device<B> {
     /// Waits until everything submitted so far has finished.
     pub fn synchronize(&self) -> Result<(), DeviceError> {
         let mut i = self.inner()?;
-        i.arm_after_launch(&self.info, &self.options)?;
+        i.before_wait(&self.info, &self.options)?;
         i.synchronize(&self.info, &self.options)
     }
 
@@ -353,6 +363,17 @@ impl<B: Backend> Device<B> {
     /// ([`DeviceOptions::armed_launches`]; the no-op launches that disarm are not counted).
     pub fn armed_launches(&self) -> u64 {
         self.inner().map_or(0, |i| i.arm.fired())
+    }
+
+    /// Launches since open that went through command memory written ahead during a wait
+    /// ([`DeviceOptions::write_ahead`]).
+    pub fn written_ahead_launches(&self) -> u64 {
+        self.inner().map_or(0, |i| i.ahead.used())
+    }
+
+    /// Whether a launch is written ahead now ([`DeviceOptions::write_ahead`]; for tests).
+    pub fn is_written_ahead(&self) -> bool {
+        self.inner().is_ok_and(|i| i.ahead.is_written())
     }
 
     /// Doorbells rung again since open by waits that saw no progress for
@@ -411,7 +432,7 @@ impl<B: Backend> Device<B> {
     /// Waits until `channel`'s timeline reaches `value` (from [`Device::submit_raw`]).
     pub fn wait_for(&self, channel: ChannelKind, value: u64) -> Result<(), DeviceError> {
         let mut i = self.inner()?;
-        i.arm_after_launch(&self.info, &self.options)?;
+        i.before_wait(&self.info, &self.options)?;
         i.wait_value(&self.info, &self.options, channel, value)
     }
 

@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use zerocopy::{FromZeros, IntoBytes};
 
-use super::armed::Launched;
+use super::ahead::{Launched, normalized};
 use super::backend::{Backend, GpuMemory, Location, MemoryRequest, Purpose, RmObjects};
 use super::chan::{ARENA_ALIGN, Arena, Chan, RingView};
 use super::error::{
@@ -83,6 +83,10 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) copy_kernel: Option<super::copy::CopyKernel>,
     /// Pre-armed launches (`device/armed.rs`).
     pub(super) arm: super::armed::ArmState,
+    /// The last launch, which write-ahead and armed launches repeat (`device/ahead.rs`).
+    pub(super) last: super::ahead::LastLaunch,
+    /// Launches written ahead (`device/ahead.rs`).
+    pub(super) ahead: super::ahead::AheadState,
     /// Doorbells rung again by waits that saw no progress.
     pub(super) doorbell_retries: u64,
 }
@@ -487,6 +491,8 @@ impl<B: Backend> Inner<B> {
             recovering: false,
             copy_kernel: None,
             arm: Default::default(),
+            last: Default::default(),
+            ahead: Default::default(),
             doorbell_retries: 0,
         };
         let info = DeviceInfo {
@@ -680,6 +686,21 @@ impl<B: Backend> Inner<B> {
         }
     }
 
+    /// Whether the other channel's work that channel `ci`'s next submission must follow is
+    /// done already (nothing newer than `ci` waited for, or the timeline reached it), so the
+    /// submission needs no acquire. Records it when the timeline says so.
+    pub(super) fn other_done(&mut self, ci: usize) -> bool {
+        let o = other(ci);
+        let theirs = self.chans[o].submitted;
+        if theirs > self.chans[ci].synced_other {
+            match self.sem.read_u64(self.chans[o].sem_offset) {
+                Ok(done) if done >= theirs => self.chans[ci].synced_other = theirs,
+                _ => return false,
+            }
+        }
+        true
+    }
+
     fn completed(&self, ci: usize) -> Result<u64, DeviceError> {
         Ok(self.sem.read_u64(self.chans[ci].sem_offset)?)
     }
@@ -812,6 +833,11 @@ impl<B: Backend> Inner<B> {
             self.chans[ci].arena.retire(done);
             if let Some(off) = self.chans[ci].arena.alloc(n, value) {
                 return Ok(off);
+            }
+            // The region written ahead belongs to this very submission's timeline value, which
+            // no wait can reach: give its memory back instead.
+            if ci == COMPUTE && self.drop_written_ahead() {
+                continue;
             }
             let Some(oldest) = self.chans[ci].arena.oldest_value() else {
                 return Err(DeviceError::BadRange(alloc::format!(
@@ -1129,6 +1155,7 @@ impl<B: Backend> Inner<B> {
         }
         self.caches_dirty = true;
         self.arm.reset();
+        self.ahead.reset();
         self.create_channels(info, opts)
     }
 
@@ -1550,7 +1577,6 @@ impl<B: Backend> Inner<B> {
         let overrides = opts.qmd_overrides;
         let dirty = self.caches_dirty;
         let scratch = core::mem::take(&mut self.scratch);
-        let mut templates = core::mem::take(&mut self.templates);
         let patch = self.qmd_patch;
         let key = TemplateKey {
             slot,
@@ -1558,8 +1584,25 @@ impl<B: Backend> Inner<B> {
             kernel: kernel_index,
             dynamic_shared,
         };
+        let norm = normalized(&desc);
+        let repeat = Launched {
+            key,
+            desc: &norm,
+            cb_size,
+            cb: &scratch,
+        };
+        match self.launch_written_ahead(opts, &repeat, value) {
+            Ok(false) => {}
+            r => {
+                if r.is_ok() {
+                    self.last_kernel = Some((slot, kernel_index));
+                    self.launched_ahead();
+                }
+                self.scratch = scratch;
+                return r.map(|_| ());
+            }
+        }
         if self.arm.is_armed() {
-            self.templates = templates;
             let l = Launched {
                 key,
                 desc: &desc,
@@ -1573,6 +1616,7 @@ impl<B: Backend> Inner<B> {
             self.scratch = scratch;
             return r;
         }
+        let mut templates = core::mem::take(&mut self.templates);
         let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
             desc.cbufs[0] = Some((va, cb_size));
             let qmd_va = va + cb_size as u64;
@@ -1600,6 +1644,7 @@ impl<B: Backend> Inner<B> {
             cb: &scratch,
         };
         let r = self.after_launch(info, opts, &l, false);
+        self.launched_ordinary(opts, &Launched { desc: &norm, ..l });
         self.scratch = scratch;
         r
     }

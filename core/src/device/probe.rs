@@ -54,6 +54,7 @@ impl<B: Backend> Inner<B> {
         // acquire.
         self.disarm(info, opts)?;
         self.synchronize(info, opts)?;
+        self.drop_written_ahead();
         let ci = 0;
         let done = self.sem.read_u64(self.chans[ci].sem_offset)?;
         self.chans[ci].arena.retire(done);

@@ -73,12 +73,28 @@ fn add_while_switched_in(
         dev.launch(&add1, cfg, &[bufs[i as usize % 2].arg(), N.into()])?;
         dev.synchronize()?;
     }
-    assert_eq!(dev.with_backend(|be| be.pending_wc_stores())?, 0);
+    let pending = dev.with_backend(|be| be.pending_wc_stores())?;
+    if opts.write_ahead && !opts.armed_launches {
+        // The last wait wrote the next launch ahead (bank 0, QMD, pushbuffer): those stores
+        // may wait for a barrier, as nothing has published them.
+        assert!(dev.is_written_ahead());
+        assert!(pending <= 3, "{pending}");
+    } else {
+        assert_eq!(pending, 0);
+    }
     if opts.armed_launches {
         assert!(
             dev.armed_launches() >= u64::from(DURING) - 1,
             "{}",
             dev.armed_launches()
+        );
+    } else if opts.write_ahead {
+        // Each launch after a wait went through the region written ahead (new parameters:
+        // the changed words written at launch).
+        assert!(
+            dev.written_ahead_launches() >= u64::from(DURING),
+            "{}",
+            dev.written_ahead_launches()
         );
     }
     let mut both = dev.dtoh_copy(&bufs[0])?;
@@ -89,19 +105,24 @@ fn add_while_switched_in(
 #[test]
 fn a_barrier_before_gpput_keeps_switched_in_channels_from_running_stale_commands() {
     for (model, sm) in CHIPS {
-        for armed in [false, true] {
+        for (armed, write_ahead) in [(false, true), (false, false), (true, true)] {
             let opts = DeviceOptions {
                 armed_launches: armed,
+                write_ahead,
                 ..DeviceOptions::default()
             };
             assert_eq!(opts.doorbell_fence, DoorbellFence::StoreTwice);
-            let got = add_while_switched_in(model, sm, opts)
-                .unwrap_or_else(|e| panic!("{:?} armed {armed}: {e}", model.chipset));
+            let got = add_while_switched_in(model, sm, opts).unwrap_or_else(|e| {
+                panic!(
+                    "{:?} armed {armed} write-ahead {write_ahead}: {e}",
+                    model.chipset
+                )
+            });
             let each = (BEFORE + DURING) / 2;
             assert_eq!(
                 got,
                 vec![each; 2 * N as usize],
-                "{:?} armed {armed}",
+                "{:?} armed {armed} write-ahead {write_ahead}",
                 model.chipset
             );
         }

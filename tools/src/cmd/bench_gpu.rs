@@ -98,6 +98,10 @@ pub struct GpuBenchArgs {
     /// Pre-armed launches (DeviceOptions::armed_launches).
     #[arg(long)]
     pub armed: bool,
+    /// Write every launch in full: no repeat of the last launch written ahead during a wait
+    /// (DeviceOptions::write_ahead, on by default), to measure what that buys.
+    #[arg(long)]
+    pub no_write_ahead: bool,
     /// With --armed: the channel group's timeslice in µs (DeviceOptions::armed_timeslice).
     #[arg(long)]
     pub armed_timeslice_us: Option<u64>,
@@ -176,6 +180,7 @@ impl GpuBenchArgs {
             copy_kernel_ctas_per_sm: self.copy_ctas_per_sm.unwrap_or(d.copy_kernel_ctas_per_sm),
             qmd_overrides,
             armed_launches: self.armed,
+            write_ahead: !self.no_write_ahead,
             armed_timeslice: self
                 .armed_timeslice_us
                 .map_or(d.armed_timeslice, Duration::from_micros),
@@ -256,6 +261,9 @@ pub struct GpuBench {
     pub armed_round_trips: Option<u64>,
     /// With `--armed`: how many of the back-to-back launches used one.
     pub armed_back_to_back: Option<u64>,
+    /// How many of the timed round trips' launches went through command memory written
+    /// ahead during the wait before (DeviceOptions::write_ahead).
+    pub written_ahead_round_trips: u64,
     /// Doorbells the device rang again during the run because a wait saw no progress
     /// (`Device::doorbell_retries`: lost doorbells, or another process holding the GPU).
     pub doorbell_retries: u64,
@@ -543,8 +551,10 @@ fn measure<B: CliBackend>(
         timed_round_trip()?;
     }
     let armed_before = dev.armed_launches();
+    let ahead_before = dev.written_ahead_launches();
     let (mut samples, calls) =
         time_round_trips(round_trips as usize, Duration::ZERO, &mut timed_round_trip)?;
+    let written_ahead_round_trips = dev.written_ahead_launches() - ahead_before;
     let armed_round_trips = dev
         .options()
         .armed_launches
@@ -686,6 +696,7 @@ fn measure<B: CliBackend>(
         launch_call_us,
         armed_round_trips,
         armed_back_to_back,
+        written_ahead_round_trips,
         doorbell_retries: dev.doorbell_retries(),
         d2d_ce_gbps,
         d2d_kernel,
@@ -761,6 +772,10 @@ impl GpuBench {
                 "copy engine"
             })
         );
+        s.push_str(&format!(
+            ",\"written_ahead_round_trips\":{}",
+            self.written_ahead_round_trips
+        ));
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
                 ",\"armed_launches\":true,\"armed_round_trips\":{n},\"armed_back_to_back\":{}",
@@ -838,6 +853,12 @@ impl GpuBench {
             "  launch call (CPU)          {:.2} µs median in the round-trip loop\n",
             self.launch_call_us
         ));
+        if self.written_ahead_round_trips > 0 {
+            s.push_str(&format!(
+                "  written ahead              {} of the {} timed round trips' launches\n",
+                self.written_ahead_round_trips, self.launch_sync.n
+            ));
+        }
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
                 "  pre-armed launches         {n} of the {} timed round trips, {} of the {} \
@@ -988,6 +1009,7 @@ mod tests {
             verify: true,
             qmd: vec![],
             armed,
+            no_write_ahead: false,
             armed_timeslice_us: None,
             doorbell_retry_us: None,
             command_kib: None,
@@ -1012,6 +1034,8 @@ mod tests {
             "\"copy4_h2d_us\":",
             "\"open_s\":",
             "\"launch_call_us\":",
+            // Every timed round trip repeats the launch before it.
+            "\"written_ahead_round_trips\":50",
             "\"d2d_ce_gbps\":",
             "\"d2d_path\":\"kernel\"",
             "\"probe\":{\"iterations\":20000,",
@@ -1064,6 +1088,19 @@ mod tests {
     }
 
     #[test]
+    fn no_write_ahead_writes_every_launch_in_full() {
+        let mut a = sim_args(false);
+        assert!(a.device_options().unwrap().write_ahead);
+        a.no_write_ahead = true;
+        a.probe = false;
+        assert!(!a.device_options().unwrap().write_ahead);
+        let mut out = Vec::new();
+        run(&mut out, a).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("\"written_ahead_round_trips\":0"), "{s}");
+    }
+
+    #[test]
     fn armed_bench_launches_every_timed_round_trip_through_an_armed_submission() {
         let mut out = Vec::new();
         run(&mut out, sim_args(true)).unwrap();
@@ -1072,6 +1109,8 @@ mod tests {
             s.contains("\"armed_launches\":true,\"armed_round_trips\":50,\"armed_back_to_back\":"),
             "{s}"
         );
+        // Armed launches write ahead themselves.
+        assert!(s.contains("\"written_ahead_round_trips\":0"), "{s}");
         assert!(s.contains("\"probe\":{\"iterations\":20000,"), "{s}");
     }
 

@@ -1,0 +1,389 @@
+//! Launches written ahead ([`DeviceOptions::write_ahead`], on by default) and the record of
+//! the last launch that they and pre-armed launches (`device/armed.rs`) repeat.
+//!
+//! Most of a launch call is the CPU's ~1 KiB of stores to command memory (constant bank 0,
+//! QMD, pushbuffer) draining through a write-combined BAR1 mapping, and the store barrier
+//! before `GPPut` that waits for them (docs/benchmarks.md). A program that launches and then
+//! waits leaves the CPU idle while the GPU runs the kernel, so the wait first writes the next
+//! launch's region as a repeat of the last launch: bank 0, the QMD with the next timeline
+//! value and the pushbuffer, into command memory the next submission would get anyway. No GP
+//! entry and no doorbell: the GPU does not know about it. The next launch then compares itself
+//! with that image: the same launch writes nothing there, one with other parameters only the
+//! 8-byte words of bank 0 that differ, and both go straight to the GP entry, `GPPut` and the
+//! doorbell. Anything else (another kernel or shape, a submission in between, a module load
+//! that needs a cache invalidate, copy-channel work still running) leaves the region unused,
+//! to be reused once the timeline passes its value, and takes the ordinary path.
+//!
+//! Unlike pre-armed launches this changes nothing the GPU sees: the written-ahead region is
+//! published exactly as an ordinary launch's would be, with the same store barriers.
+
+use alloc::vec::Vec;
+
+use zerocopy::IntoBytes;
+
+use super::backend::{Backend, GpuMemory};
+use super::chan::{ARENA_ALIGN, RingView};
+use super::ops::{COMPUTE, Inner};
+use super::template::TemplateKey;
+use super::{DeviceError, DeviceInfo, DeviceOptions};
+use crate::channel::gpfifo::GpEntry;
+use crate::channel::pushbuf::PushBuffer;
+use crate::channel::qmd::LaunchDesc;
+
+/// A launch as it can be repeated: the QMD template, the description without the parts that
+/// differ per region (constant bank 0's address, the release), the bank's size and bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Image {
+    pub key: TemplateKey,
+    pub desc: LaunchDesc,
+    pub cb_size: u32,
+    pub cb: Vec<u8>,
+}
+
+/// A launch as the launch path hands it on: template key, description (constant bank 0's
+/// address and the release not filled in yet, or ignored), bank 0's size and bytes.
+pub(super) struct Launched<'a> {
+    pub key: TemplateKey,
+    pub desc: &'a LaunchDesc,
+    pub cb_size: u32,
+    pub cb: &'a [u8],
+}
+
+/// How a launch differs from the remembered one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Change {
+    /// The same kernel, shape and constant bank 0 bytes.
+    Same,
+    /// The same kernel and shape (QMD); only bank 0's bytes (the parameters) differ.
+    Bank,
+    /// Another kernel, shape or bank size, or nothing remembered.
+    Other,
+}
+
+/// The description with the parts that differ per region removed.
+pub(super) fn normalized(desc: &LaunchDesc) -> LaunchDesc {
+    let mut d = *desc;
+    d.cbufs[0] = None;
+    d.release = [None, None];
+    d
+}
+
+/// The last launch (not a no-op), kept while write-ahead or armed launches are on.
+#[derive(Debug, Default)]
+pub(crate) struct LastLaunch {
+    pub(super) image: Option<Image>,
+    /// Bumped whenever `image` changes.
+    pub(super) seq: u64,
+}
+
+impl LastLaunch {
+    /// How `l` (description normalized) differs from the remembered launch.
+    pub(super) fn compare(&self, l: &Launched<'_>) -> Change {
+        match &self.image {
+            Some(i) if i.key == l.key && i.desc == *l.desc && i.cb_size == l.cb_size => {
+                if i.cb == l.cb {
+                    Change::Same
+                } else {
+                    Change::Bank
+                }
+            }
+            _ => Change::Other,
+        }
+    }
+
+    /// Remembers `l` (description normalized). Returns whether it differs from the last one
+    /// (which it then replaces). Allocates only the first time and when a bank outgrows the
+    /// kept one.
+    pub(super) fn remember(&mut self, l: &Launched<'_>) -> bool {
+        match &mut self.image {
+            Some(i)
+                if i.key == l.key
+                    && i.desc == *l.desc
+                    && i.cb_size == l.cb_size
+                    && i.cb == l.cb =>
+            {
+                return false;
+            }
+            Some(i) => {
+                i.key = l.key;
+                i.desc = *l.desc;
+                i.cb_size = l.cb_size;
+                i.cb.clear();
+                i.cb.extend_from_slice(l.cb);
+            }
+            None => {
+                self.image = Some(Image {
+                    key: l.key,
+                    desc: *l.desc,
+                    cb_size: l.cb_size,
+                    cb: l.cb.to_vec(),
+                });
+            }
+        }
+        self.seq += 1;
+        true
+    }
+}
+
+/// A region of the compute channel's command memory written ahead as a repeat of the last
+/// launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Region {
+    /// Offset in command memory: constant bank 0, then the QMD, then the pushbuffer.
+    off: u64,
+    /// The timeline value its QMD releases (the next submission's).
+    value: u64,
+    /// Offset of the pushbuffer in the region, and its length in words.
+    pb_off: u64,
+    pb_words: u32,
+    /// [`LastLaunch::seq`] of the image written.
+    seq: u64,
+}
+
+/// The device's write-ahead state.
+#[derive(Debug, Default)]
+pub(crate) struct AheadState {
+    region: Option<Region>,
+    /// A kernel was launched on the ordinary path since the last wait.
+    launched_since_wait: bool,
+    /// Launches that used a region written ahead.
+    used: u64,
+}
+
+impl AheadState {
+    /// Forgets the region (the channels were re-created).
+    pub(super) fn reset(&mut self) {
+        self.region = None;
+        self.launched_since_wait = false;
+    }
+
+    pub(super) fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// Whether a region is written ahead now (for tests).
+    pub(super) fn is_written(&self) -> bool {
+        self.region.is_some()
+    }
+}
+
+/// Byte ranges of `new` whose 8-byte words differ from `old` (same length), merged where
+/// adjacent.
+fn differing_runs<'a>(old: &'a [u8], new: &'a [u8]) -> impl Iterator<Item = (usize, usize)> + 'a {
+    let words = new.len().div_ceil(8);
+    let differs = move |w: usize| {
+        let r = w * 8..(w * 8 + 8).min(new.len());
+        old.get(r.clone()) != new.get(r)
+    };
+    let mut w = 0;
+    core::iter::from_fn(move || {
+        while w < words && !differs(w) {
+            w += 1;
+        }
+        if w >= words {
+            return None;
+        }
+        let start = w;
+        while w < words && differs(w) {
+            w += 1;
+        }
+        Some((start * 8, (w * 8).min(new.len())))
+    })
+}
+
+impl<B: Backend> Inner<B> {
+    /// Called before a wait: if a kernel was launched since the last one, writes the next
+    /// launch's region as a repeat of the last launch (the stores drain while the GPU works).
+    /// Never waits: without room in command memory it writes nothing.
+    pub(super) fn write_ahead(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+    ) -> Result<(), DeviceError> {
+        if !opts.write_ahead
+            || opts.armed_launches
+            || !core::mem::take(&mut self.ahead.launched_since_wait)
+            || self.dead.is_some()
+        {
+            return Ok(());
+        }
+        let Some(cb_size) = self.last.image.as_ref().map(|i| u64::from(i.cb_size)) else {
+            return Ok(());
+        };
+        let c = &mut self.chans[COMPUTE];
+        if self.ahead.region.is_some_and(|r| r.value > c.submitted) {
+            return Ok(());
+        }
+        // Written whether or not the GPU is still busy (usually it is, right after a launch):
+        // a launch that repeats costs the same stores here as later, and what each wait does
+        // then does not depend on timing.
+        c.arena.retire(self.sem.read_u64(c.sem_offset)?);
+        let value = c.submitted + 1;
+        let pb_off = cb_size + (info.qmd.size() as u64).next_multiple_of(ARENA_ALIGN);
+        let Some(off) = c.arena.alloc(pb_off + ARENA_ALIGN, value) else {
+            return Ok(());
+        };
+        let cmds_va = c.cmds.gpu_va();
+        let mut words = [0u32; 8];
+        let mut pb = PushBuffer::new(&mut words);
+        let built = pb.compute_launch(cmds_va + off + cb_size);
+        let pb_words = pb.len();
+        // Taken out for the writing (put back below), not cloned: no allocation.
+        let img = self.last.image.take();
+        let r = (|| -> Result<(), DeviceError> {
+            built?;
+            let Some(img) = img.as_ref() else {
+                return Ok(());
+            };
+            let l = Launched {
+                key: img.key,
+                desc: &img.desc,
+                cb_size: img.cb_size,
+                cb: &img.cb,
+            };
+            let qmd = self.region_qmd(info, opts, &l, cmds_va + off, value)?;
+            let cmds = &self.chans[COMPUTE].cmds;
+            cmds.write(off, &img.cb)?;
+            cmds.write(off + cb_size, qmd.as_bytes())?;
+            cmds.write(
+                off + pb_off,
+                words.get(..pb_words).unwrap_or(&[]).as_bytes(),
+            )?;
+            Ok(())
+        })();
+        self.last.image = img;
+        match r {
+            Ok(()) => {
+                self.ahead.region = Some(Region {
+                    off,
+                    value,
+                    pb_off,
+                    pb_words: pb_words as u32,
+                    seq: self.last.seq,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                self.chans[COMPUTE].arena.cancel_last();
+                Err(e)
+            }
+        }
+    }
+
+    /// Submits launch `l` (description normalized, release `value`) through the region
+    /// written ahead, if it has one for `value` and `l` repeats what it holds or differs only
+    /// in bank 0's bytes (those words are written). Returns whether it did; the region is used
+    /// or given up either way. The caller checked that the launch needs no shader-cache
+    /// invalidate.
+    pub(super) fn launch_written_ahead(
+        &mut self,
+        opts: &DeviceOptions,
+        l: &Launched<'_>,
+        value: u64,
+    ) -> Result<bool, DeviceError> {
+        let Some(r) = self.ahead.region.take() else {
+            return Ok(false);
+        };
+        if r.value != value
+            || r.seq != self.last.seq
+            || self.caches_dirty
+            || !self.other_done(COMPUTE)
+        {
+            return Ok(false);
+        }
+        let change = self.last.compare(l);
+        let c = &mut self.chans[COMPUTE];
+        match (change, self.last.image.as_ref()) {
+            (Change::Same, _) => {}
+            (Change::Bank, Some(img)) => {
+                for (a, b) in differing_runs(&img.cb, l.cb) {
+                    c.cmds
+                        .write(r.off + a as u64, l.cb.get(a..b).unwrap_or(&[]))?;
+                }
+            }
+            _ => return Ok(false),
+        }
+        let entry = GpEntry::new(c.cmds.gpu_va() + r.off + r.pb_off, r.pb_words)?;
+        let view = RingView {
+            mem: &c.ring,
+            userd: c.userd_offset,
+        };
+        c.fifo.push(
+            &view,
+            &self.usermode,
+            self.backend.clock(),
+            opts.timeout,
+            entry,
+        )?;
+        if c.fifo.unpublished() > opts.deferred_submits {
+            c.publish(opts.bar1_readback, &self.usermode)?;
+        }
+        c.submitted = value;
+        if change == Change::Bank {
+            self.last.remember(l);
+        }
+        self.ahead.used += 1;
+        Ok(true)
+    }
+
+    /// Gives up the region written ahead. Returns whether its command memory was freed at
+    /// once (it was the newest allocation); otherwise the arena reuses it once the timeline
+    /// passes its value, as it does for any submission's.
+    pub(super) fn drop_written_ahead(&mut self) -> bool {
+        let Some(r) = self.ahead.region.take() else {
+            return false;
+        };
+        let arena = &mut self.chans[COMPUTE].arena;
+        if arena.newest_start() == Some(r.off) {
+            arena.cancel_last();
+            return true;
+        }
+        false
+    }
+
+    /// After a launch on the ordinary path: remembers it and marks the next wait as one to
+    /// write ahead in.
+    pub(super) fn launched_ordinary(&mut self, opts: &DeviceOptions, l: &Launched<'_>) {
+        if opts.write_ahead && !opts.armed_launches {
+            self.last.remember(l);
+            self.ahead.launched_since_wait = true;
+        }
+    }
+
+    /// After a launch through a written-ahead region.
+    pub(super) fn launched_ahead(&mut self) {
+        self.ahead.launched_since_wait = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    #[test]
+    fn differing_runs_cover_exactly_the_changed_words() {
+        let old = vec![0u8; 40];
+        let mut new = old.clone();
+        assert_eq!(differing_runs(&old, &new).count(), 0);
+        new[0] = 1; // word 0
+        new[9] = 1; // word 1, adjacent: merged
+        new[33] = 1; // word 4
+        let runs: Vec<_> = differing_runs(&old, &new).collect();
+        assert_eq!(runs, vec![(0, 16), (32, 40)]);
+        // A tail shorter than a word.
+        let old = vec![0u8; 13];
+        let mut new = old.clone();
+        new[12] = 7;
+        assert_eq!(
+            differing_runs(&old, &new).collect::<Vec<_>>(),
+            vec![(8, 13)]
+        );
+        // Writing the runs turns old into new.
+        let mut patched = old.clone();
+        for (a, b) in differing_runs(&old, &new) {
+            patched[a..b].copy_from_slice(&new[a..b]);
+        }
+        assert_eq!(patched, new);
+    }
+}
