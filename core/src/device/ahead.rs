@@ -22,7 +22,7 @@ use alloc::vec::Vec;
 use zerocopy::IntoBytes;
 
 use super::backend::{Backend, GpuMemory};
-use super::chan::{ARENA_ALIGN, RingView};
+use super::chan::ARENA_ALIGN;
 use super::ops::{COMPUTE, Inner};
 use super::template::TemplateKey;
 use super::{DeviceError, DeviceInfo, DeviceOptions};
@@ -304,20 +304,7 @@ impl<B: Backend> Inner<B> {
             _ => return Ok(false),
         }
         let entry = GpEntry::new(c.cmds.gpu_va() + r.off + r.pb_off, r.pb_words)?;
-        let view = RingView {
-            mem: &c.ring,
-            userd: c.userd_offset,
-        };
-        c.fifo.push(
-            &view,
-            &self.usermode,
-            self.backend.clock(),
-            opts.timeout,
-            entry,
-        )?;
-        if c.fifo.unpublished() > opts.deferred_submits {
-            c.publish(opts.bar1_readback, &self.usermode)?;
-        }
+        c.queue(&self.usermode, self.backend.clock(), opts, entry)?;
         c.submitted = value;
         if change == Change::Bank {
             self.last.remember(l);

@@ -4,7 +4,7 @@ use alloc::collections::VecDeque;
 
 use super::backend::GpuMemory;
 use super::error::{ChannelKind, DeviceError};
-use crate::channel::gpfifo::{GpFifo, RingMemory, USERD_GP_GET, USERD_GP_PUT};
+use crate::channel::gpfifo::{GpEntry, GpFifo, RingMemory, USERD_GP_GET, USERD_GP_PUT};
 use crate::hal::HalError;
 use crate::rm::Handle;
 
@@ -154,6 +154,27 @@ impl<M: GpuMemory> Chan<M> {
             userd: self.userd_offset,
         };
         self.fifo.kick(&view, usermode)?;
+        Ok(())
+    }
+
+    /// Queues `entry` in the ring and publishes it, unless `opts.deferred_submits` entries may
+    /// still wait for a doorbell.
+    pub fn queue<U: crate::hal::Mmio + ?Sized, C: crate::hal::Clock + ?Sized>(
+        &mut self,
+        usermode: &U,
+        clock: &C,
+        opts: &super::DeviceOptions,
+        entry: GpEntry,
+    ) -> Result<(), DeviceError> {
+        let view = RingView {
+            mem: &self.ring,
+            userd: self.userd_offset,
+        };
+        self.fifo
+            .push(&view, usermode, clock, opts.timeout, entry)?;
+        if self.fifo.unpublished() > opts.deferred_submits {
+            self.publish(opts.bar1_readback, usermode)?;
+        }
         Ok(())
     }
 

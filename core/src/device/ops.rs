@@ -9,7 +9,7 @@ use zerocopy::{FromZeros, IntoBytes};
 
 use super::ahead::{Launched, normalized};
 use super::backend::{Backend, GpuMemory, Location, MemoryRequest, Purpose, RmObjects};
-use super::chan::{ARENA_ALIGN, Arena, Chan, RingView};
+use super::chan::{ARENA_ALIGN, Arena, Chan};
 use super::error::{
     ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord,
 };
@@ -787,21 +787,7 @@ impl<B: Backend> Inner<B> {
             }
             let len = (head.len() + raw.len() + tail.len()) as u32;
             let entry = GpEntry::new(cmds_va + pb_off, len)?;
-            let view = RingView {
-                mem: &c.ring,
-                userd: c.userd_offset,
-            };
-            c.fifo.push(
-                &view,
-                &self.usermode,
-                self.backend.clock(),
-                opts.timeout,
-                entry,
-            )?;
-            if c.fifo.unpublished() > opts.deferred_submits {
-                c.publish(opts.bar1_readback, &self.usermode)?;
-            }
-            Ok(())
+            c.queue(&self.usermode, self.backend.clock(), opts, entry)
         })();
         if let Err(e) = r {
             c.arena.cancel_last();
