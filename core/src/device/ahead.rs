@@ -18,8 +18,9 @@
 //! Unlike pre-armed launches this changes nothing the GPU sees: the written-ahead region is
 //! published exactly as an ordinary launch's would be, with the same store barriers. On the
 //! H200 it took the launch call from 0.7-1.3 µs to 0.14-0.38 µs but launch + sync only 0.28 µs
-//! on average: the written-ahead launch's pushbuffer is processed ~0.45 µs later after its
-//! doorbell, for a reason not found (docs/benchmarks.md, "Writing the next launch ahead").
+//! on average: the time until the host processes the pushbuffer shrinks ~0.45 µs less than the
+//! launch call does (the launch on the GPU takes the same 0.96 µs), for a reason not found
+//! (docs/benchmarks.md, "Writing the next launch ahead").
 
 use alloc::vec::Vec;
 
