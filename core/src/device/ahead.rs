@@ -17,10 +17,9 @@
 //!
 //! Unlike pre-armed launches this changes nothing the GPU sees: the written-ahead region is
 //! published exactly as an ordinary launch's would be, with the same store barriers. On the
-//! H200 it took the launch call from 0.7-1.3 µs to 0.14-0.38 µs but launch + sync only 0.28 µs
-//! on average: the time until the host processes the pushbuffer shrinks ~0.45 µs less than the
-//! launch call does (the launch on the GPU takes the same 0.96 µs), for a reason not found
-//! (docs/benchmarks.md, "Writing the next launch ahead").
+//! H200 it took the CPU's time from seeing a release to the next doorbell from 0.5-0.9 µs to
+//! 0.3-0.5 µs, and launch + sync 0.28 µs on average; what follows the doorbell (~3.1 µs) is the
+//! same either way (docs/benchmarks.md, "Writing the next launch ahead").
 
 use alloc::vec::Vec;
 
