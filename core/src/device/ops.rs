@@ -1570,6 +1570,7 @@ impl<B: Backend> Inner<B> {
             kernel: kernel_index,
             dynamic_shared,
         };
+        // The launch as write-ahead and arming compare and repeat it (normalized once).
         let norm = normalized(&desc);
         let repeat = Launched {
             key,
@@ -1589,16 +1590,12 @@ impl<B: Backend> Inner<B> {
             }
         }
         if self.arm.is_armed() {
-            let l = Launched {
-                key,
-                desc: &desc,
-                cb_size,
-                cb: &scratch,
-            };
-            let r = self.launch_armed(info, opts, &l, value).and_then(|()| {
-                self.last_kernel = Some((slot, kernel_index));
-                self.after_launch(info, opts, &l, true)
-            });
+            let r = self
+                .launch_armed(info, opts, &repeat, value)
+                .and_then(|()| {
+                    self.last_kernel = Some((slot, kernel_index));
+                    self.after_launch(info, opts, &repeat, true)
+                });
             self.scratch = scratch;
             return r;
         }
@@ -1623,14 +1620,8 @@ impl<B: Backend> Inner<B> {
         // Submitted: recorded before arming more (an error there leaves this launch counted).
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));
-        let l = Launched {
-            key,
-            desc: &desc,
-            cb_size,
-            cb: &scratch,
-        };
-        let r = self.after_launch(info, opts, &l, false);
-        self.launched_ordinary(opts, &Launched { desc: &norm, ..l });
+        let r = self.after_launch(info, opts, &repeat, false);
+        self.launched_ordinary(opts, &repeat);
         self.scratch = scratch;
         r
     }
