@@ -32,7 +32,7 @@ use super::template::TemplateKey;
 use super::{DeviceError, DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::GpEntry;
 use crate::channel::pushbuf::PushBuffer;
-use crate::channel::qmd::LaunchDesc;
+use crate::channel::qmd::{LaunchDesc, Qmd};
 
 /// A launch as it can be repeated: the QMD template, the description without the parts that
 /// differ per region (constant bank 0's address, the release), the bank's size and bytes.
@@ -196,6 +196,49 @@ fn differing_runs<'a>(old: &'a [u8], new: &'a [u8]) -> impl Iterator<Item = (usi
 }
 
 impl<B: Backend> Inner<B> {
+    /// Writes `l`'s constant bank 0 (`l.desc` normalized) at `cb_off` of the compute channel's
+    /// command memory and its QMD at `qmd_off`, pointing at that bank and releasing timeline
+    /// value `value`.
+    pub(super) fn write_image(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        l: &Launched<'_>,
+        cb_off: u64,
+        qmd_off: u64,
+        value: u64,
+    ) -> Result<(), DeviceError> {
+        let cb_va = self.chans[COMPUTE].cmds.gpu_va() + cb_off;
+        self.chans[COMPUTE].cmds.write(cb_off, l.cb)?;
+        let qmd = self.region_qmd(info, opts, l, cb_va, value)?;
+        self.chans[COMPUTE].cmds.write(qmd_off, qmd.as_bytes())?;
+        Ok(())
+    }
+
+    /// The QMD of `l` (`l.desc` normalized) with its constant bank 0 at `cb_va` and the
+    /// release of timeline value `value`.
+    pub(super) fn region_qmd(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        l: &Launched<'_>,
+        cb_va: u64,
+        value: u64,
+    ) -> Result<Qmd, DeviceError> {
+        let mut desc = *l.desc;
+        desc.cbufs[0] = Some((cb_va, l.cb_size));
+        let c = &self.chans[COMPUTE];
+        desc.release[0] = Some((self.sem.gpu_va() + c.sem_offset, value));
+        Ok(self.templates.qmd(
+            info.qmd,
+            &self.qmd_patch,
+            l.key,
+            &desc,
+            opts.release_sysmembar,
+            &opts.qmd_overrides,
+        )?)
+    }
+
     /// Called before a wait: if a kernel was launched since the last one, writes the next
     /// launch's region as a repeat of the last launch (the stores drain while the GPU works).
     /// Never waits: without room in command memory it writes nothing.
@@ -245,11 +288,8 @@ impl<B: Backend> Inner<B> {
                 cb_size: img.cb_size,
                 cb: &img.cb,
             };
-            let qmd = self.region_qmd(info, opts, &l, cmds_va + off, value)?;
-            let cmds = &self.chans[COMPUTE].cmds;
-            cmds.write(off, &img.cb)?;
-            cmds.write(off + cb_size, qmd.as_bytes())?;
-            cmds.write(
+            self.write_image(info, opts, &l, off, off + cb_size, value)?;
+            self.chans[COMPUTE].cmds.write(
                 off + pb_off,
                 words.get(..pb_words).unwrap_or(&[]).as_bytes(),
             )?;

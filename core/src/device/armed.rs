@@ -32,7 +32,7 @@ use core::time::Duration;
 
 use zerocopy::IntoBytes;
 
-use super::ahead::{Launched, normalized};
+use super::ahead::Launched;
 use super::backend::{Backend, GpuMemory};
 use super::chan::RingView;
 use super::module::Arg;
@@ -41,7 +41,6 @@ use super::{DeviceError, DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::GpEntry;
 use crate::channel::methods::host::sem_execute::{OPERATION_ACQ_CIRC_GEQ, PAYLOAD_SIZE_64BIT};
 use crate::channel::pushbuf::PushBuffer;
-use crate::channel::qmd::Qmd;
 use crate::hal::Mmio;
 
 /// Offset of an armed submission's pushbuffer in its region (the flag is at 0).
@@ -218,48 +217,6 @@ impl<B: Backend> Inner<B> {
         r
     }
 
-    /// Writes `l`'s constant bank 0 into region `a` and its QMD (`l.desc` normalized),
-    /// retargeted to the region.
-    fn write_image(
-        &mut self,
-        info: &DeviceInfo,
-        opts: &DeviceOptions,
-        a: &Armed,
-        l: &Launched<'_>,
-    ) -> Result<(), DeviceError> {
-        let cb_va = self.chans[COMPUTE].cmds.gpu_va() + a.off + a.cb_offset;
-        self.chans[COMPUTE].cmds.write(a.off + a.cb_offset, l.cb)?;
-        let qmd = self.region_qmd(info, opts, l, cb_va, a.value)?;
-        self.chans[COMPUTE]
-            .cmds
-            .write(a.off + QMD_OFFSET, qmd.as_bytes())?;
-        Ok(())
-    }
-
-    /// The QMD of `l` (`l.desc` normalized) with its constant bank 0 at `cb_va` and the
-    /// release of timeline value `value`.
-    pub(super) fn region_qmd(
-        &mut self,
-        info: &DeviceInfo,
-        opts: &DeviceOptions,
-        l: &Launched<'_>,
-        cb_va: u64,
-        value: u64,
-    ) -> Result<Qmd, DeviceError> {
-        let mut desc = *l.desc;
-        desc.cbufs[0] = Some((cb_va, l.cb_size));
-        let c = &self.chans[COMPUTE];
-        desc.release[0] = Some((self.sem.gpu_va() + c.sem_offset, value));
-        Ok(self.templates.qmd(
-            info.qmd,
-            &self.qmd_patch,
-            l.key,
-            &desc,
-            opts.release_sysmembar,
-            &opts.qmd_overrides,
-        )?)
-    }
-
     /// An armed submission: flag cleared, acquire + `SEND_PCAS`, GP entry (the caller rings
     /// the doorbell).
     fn push_armed(&mut self, opts: &DeviceOptions, a: &Armed) -> Result<(), DeviceError> {
@@ -350,9 +307,10 @@ impl<B: Backend> Inner<B> {
         self.other_done(COMPUTE)
     }
 
-    /// Launches `l` through the front armed submission (the caller checked
-    /// [`Inner::armed_fits`]): writes its constant bank 0 and QMD unless the region already
-    /// holds the same, then the flag. `value` is the timeline value the launch is to release.
+    /// Launches `l` (description normalized) through the front armed submission (the caller
+    /// checked [`Inner::armed_fits`]): writes its constant bank 0 and QMD unless the region
+    /// already holds the same, then the flag. `value` is the timeline value the launch is to
+    /// release.
     pub(super) fn launch_armed(
         &mut self,
         info: &DeviceInfo,
@@ -360,12 +318,6 @@ impl<B: Backend> Inner<B> {
         l: &Launched<'_>,
         value: u64,
     ) -> Result<(), DeviceError> {
-        let Launched {
-            key,
-            desc,
-            cb_size,
-            cb,
-        } = *l;
         let Some(a) = self.arm.slots.front().copied() else {
             return Err(DeviceError::Dead(
                 "no armed submission to launch through".into(),
@@ -378,25 +330,19 @@ impl<B: Backend> Inner<B> {
                 a.value
             )));
         }
-        let norm = normalized(desc);
         // The region holds this launch's QMD and bank when it was written for the image that
         // is still the last launch and this launch repeats it (one comparison).
-        let repeats_last = !self.arm.disarming
-            && !self.last.remember(&Launched {
-                key,
-                desc: &norm,
-                cb_size,
-                cb,
-            });
+        let repeats_last = !self.arm.disarming && !self.last.remember(l);
         let same = a.prewritten && repeats_last && self.arm.pre_seq == Some(self.last.seq);
         if !same {
-            let l = Launched {
-                key,
-                desc: &norm,
-                cb_size,
-                cb,
-            };
-            self.write_image(info, opts, &a, &l)?;
+            self.write_image(
+                info,
+                opts,
+                l,
+                a.off + a.cb_offset,
+                a.off + QMD_OFFSET,
+                a.value,
+            )?;
         }
         let c = &mut self.chans[COMPUTE];
         if !same {
@@ -414,8 +360,8 @@ impl<B: Backend> Inner<B> {
         Ok(())
     }
 
-    /// After launch `l` (either path; `through_armed` when it used an armed submission,
-    /// which remembered it already): counts it, and in a stream of launches with the armed
+    /// After launch `l` (description normalized; either path; `through_armed` when it used an
+    /// armed submission, which remembered it already): counts it, and in a stream of launches with the armed
     /// submissions used up, arms the next batch.
     pub(super) fn after_launch(
         &mut self,
@@ -428,10 +374,7 @@ impl<B: Backend> Inner<B> {
             return Ok(());
         }
         if !through_armed {
-            self.last.remember(&Launched {
-                desc: &normalized(l.desc),
-                ..*l
-            });
+            self.last.remember(l);
         }
         self.arm.launched_since_wait = true;
         self.arm.stream = self.arm.stream.saturating_add(1);
