@@ -44,6 +44,18 @@ pub(super) struct Image {
     pub cb: Vec<u8>,
 }
 
+impl Image {
+    /// The remembered launch as a [`Launched`] (description normalized).
+    pub(super) fn launched(&self) -> Launched<'_> {
+        Launched {
+            key: self.key,
+            desc: &self.desc,
+            cb_size: self.cb_size,
+            cb: &self.cb,
+        }
+    }
+}
+
 /// A launch as the launch path hands it on: template key, description (constant bank 0's
 /// address and the release not filled in yet, or ignored), bank 0's size and bytes.
 pub(super) struct Launched<'a> {
@@ -282,13 +294,7 @@ impl<B: Backend> Inner<B> {
             let Some(img) = img.as_ref() else {
                 return Ok(());
             };
-            let l = Launched {
-                key: img.key,
-                desc: &img.desc,
-                cb_size: img.cb_size,
-                cb: &img.cb,
-            };
-            self.write_image(info, opts, &l, off, off + cb_size, value)?;
+            self.write_image(info, opts, &img.launched(), off, off + cb_size, value)?;
             self.chans[COMPUTE].cmds.write(
                 off + pb_off,
                 words.get(..pb_words).unwrap_or(&[]).as_bytes(),

@@ -176,14 +176,8 @@ impl<B: Backend> Inner<B> {
             if let Some((cb_off, img)) = shared {
                 self.chans[COMPUTE].cmds.write(cb_off, &img.cb)?;
                 // One QMD for the batch; the regions' copies differ only in the release.
-                let l = Launched {
-                    key: img.key,
-                    desc: &img.desc,
-                    cb_size: img.cb_size,
-                    cb: &img.cb,
-                };
                 let cb_va = self.chans[COMPUTE].cmds.gpu_va() + cb_off;
-                let mut qmd = self.region_qmd(info, opts, &l, cb_va, base_value)?;
+                let mut qmd = self.region_qmd(info, opts, &img.launched(), cb_va, base_value)?;
                 for s in self.arm.slots.iter_mut() {
                     self.qmd_patch.set_payload(&mut qmd, s.value)?;
                     self.chans[COMPUTE]
