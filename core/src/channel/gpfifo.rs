@@ -216,6 +216,8 @@ pub struct GpFifo {
     fence: DoorbellFence,
     /// A full ring rings the doorbell again this often while it waits.
     retry: Duration,
+    /// The entry [`GpFifo::stage`] wrote into slot `put` (encoded), if no push came since.
+    staged: Option<u64>,
 }
 
 /// How [`GpFifo::kick`] orders the CPU's stores before the doorbell.
@@ -249,6 +251,7 @@ impl GpFifo {
             cached_get: 0,
             fence: DoorbellFence::default(),
             retry: DOORBELL_RETRY,
+            staged: None,
         })
     }
 
@@ -316,6 +319,32 @@ impl GpFifo {
     /// Entries the GPU has not fetched yet (as of the last `GPGet` read).
     pub fn pending(&self) -> u32 {
         (self.put + self.entries - self.cached_get) % self.entries
+    }
+
+    /// Writes `entry` into the next slot ahead of time, without pushing it: the GPU fetches
+    /// only up to `GPPut`, so the slot is inert until a [`GpFifo::push`] of the same entry,
+    /// which then skips the store (a push of any other entry overwrites the slot). Returns
+    /// whether it wrote; a full ring writes nothing (never waits). Lets a caller move the
+    /// entry's store off the path from a launch call to its doorbell.
+    pub fn stage<M: RingMemory + ?Sized>(
+        &mut self,
+        mem: &M,
+        entry: GpEntry,
+    ) -> Result<bool, GpFifoError> {
+        self.staged = None;
+        let next = self.next(self.put);
+        if next == self.cached_get && self.read_get(mem)? == next {
+            return Ok(false);
+        }
+        let raw = entry.encode();
+        mem.write_entry(self.put, raw)?;
+        self.staged = Some(raw);
+        Ok(true)
+    }
+
+    /// Whether slot `put` holds `entry`, written by [`GpFifo::stage`].
+    pub fn is_staged(&self, entry: GpEntry) -> bool {
+        self.staged == Some(entry.encode())
     }
 
     /// Appends `entry`, publishes it in `GPPut` and rings the doorbell of `usermode` (the
@@ -408,7 +437,10 @@ impl GpFifo {
                 }
             }
         }
-        mem.write_entry(self.put, entry.encode())?;
+        let raw = entry.encode();
+        if self.staged.take() != Some(raw) {
+            mem.write_entry(self.put, raw)?;
+        }
         self.put = next;
         Ok(())
     }
@@ -503,6 +535,7 @@ mod tests {
         slots: RefCell<[u64; 4]>,
         get: Cell<u32>,
         put: Cell<u32>,
+        writes: Cell<u32>,
     }
     impl RingMemory for Ring {
         fn write_entry(&self, index: u32, entry: u64) -> Result<(), HalError> {
@@ -513,6 +546,7 @@ mod tests {
                 limit: 32,
             })?;
             *slot = entry;
+            self.writes.set(self.writes.get() + 1);
             Ok(())
         }
         fn read_gp_get(&self) -> Result<u32, HalError> {
@@ -545,6 +579,7 @@ mod tests {
             slots: RefCell::new([0; 4]),
             get: Cell::new(0),
             put: Cell::new(0),
+            writes: Cell::new(0),
         };
         let bell = Doorbell(Cell::new(0), Cell::new(0));
         let clock = FakeClock(Cell::new(Duration::ZERO));
@@ -594,6 +629,7 @@ mod tests {
             slots: RefCell::new([0; 4]),
             get: Cell::new(0),
             put: Cell::new(0),
+            writes: Cell::new(0),
         };
         let bell = Doorbell(Cell::new(0), Cell::new(0));
         let clock = FakeClock(Cell::new(Duration::ZERO));
@@ -641,6 +677,7 @@ mod tests {
             slots: RefCell::new([0; 4]),
             get: Cell::new(0),
             put: Cell::new(0),
+            writes: Cell::new(0),
         };
         let bell = Doorbell(Cell::new(0), Cell::new(0));
         let clock = FakeClock(Cell::new(Duration::ZERO));
@@ -663,5 +700,52 @@ mod tests {
             GpFifo::new(1, 0),
             Err(GpFifoError::BadRingSize(1))
         ));
+    }
+
+    #[test]
+    fn a_staged_entry_is_inert_until_pushed_and_saves_the_store() {
+        let ring = Ring {
+            slots: RefCell::new([0; 4]),
+            get: Cell::new(0),
+            put: Cell::new(0),
+            writes: Cell::new(0),
+        };
+        let bell = Doorbell(Cell::new(0), Cell::new(0));
+        let clock = FakeClock(Cell::new(Duration::ZERO));
+        let t = Duration::from_millis(1);
+        let mut f = GpFifo::new(4, 3).unwrap();
+        let a = GpEntry::new(0x1000, 4).unwrap();
+        let b = GpEntry::new(0x2000, 4).unwrap();
+        // Staged: in the slot, but GPPut, the doorbell and the ring indices are untouched.
+        assert!(f.stage(&ring, a).unwrap());
+        assert!(f.is_staged(a) && !f.is_staged(b));
+        assert_eq!(ring.slots.borrow()[0], a.encode());
+        assert_eq!((ring.put.get(), bell.1.get(), f.put()), (0, 0, 0));
+        assert_eq!(f.unpublished(), 0);
+        // Pushing the same entry skips the store; the kick publishes it as usual.
+        f.submit(&ring, &bell, &clock, t, a).unwrap();
+        assert_eq!(ring.writes.get(), 1);
+        assert_eq!((ring.put.get(), bell.1.get()), (1, 1));
+        assert!(!f.is_staged(a), "used up");
+        // Another entry than the staged one overwrites the slot.
+        assert!(f.stage(&ring, a).unwrap());
+        f.submit(&ring, &bell, &clock, t, b).unwrap();
+        assert_eq!(ring.writes.get(), 3);
+        assert_eq!(GpEntry::decode(ring.slots.borrow()[1]), b);
+        // The next push of `a` is not taken for staged any more: it is written.
+        f.submit(&ring, &bell, &clock, t, a).unwrap();
+        assert_eq!(ring.writes.get(), 4);
+        assert_eq!(GpEntry::decode(ring.slots.borrow()[2]), a);
+        // A full ring (GPGet 0, put 3): staging writes nothing and does not wait.
+        assert!(!f.stage(&ring, b).unwrap());
+        assert_eq!(ring.writes.get(), 4);
+        assert!(!f.is_staged(b));
+        assert_eq!(clock.now(), Duration::ZERO);
+        // Once the GPU moves on, staging works again and a push takes it.
+        ring.get.set(3);
+        assert!(f.stage(&ring, b).unwrap());
+        f.submit(&ring, &bell, &clock, t, b).unwrap();
+        assert_eq!(ring.writes.get(), 5);
+        assert_eq!((ring.put.get(), bell.1.get()), (0, 4));
     }
 }

@@ -295,10 +295,13 @@ impl<B: Backend> Inner<B> {
                 return Ok(());
             };
             self.write_image(info, opts, &img.launched(), off, off + cb_size, value)?;
-            self.chans[COMPUTE].cmds.write(
+            let c = &mut self.chans[COMPUTE];
+            c.cmds.write(
                 off + pb_off,
                 words.get(..pb_words).unwrap_or(&[]).as_bytes(),
             )?;
+            // The GP entry too: the launch then only publishes it.
+            c.stage(GpEntry::new(cmds_va + off + pb_off, pb_words as u32)?)?;
             Ok(())
         })();
         self.last.image = img;

@@ -178,6 +178,16 @@ impl<M: GpuMemory> Chan<M> {
         Ok(())
     }
 
+    /// Writes `entry` into the ring's next slot ahead of the push that will publish it
+    /// ([`GpFifo::stage`]); nothing if the ring is full.
+    pub fn stage(&mut self, entry: GpEntry) -> Result<bool, DeviceError> {
+        let view = RingView {
+            mem: &self.ring,
+            userd: self.userd_offset,
+        };
+        Ok(self.fifo.stage(&view, entry)?)
+    }
+
     /// USERD `GPGet`: how far the host has fetched the ring.
     pub fn fifo_get(&self) -> Result<u32, HalError> {
         self.ring.read_u32(self.userd_offset + USERD_GP_GET)
