@@ -27,6 +27,7 @@ use zerocopy::IntoBytes;
 
 use super::backend::{Backend, GpuMemory};
 use super::chan::ARENA_ALIGN;
+use super::module::Arg;
 use super::ops::{COMPUTE, Inner};
 use super::template::TemplateKey;
 use super::{DeviceError, DeviceInfo, DeviceOptions};
@@ -156,6 +157,74 @@ struct Region {
     seq: u64,
 }
 
+/// What a launch call was given: the kernel (template key: module slot and generation, kernel
+/// index, dynamic shared memory), the shape and the arguments. The launch a call makes is a
+/// function of these alone (and of the module, which the key names), so a call with the same
+/// ones as the call that made the remembered launch makes that launch again, and can skip
+/// building it (checks, constant bank 0, description, the comparison) to go straight to the
+/// region written ahead.
+#[derive(Debug, Default)]
+struct Call {
+    key: Option<TemplateKey>,
+    grid: [u32; 3],
+    block: [u32; 3],
+    /// Per argument: its size (4 bytes, little-endian), then its bytes.
+    args: Vec<u8>,
+    /// [`LastLaunch::seq`] of the launch the call made.
+    seq: u64,
+}
+
+impl Call {
+    /// Whether `args` are this call's arguments, every pointer owned by device `device_id`
+    /// (one that is not goes the ordinary way, which names the error).
+    fn same_args(&self, args: &[Arg<'_>], device_id: u32) -> bool {
+        let mut rest = self.args.as_slice();
+        for a in args {
+            if let Arg::Ptr { device, .. } = a
+                && *device != device_id
+            {
+                return false;
+            }
+            let mut tmp = [0u8; 8];
+            let bytes: &[u8] = match a {
+                Arg::Bytes(b) => b,
+                _ => {
+                    let n = a.encode(&mut tmp).unwrap_or(0);
+                    tmp.get(..n).unwrap_or(&[])
+                }
+            };
+            let Some((size, tail)) = rest.split_first_chunk::<4>() else {
+                return false;
+            };
+            if u32::from_le_bytes(*size) as usize != bytes.len()
+                || tail.get(..bytes.len()) != Some(bytes)
+            {
+                return false;
+            }
+            rest = tail.get(bytes.len()..).unwrap_or(&[]);
+        }
+        rest.is_empty()
+    }
+
+    /// Records `args` (no allocation once the buffer is large enough).
+    fn set_args(&mut self, args: &[Arg<'_>]) {
+        self.args.clear();
+        for a in args {
+            let mut tmp = [0u8; 8];
+            let bytes: &[u8] = match a {
+                Arg::Bytes(b) => b,
+                _ => {
+                    let n = a.encode(&mut tmp).unwrap_or(0);
+                    tmp.get(..n).unwrap_or(&[])
+                }
+            };
+            self.args
+                .extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            self.args.extend_from_slice(bytes);
+        }
+    }
+}
+
 /// The device's write-ahead state.
 #[derive(Debug, Default)]
 pub(crate) struct AheadState {
@@ -164,6 +233,10 @@ pub(crate) struct AheadState {
     launched_since_wait: bool,
     /// Launches that used a region written ahead.
     used: u64,
+    /// The call that made the remembered launch.
+    call: Call,
+    /// Of `used`, the launches that skipped building themselves ([`Call`]).
+    repeated: u64,
 }
 
 impl AheadState {
@@ -171,10 +244,15 @@ impl AheadState {
     pub(super) fn reset(&mut self) {
         self.region = None;
         self.launched_since_wait = false;
+        self.call.key = None;
     }
 
     pub(super) fn used(&self) -> u64 {
         self.used
+    }
+
+    pub(super) fn repeated(&self) -> u64 {
+        self.repeated
     }
 
     /// Whether a region is written ahead now (for tests).
@@ -345,25 +423,94 @@ impl<B: Backend> Inner<B> {
             return Ok(false);
         }
         let change = self.last.compare(l);
-        let c = &mut self.chans[COMPUTE];
         match (change, self.last.image.as_ref()) {
             (Change::Same, _) => {}
             (Change::Bank, Some(img)) => {
+                let cmds = &self.chans[COMPUTE].cmds;
                 for (a, b) in differing_runs(&img.cb, l.cb) {
-                    c.cmds
-                        .write(r.off + a as u64, l.cb.get(a..b).unwrap_or(&[]))?;
+                    cmds.write(r.off + a as u64, l.cb.get(a..b).unwrap_or(&[]))?;
                 }
             }
             _ => return Ok(false),
         }
-        let entry = GpEntry::new(c.cmds.gpu_va() + r.off + r.pb_off, r.pb_words)?;
-        c.queue(&self.usermode, self.backend.clock(), opts, entry)?;
-        c.submitted = value;
+        self.publish_region(opts, &r, value)?;
         if change == Change::Bank {
             self.last.remember(l);
         }
-        self.ahead.used += 1;
         Ok(true)
+    }
+
+    /// Submits the launch of a call that repeats the call which made the remembered launch
+    /// ([`Call`]: same kernel, shape and arguments) through the region written ahead for
+    /// release `value`, without building it. Returns whether it did; if not, nothing changed
+    /// and the caller takes the usual path, which checks and builds the launch.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch_repeated_call(
+        &mut self,
+        opts: &DeviceOptions,
+        key: TemplateKey,
+        grid: [u32; 3],
+        block: [u32; 3],
+        args: &[Arg<'_>],
+        device_id: u32,
+        value: u64,
+    ) -> Result<bool, DeviceError> {
+        let Some(r) = self.ahead.region else {
+            return Ok(false);
+        };
+        let c = &self.ahead.call;
+        if r.value != value
+            || r.seq != self.last.seq
+            || c.seq != self.last.seq
+            || c.key != Some(key)
+            || c.grid != grid
+            || c.block != block
+            || self.caches_dirty
+            || !c.same_args(args, device_id)
+            || !self.other_done(COMPUTE)
+        {
+            return Ok(false);
+        }
+        self.ahead.region = None;
+        self.publish_region(opts, &r, value)?;
+        self.ahead.repeated += 1;
+        Ok(true)
+    }
+
+    /// Publishes region `r` as the compute submission with release `value`: its GP entry
+    /// (staged by the wait that wrote it, so usually no store), `GPPut` and the doorbell.
+    fn publish_region(
+        &mut self,
+        opts: &DeviceOptions,
+        r: &Region,
+        value: u64,
+    ) -> Result<(), DeviceError> {
+        let c = &mut self.chans[COMPUTE];
+        let entry = GpEntry::new(c.cmds.gpu_va() + r.off + r.pb_off, r.pb_words)?;
+        c.queue(&self.usermode, self.backend.clock(), opts, entry)?;
+        c.submitted = value;
+        self.ahead.used += 1;
+        Ok(())
+    }
+
+    /// After a launch: records the call that made it ([`Call`]), for the next call to compare
+    /// itself with.
+    pub(super) fn note_call(
+        &mut self,
+        opts: &DeviceOptions,
+        key: TemplateKey,
+        grid: [u32; 3],
+        block: [u32; 3],
+        args: &[Arg<'_>],
+    ) {
+        if opts.write_ahead && !opts.armed_launches {
+            let c = &mut self.ahead.call;
+            c.key = Some(key);
+            c.grid = grid;
+            c.block = block;
+            c.set_args(args);
+            c.seq = self.last.seq;
+        }
     }
 
     /// Gives up the region written ahead. Returns whether its command memory was freed at

@@ -372,6 +372,12 @@ impl<B: Backend> Device<B> {
         self.inner().map_or(0, |i| i.ahead.used())
     }
 
+    /// Of [`Device::written_ahead_launches`], those whose call repeated the previous launch's
+    /// (same kernel, shape and arguments) and so skipped building the launch altogether.
+    pub fn repeated_launches(&self) -> u64 {
+        self.inner().map_or(0, |i| i.ahead.repeated())
+    }
+
     /// Whether a launch is written ahead now ([`DeviceOptions::write_ahead`]; for tests).
     pub fn is_written_ahead(&self) -> bool {
         self.inner().is_ok_and(|i| i.ahead.is_written())

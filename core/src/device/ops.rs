@@ -1445,6 +1445,18 @@ impl<B: Backend> Inner<B> {
         let (slot, generation, sass_version) = module;
         self.slot_va(slot, generation)
             .map_err(|_| DeviceError::ForeignObject("module"))?;
+        let key = TemplateKey {
+            slot,
+            generation,
+            kernel: kernel_index,
+            dynamic_shared,
+        };
+        let value = self.chans[COMPUTE].submitted + 1;
+        if self.launch_repeated_call(opts, key, grid, block, args, device_id, value)? {
+            self.last_kernel = Some((slot, kernel_index));
+            self.launched_ahead();
+            return Ok(());
+        }
         launch::validate_launch(block, grid, k.regcount, k.max_threads)?;
         if let Some(req) = k.required_block
             && req != block
@@ -1564,12 +1576,6 @@ impl<B: Backend> Inner<B> {
         let dirty = self.caches_dirty;
         let scratch = core::mem::take(&mut self.scratch);
         let patch = self.qmd_patch;
-        let key = TemplateKey {
-            slot,
-            generation,
-            kernel: kernel_index,
-            dynamic_shared,
-        };
         // The launch as write-ahead and arming compare and repeat it (normalized once).
         let norm = normalized(&desc);
         let repeat = Launched {
@@ -1584,6 +1590,7 @@ impl<B: Backend> Inner<B> {
                 if r.is_ok() {
                     self.last_kernel = Some((slot, kernel_index));
                     self.launched_ahead();
+                    self.note_call(opts, key, grid, block, args);
                 }
                 self.scratch = scratch;
                 return r.map(|_| ());
@@ -1622,6 +1629,7 @@ impl<B: Backend> Inner<B> {
         self.last_kernel = Some((slot, kernel_index));
         let r = self.after_launch(info, opts, &repeat, false);
         self.launched_ordinary(opts, &repeat);
+        self.note_call(opts, key, grid, block, args);
         self.scratch = scratch;
         r
     }

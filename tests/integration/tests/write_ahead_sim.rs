@@ -9,7 +9,7 @@ use nvbare_integration::kernels_cubin as kernels;
 use std::time::Duration;
 
 use nvbare_core::device::{
-    ChannelKind, CopyPath, Device, DeviceError, DeviceOptions, LaunchConfig, Recovery,
+    Arg, ChannelKind, CopyPath, Device, DeviceError, DeviceOptions, LaunchConfig, Recovery,
 };
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
@@ -99,20 +99,24 @@ fn other_parameters_shapes_and_kernels_run_as_launched() {
             .unwrap();
         want_a[..64].iter_mut().for_each(|v| *v += 1);
         dev.synchronize().unwrap();
-        // (what, elements, through the region written ahead)
-        let steps: [(&str, u32, bool); 9] = [
-            ("a", 64, true),      // the same launch
-            ("b", 64, true),      // another buffer: one parameter word
-            ("b", 200, true),     // another count
-            ("a", 32, true),      // both
-            ("a-2", 300, false),  // another shape (two blocks)
-            ("a-2", 300, true),   // the same again
-            ("vadd", 256, false), // another kernel
-            ("a", 16, false),     // back to add1 (the region held vector_add)
-            ("a", 16, true),      // the same again
+        // (what, elements, through the region written ahead, repeating the last call)
+        let steps: [(&str, u32, bool, bool); 12] = [
+            ("a", 64, true, true),       // the same launch
+            ("b", 64, true, false),      // another buffer: one parameter word
+            ("b", 200, true, false),     // another count
+            ("a", 32, true, false),      // both
+            ("a-2", 300, false, false),  // another shape (two blocks)
+            ("a-2", 300, true, true),    // the same again
+            ("vadd", 256, false, false), // another kernel
+            ("a", 16, false, false),     // back to add1 (the region held vector_add)
+            ("a", 16, true, true),       // the same again
+            ("a-128", 16, false, false), // the same arguments, another block
+            ("a", 16, false, false),     // and back
+            ("a-2", 16, false, false),   // the same arguments, another grid
         ];
-        for (i, (what, n, ahead)) in steps.into_iter().enumerate() {
+        for (i, (what, n, ahead, repeated)) in steps.into_iter().enumerate() {
             let used = dev.written_ahead_launches();
+            let repeats = dev.repeated_launches();
             match what {
                 "a" => dev.launch(&add1, ONE_BLOCK, &[a.arg(), n.into()]),
                 "a-2" => dev.launch(
@@ -120,12 +124,20 @@ fn other_parameters_shapes_and_kernels_run_as_launched() {
                     LaunchConfig::for_num_elems(512),
                     &[a.arg(), n.into()],
                 ),
+                "a-128" => dev.launch(
+                    &add1,
+                    LaunchConfig {
+                        block: [128, 1, 1],
+                        ..ONE_BLOCK
+                    },
+                    &[a.arg(), n.into()],
+                ),
                 "b" => dev.launch(&add1, ONE_BLOCK, &[b.arg(), n.into()]),
                 _ => dev.launch(&vadd, ONE_BLOCK, &[fa.arg(), fb.arg(), fc.arg(), n.into()]),
             }
             .unwrap();
             match what {
-                "a" | "a-2" => want_a[..n as usize].iter_mut().for_each(|v| *v += 1),
+                "a" | "a-2" | "a-128" => want_a[..n as usize].iter_mut().for_each(|v| *v += 1),
                 "b" => want_b[..n as usize].iter_mut().for_each(|v| *v += 1),
                 _ => {}
             }
@@ -135,11 +147,94 @@ fn other_parameters_shapes_and_kernels_run_as_launched() {
                 "{:?} step {i} ({what}, {n})",
                 model.chipset
             );
+            assert_eq!(
+                dev.repeated_launches(),
+                repeats + u64::from(repeated),
+                "{:?} step {i} ({what}, {n}): repeated",
+                model.chipset
+            );
             dev.synchronize().unwrap();
         }
         assert_eq!(dev.dtoh_copy(&a).unwrap(), want_a, "{:?}", model.chipset);
         assert_eq!(dev.dtoh_copy(&b).unwrap(), want_b, "{:?}", model.chipset);
         assert_eq!(dev.dtoh_copy(&fc).unwrap(), vec![3.5f32; 256]);
+    }
+}
+
+#[test]
+fn a_repeated_call_is_compared_argument_by_argument() {
+    // A call with the kernel, shape and arguments of the last one skips building its launch;
+    // anything short of that (another device's pointer at the same address, an argument of
+    // another size, one argument more or less) goes the ordinary way, which names the error,
+    // and leaves the region for the next launch.
+    for (model, sm) in CHIPS {
+        let dev = open(model, DeviceOptions::default());
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let a = dev.htod_copy(&[0u32; 256]).unwrap();
+        let Arg::Ptr { va, device } = a.arg() else {
+            panic!("a buffer's argument is a pointer")
+        };
+        let foreign = Arg::Ptr {
+            va,
+            device: device.wrapping_add(1),
+        };
+        dev.launch(&add1, ONE_BLOCK, &[a.arg(), 64u32.into()])
+            .unwrap();
+        dev.synchronize().unwrap();
+        let mut ran = 1;
+        // The same bytes as another type of argument: the same launch.
+        dev.launch(&add1, ONE_BLOCK, &[a.arg(), Arg::I32(64)])
+            .unwrap();
+        ran += 1;
+        assert_eq!(
+            (dev.repeated_launches(), dev.written_ahead_launches()),
+            (1, 1)
+        );
+        dev.synchronize().unwrap();
+        let bad: [&[Arg<'_>]; 4] = [
+            &[foreign, 64u32.into()],
+            &[a.arg(), Arg::U64(64)],
+            &[a.arg()],
+            &[a.arg(), 64u32.into(), 1u32.into()],
+        ];
+        for (i, args) in bad.into_iter().enumerate() {
+            let e = dev.launch(&add1, ONE_BLOCK, args).unwrap_err();
+            assert!(
+                matches!(e, DeviceError::ForeignObject(_) | DeviceError::Arguments(_)),
+                "{:?} {i}: {e}",
+                model.chipset
+            );
+            assert_eq!(
+                (dev.repeated_launches(), dev.written_ahead_launches()),
+                (1, 1)
+            );
+            assert!(dev.is_written_ahead(), "{i}: the region stays");
+        }
+        dev.launch(&add1, ONE_BLOCK, &[a.arg(), 64u32.into()])
+            .unwrap();
+        ran += 1;
+        assert_eq!(
+            (dev.repeated_launches(), dev.written_ahead_launches()),
+            (2, 2)
+        );
+        // Raw bytes compare by length and content.
+        dev.synchronize().unwrap();
+        let n = 64u32.to_le_bytes();
+        dev.launch(&add1, ONE_BLOCK, &[a.arg(), Arg::Bytes(&n)])
+            .unwrap();
+        ran += 1;
+        assert_eq!(dev.repeated_launches(), 3);
+        dev.synchronize().unwrap();
+        let short = [64u8; 2];
+        assert!(matches!(
+            dev.launch(&add1, ONE_BLOCK, &[a.arg(), Arg::Bytes(&short)]),
+            Err(DeviceError::Arguments(_))
+        ));
+        assert_eq!(dev.repeated_launches(), 3);
+        let mut want = vec![0u32; 256];
+        want[..64].iter_mut().for_each(|v| *v = ran);
+        assert_eq!(dev.dtoh_copy(&a).unwrap(), want, "{:?}", model.chipset);
     }
 }
 
@@ -201,6 +296,17 @@ fn other_compute_work_copies_in_flight_and_module_loads_take_the_ordinary_path()
     assert_eq!(dev.written_ahead_launches(), used);
     dev.launch(&add1b, cfg, &[buf.arg(), n.into()]).unwrap(); // 24
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![24u32; n as usize]);
+
+    // The same arguments and shape for another kernel (the other module's `add1`): not a
+    // repeat of the call before.
+    dev.synchronize().unwrap();
+    dev.launch(&add1b, cfg, &[buf.arg(), n.into()]).unwrap(); // 25
+    let repeated = dev.repeated_launches();
+    assert!(repeated > 0);
+    dev.synchronize().unwrap();
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap(); // 26
+    assert_eq!(dev.repeated_launches(), repeated);
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![26u32; n as usize]);
 }
 
 #[test]

@@ -264,6 +264,9 @@ pub struct GpuBench {
     /// How many of the timed round trips' launches went through command memory written
     /// ahead during the wait before (DeviceOptions::write_ahead).
     pub written_ahead_round_trips: u64,
+    /// Of those, how many repeated the call before and so skipped building the launch
+    /// (`Device::repeated_launches`).
+    pub repeated_round_trips: u64,
     /// Doorbells the device rang again during the run because a wait saw no progress
     /// (`Device::doorbell_retries`: lost doorbells, or another process holding the GPU).
     pub doorbell_retries: u64,
@@ -552,9 +555,11 @@ fn measure<B: CliBackend>(
     }
     let armed_before = dev.armed_launches();
     let ahead_before = dev.written_ahead_launches();
+    let repeated_before = dev.repeated_launches();
     let (mut samples, calls) =
         time_round_trips(round_trips as usize, Duration::ZERO, &mut timed_round_trip)?;
     let written_ahead_round_trips = dev.written_ahead_launches() - ahead_before;
+    let repeated_round_trips = dev.repeated_launches() - repeated_before;
     let armed_round_trips = dev
         .options()
         .armed_launches
@@ -697,6 +702,7 @@ fn measure<B: CliBackend>(
         armed_round_trips,
         armed_back_to_back,
         written_ahead_round_trips,
+        repeated_round_trips,
         doorbell_retries: dev.doorbell_retries(),
         d2d_ce_gbps,
         d2d_kernel,
@@ -773,8 +779,8 @@ impl GpuBench {
             })
         );
         s.push_str(&format!(
-            ",\"written_ahead_round_trips\":{}",
-            self.written_ahead_round_trips
+            ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{}",
+            self.written_ahead_round_trips, self.repeated_round_trips
         ));
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
@@ -855,8 +861,9 @@ impl GpuBench {
         ));
         if self.written_ahead_round_trips > 0 {
             s.push_str(&format!(
-                "  written ahead              {} of the {} timed round trips' launches\n",
-                self.written_ahead_round_trips, self.launch_sync.n
+                "  written ahead              {} of the {} timed round trips' launches ({} \
+                 repeated the call before)\n",
+                self.written_ahead_round_trips, self.launch_sync.n, self.repeated_round_trips
             ));
         }
         if let Some(n) = self.armed_round_trips {
@@ -1035,7 +1042,7 @@ mod tests {
             "\"open_s\":",
             "\"launch_call_us\":",
             // Every timed round trip repeats the launch before it.
-            "\"written_ahead_round_trips\":50",
+            "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50",
             "\"d2d_ce_gbps\":",
             "\"d2d_path\":\"kernel\"",
             "\"probe\":{\"iterations\":20000,",
@@ -1097,7 +1104,10 @@ mod tests {
         let mut out = Vec::new();
         run(&mut out, a).unwrap();
         let s = String::from_utf8(out).unwrap();
-        assert!(s.contains("\"written_ahead_round_trips\":0"), "{s}");
+        assert!(
+            s.contains("\"written_ahead_round_trips\":0,\"repeated_round_trips\":0"),
+            "{s}"
+        );
     }
 
     #[test]
