@@ -15,6 +15,8 @@
 //! [`GpFifo::submit`] is [`GpFifo::push`] (write the entry) followed by [`GpFifo::kick`]
 //! (publish `GPPut`, ring the doorbell); callers that queue several entries may push them all
 //! and kick once. The GPU does not look at entries that were pushed but not kicked.
+//! [`GpFifo::stage`] writes the entry the next push will probably bring into its slot early
+//! (while the CPU would otherwise wait), so that push only publishes it.
 //!
 //! Store ordering ([`DoorbellFence`]): rings and command memory may be write-combined (video
 //! memory written through BAR1), whose stores x86 does not order among themselves or against

@@ -6,20 +6,27 @@
 //! before `GPPut` that waits for them (docs/benchmarks.md). A program that launches and then
 //! waits leaves the CPU idle while the GPU runs the kernel, so the wait first writes the next
 //! launch's region as a repeat of the last launch: bank 0, the QMD with the next timeline
-//! value and the pushbuffer, into command memory the next submission would get anyway. No GP
-//! entry and no doorbell: the GPU does not know about it. The next launch then compares itself
-//! with that image: the same launch writes nothing there, one with other parameters only the
-//! 8-byte words of bank 0 that differ, and both go straight to the GP entry, `GPPut` and the
-//! doorbell. Anything else (another kernel or shape, a submission in between, a module load
-//! that needs a cache invalidate, copy-channel work still running) leaves the region unused,
-//! to be reused once the timeline passes its value (or given back at once when the arena
-//! needs its room for the submission that replaced it), and takes the ordinary path.
+//! value and the pushbuffer, into command memory the next submission would get anyway, and its
+//! GP entry into the ring's next slot ([`crate::channel::gpfifo::GpFifo::stage`]). No `GPPut`
+//! and no doorbell: the GPU fetches only up to `GPPut`, so it does not know about any of it.
+//! The next launch then compares itself with that image: the same launch writes nothing there,
+//! one with other parameters only the 8-byte words of bank 0 that differ, and both go straight
+//! to `GPPut` and the doorbell (with the store barriers of every submission). A launch call
+//! with the same kernel, shape and arguments as the call that made the remembered launch
+//! ([`Call`]) does not even build its launch to compare it. Anything else (another kernel or
+//! shape, a submission in between, a module load that needs a cache invalidate, copy-channel
+//! work still running) leaves the region unused, to be reused once the timeline passes its
+//! value (or given back at once when the arena needs its room for the submission that
+//! replaced it), and takes the ordinary path; its own GP entry overwrites the staged one.
 //!
 //! Unlike pre-armed launches this changes nothing the GPU sees: the written-ahead region is
 //! published exactly as an ordinary launch's would be, with the same store barriers. On the
 //! H200 it took the CPU's time from seeing a release to the next doorbell from 0.5-0.9 µs to
-//! 0.3-0.5 µs, and launch + sync 0.28 µs on average; what follows the doorbell (~3.1 µs) is the
-//! same either way (docs/benchmarks.md, "Writing the next launch ahead").
+//! 0.3-0.5 µs, and launch + sync 0.28 µs on average; staging the GP entry and skipping the
+//! build of a repeated call took the launch call from 0.15-0.41 µs to 0.07-0.16 and launch +
+//! sync another 0.07-0.24 µs (3.11-3.27 µs); what follows the doorbell (~3.0-3.1 µs) is the
+//! same either way (docs/benchmarks.md, "Writing the next launch ahead" and "The GP entry
+//! staged, repeated calls").
 
 use alloc::vec::Vec;
 
