@@ -63,6 +63,7 @@ fn launch_and_wait_loops_go_through_armed_submissions_on_every_chip() {
             assert!(dev.is_armed(), "{i}: armed again");
         }
         assert_eq!(dev.armed_launches(), 5);
+        assert_eq!(dev.repeated_launches(), 5, "each repeated the call before");
         // A wait with no launch since does not arm again; the armed one stays.
         dev.synchronize().unwrap();
         assert!(dev.is_armed());
@@ -304,10 +305,11 @@ fn a_stream_of_launches_arms_batches_and_other_work_consumes_all_of_them() {
         let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
         let other = dev.htod_copy(&vec![0u32; 64]).unwrap();
         // No wait in between: after a few launches the launch path arms a batch, and the
-        // launches after it go through armed submissions. Every 50th launch differs from the
-        // one the batch was written for, so it writes its own bank and QMD.
+        // launches after it go through armed submissions. Two in every 50 differ from the one
+        // the batch was written for, so they write their own bank and QMD (the second repeats
+        // the call before it, but not what arming wrote).
         for i in 0..300 {
-            if i % 50 == 49 {
+            if i % 50 >= 48 {
                 let c = LaunchConfig::for_num_elems(64);
                 dev.launch(&add1, c, &[other.arg(), 64u32.into()]).unwrap();
             } else {
@@ -320,6 +322,14 @@ fn a_stream_of_launches_arms_batches_and_other_work_consumes_all_of_them() {
             "{:?}: {fired} of 300 launches armed",
             model.chipset
         );
+        // Many armed launches repeated the call before and found it written by arming (not
+        // the rest of a batch after a launch unlike the one it was written for).
+        let repeated = dev.repeated_launches();
+        assert!(
+            (100..fired).contains(&repeated),
+            "{:?}: {repeated} of {fired} armed launches repeated",
+            model.chipset
+        );
         assert!(dev.is_armed(), "a batch is left for the next launches");
         let [(before, _), _] = dev.timelines().unwrap();
         // A raw compute submission must not queue behind an acquire: every armed submission
@@ -329,13 +339,13 @@ fn a_stream_of_launches_arms_batches_and_other_work_consumes_all_of_them() {
         assert!(v > before + 1, "no-ops were submitted: {before} -> {v}");
         assert_eq!(dev.armed_launches(), fired, "no-ops are not counted");
         dev.wait_for(ChannelKind::Compute, v).unwrap();
-        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![294u32; n as usize]);
-        assert_eq!(dev.dtoh_copy(&other).unwrap(), vec![6u32; 64]);
+        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![288u32; n as usize]);
+        assert_eq!(dev.dtoh_copy(&other).unwrap(), vec![12u32; 64]);
         // Launching and waiting arms one at a time again, also after a copy to the host.
         for i in 1..=3 {
             dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
             dev.synchronize().unwrap();
-            assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![294 + i; n as usize]);
+            assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![288 + i; n as usize]);
         }
         assert_eq!(
             dev.armed_launches(),

@@ -264,8 +264,8 @@ pub struct GpuBench {
     /// How many of the timed round trips' launches went through command memory written
     /// ahead during the wait before (DeviceOptions::write_ahead).
     pub written_ahead_round_trips: u64,
-    /// Of those, how many repeated the call before and so skipped building the launch
-    /// (`Device::repeated_launches`).
+    /// How many of the timed round trips' launches repeated the call before and so skipped
+    /// building the launch (`Device::repeated_launches`: written ahead or pre-armed).
     pub repeated_round_trips: u64,
     /// Doorbells the device rang again during the run because a wait saw no progress
     /// (`Device::doorbell_retries`: lost doorbells, or another process holding the GPU).
