@@ -11,7 +11,9 @@
 //! with no wait in between arms a batch once the armed ones are used up, as many as the
 //! stream has had launches since the last wait (doubling, up to [`MAX_BATCH`]), with one
 //! doorbell for the batch. Arming writes the previous launch's QMD and constant bank 0 into
-//! every region, so repeating a launch costs one 8-byte store and a store barrier.
+//! every region, so repeating a launch costs one 8-byte store and a store barrier; a launch
+//! call that repeats the call before (`ahead::Call`) does not even build its launch to find
+//! that out ([`Inner::fire_armed_repeat`]).
 //!
 //! Any other compute-channel submission must not queue behind an acquire, so it first
 //! consumes every armed submission with a launch that does nothing (the copy kernel with zero

@@ -868,9 +868,10 @@ impl GpuBench {
         }
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
-                "  pre-armed launches         {n} of the {} timed round trips, {} of the {} \
-                 back-to-back launches (--armed)\n",
+                "  pre-armed launches         {n} of the {} timed round trips ({} repeated the call \
+                 before), {} of the {} back-to-back launches (--armed)\n",
                 self.launch_sync.n,
+                self.repeated_round_trips,
                 self.armed_back_to_back.unwrap_or(0),
                 self.launches
             ));
@@ -1119,8 +1120,12 @@ mod tests {
             s.contains("\"armed_launches\":true,\"armed_round_trips\":50,\"armed_back_to_back\":"),
             "{s}"
         );
-        // Armed launches write ahead themselves.
-        assert!(s.contains("\"written_ahead_round_trips\":0"), "{s}");
+        // Armed launches write ahead themselves; each timed one repeats the call before and
+        // finds it written by arming.
+        assert!(
+            s.contains("\"written_ahead_round_trips\":0,\"repeated_round_trips\":50"),
+            "{s}"
+        );
         assert!(s.contains("\"probe\":{\"iterations\":20000,"), "{s}");
     }
 
