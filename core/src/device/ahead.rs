@@ -193,13 +193,7 @@ impl Call {
                 return false;
             }
             let mut tmp = [0u8; 8];
-            let bytes: &[u8] = match a {
-                Arg::Bytes(b) => b,
-                _ => {
-                    let n = a.encode(&mut tmp).unwrap_or(0);
-                    tmp.get(..n).unwrap_or(&[])
-                }
-            };
+            let bytes = a.bytes(&mut tmp);
             let Some((size, tail)) = rest.split_first_chunk::<4>() else {
                 return false;
             };
@@ -218,13 +212,7 @@ impl Call {
         self.args.clear();
         for a in args {
             let mut tmp = [0u8; 8];
-            let bytes: &[u8] = match a {
-                Arg::Bytes(b) => b,
-                _ => {
-                    let n = a.encode(&mut tmp).unwrap_or(0);
-                    tmp.get(..n).unwrap_or(&[])
-                }
-            };
+            let bytes = a.bytes(&mut tmp);
             self.args
                 .extend_from_slice(&(bytes.len() as u32).to_le_bytes());
             self.args.extend_from_slice(bytes);

@@ -80,6 +80,18 @@ impl Arg<'_> {
         Some(n)
     }
 
+    /// The bytes the argument puts in constant bank 0, encoded into `tmp` unless it is raw
+    /// bytes.
+    pub(super) fn bytes<'b>(&'b self, tmp: &'b mut [u8; 8]) -> &'b [u8] {
+        match self {
+            Arg::Bytes(b) => b,
+            _ => {
+                let n = self.encode(tmp).unwrap_or(0);
+                tmp.get(..n).unwrap_or(&[])
+            }
+        }
+    }
+
     /// Size in bytes.
     pub fn size(&self) -> usize {
         match self {

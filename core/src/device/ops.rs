@@ -1517,13 +1517,7 @@ impl<B: Backend> Inner<B> {
                 return Err(DeviceError::ForeignObject("buffer passed as an argument"));
             }
             let mut tmp = [0u8; 8];
-            let bytes: &[u8] = match a {
-                Arg::Bytes(b) => b,
-                _ => {
-                    let n = a.encode(&mut tmp).unwrap_or(0);
-                    tmp.get(..n).unwrap_or(&[])
-                }
-            };
+            let bytes = a.bytes(&mut tmp);
             launch::write_param(
                 &mut self.scratch,
                 k.param_base,
