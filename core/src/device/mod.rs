@@ -91,7 +91,7 @@ pub struct DeviceOptions {
     pub gpfifo_entries: u32,
     /// Command memory per channel (pushbuffers, QMDs, constant banks).
     pub command_bytes: u64,
-    /// Host staging memory for copies (two halves are used alternately).
+    /// Host staging memory for copies (two halves are used alternately; at most 4 GiB).
     pub staging_bytes: u64,
     /// How long a wait spins before it starts polling with delays.
     pub spin: Duration,

@@ -96,6 +96,10 @@ pub(super) const COPY: usize = 1;
 
 /// A channel's ring of `entries` for work-submit token `token`, ordered and retried as `opts`
 /// say.
+/// Most host staging memory (`DeviceOptions::staging_bytes`): two halves of at most 2 GiB, each
+/// a single copy-engine transfer.
+const MAX_STAGING_BYTES: u64 = 4 << 30;
+
 fn channel_fifo(opts: &DeviceOptions, entries: u32, token: u32) -> Result<GpFifo, GpFifoError> {
     Ok(GpFifo::new(entries, token)?
         .with_fence(opts.doorbell_fence)
@@ -184,6 +188,14 @@ impl<B: Backend> Inner<B> {
             return Err(DeviceError::BadRange(alloc::format!(
                 "gpfifo_entries {} is not a power of two >= 2",
                 opts.gpfifo_entries
+            )));
+        }
+        // Each half of the staging memory is one copy-engine transfer (32-bit length).
+        if opts.staging_bytes > MAX_STAGING_BYTES {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "staging_bytes {} is above the {MAX_STAGING_BYTES} bytes one copy per half \
+                 allows; use at most that",
+                opts.staging_bytes
             )));
         }
         let mut phases = Phases::new(backend.clock().now());
@@ -1308,22 +1320,58 @@ impl<B: Backend> Inner<B> {
     ) -> Result<(), DeviceError> {
         self.check_alive()?;
         let half = self.staging.size() / 2;
-        let base = self.staging.gpu_va();
-        for (i, chunk) in dst.chunks_mut(half as usize).enumerate() {
-            let h = i % 2;
-            let last = self.staging_last[h];
-            self.wait(info, opts, COPY, last, "a staging buffer to free up")?;
-            let off = h as u64 * half;
-            let n = chunk.len() as u64;
-            let s = src + i as u64 * half;
-            let v = self.submit(info, opts, COPY, 0, |pb, _, _| {
-                pb.ce_copy(s, base + off, n as u32)?;
-                Ok(false)
-            })?;
-            self.staging_last[h] = v;
-            self.wait(info, opts, COPY, v, "a device-to-host copy")?;
-            self.staging.read(off, chunk)?;
+        let len = dst.len() as u64;
+        // Chunk `i` goes through staging half `i % 2`; the copy engine fills the next half
+        // while the CPU reads the last one out.
+        let chunks = len.div_ceil(half);
+        if chunks > 0 {
+            self.dtoh_chunk(info, opts, src, len, 0)?;
         }
+        for (i, chunk) in dst.chunks_mut(half as usize).enumerate() {
+            let i = i as u64;
+            if i + 1 < chunks {
+                self.dtoh_chunk(info, opts, src, len, i + 1)?;
+            }
+            let h = (i % 2) as usize;
+            self.wait(
+                info,
+                opts,
+                COPY,
+                self.staging_last[h],
+                "a device-to-host copy",
+            )?;
+            self.staging.read(h as u64 * half, chunk)?;
+        }
+        Ok(())
+    }
+
+    /// Submits the copy of chunk `i` of a `len`-byte device-to-host copy from `src` into
+    /// staging half `i % 2`, once that half is free.
+    fn dtoh_chunk(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        src: u64,
+        len: u64,
+        i: u64,
+    ) -> Result<(), DeviceError> {
+        let half = self.staging.size() / 2;
+        let h = (i % 2) as usize;
+        self.wait(
+            info,
+            opts,
+            COPY,
+            self.staging_last[h],
+            "a staging buffer to free up",
+        )?;
+        let off = h as u64 * half;
+        let n = (len - i * half).min(half);
+        let s = src + i * half;
+        let base = self.staging.gpu_va();
+        self.staging_last[h] = self.submit(info, opts, COPY, 0, |pb, _, _| {
+            pb.ce_copy(s, base + off, n as u32)?;
+            Ok(false)
+        })?;
         Ok(())
     }
 

@@ -179,6 +179,61 @@ fn copies_larger_than_the_staging_buffer_and_device_to_device() {
     assert!(matches!(dev.alloc::<u32>(0), Err(DeviceError::BadRange(_))));
     let hb = dev.alloc_host::<u32>(16).unwrap();
     assert_eq!(hb.location(), nvbare_core::device::Location::Host);
+
+    // Device to host goes through both staging halves at once (the next chunk is copied while
+    // the last one is read out): sizes of exactly one, two and three halves, one byte more,
+    // and right behind a copy to the device that still holds both halves.
+    for bytes in [32 << 10, 64 << 10, 96 << 10, (96 << 10) + 1, 1, 3 << 20] {
+        let src: Vec<u8> = (0..bytes).map(|i| (i * 7 + bytes) as u8).collect();
+        let d = dev.htod_copy(&src).unwrap();
+        assert_eq!(dev.dtoh_copy(&d).unwrap(), src, "{bytes} bytes");
+    }
+}
+
+#[test]
+fn a_copy_to_the_host_reads_each_chunk_only_after_the_copy_engine_wrote_it() {
+    // The copy channel is frozen while the copy is made and thawed by another thread later
+    // (real time): every chunk must wait for its copy, also when the next one is in flight.
+    let b = SimBackend::new(GH100, false).expect("simulated GPU");
+    let opts = DeviceOptions {
+        staging_bytes: 64 << 10,
+        timeout: Duration::from_secs(5),
+        ..Default::default()
+    };
+    let dev = Device::open(b, opts).expect("device opens");
+    let src: Vec<u8> = (0..200u32 << 10)
+        .map(|i| (i.wrapping_mul(13) ^ (i >> 12)) as u8)
+        .collect();
+    let d = dev.htod_copy(&src).unwrap();
+    dev.synchronize().unwrap();
+    let [_, copy] = dev.channel_handles().unwrap();
+    let thaw = dev
+        .with_backend(|b| {
+            assert!(b.freeze_channel(copy));
+            b.thawer(copy)
+        })
+        .unwrap()
+        .expect("the copy channel");
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        thaw();
+    });
+    assert_eq!(dev.dtoh_copy(&d).unwrap(), src);
+    t.join().unwrap();
+}
+
+#[test]
+fn staging_memory_above_what_one_copy_per_half_can_move_is_refused() {
+    let b = SimBackend::new(AD102, true).expect("simulated GPU");
+    let opts = DeviceOptions {
+        staging_bytes: (4 << 30) + 1,
+        ..Default::default()
+    };
+    match Device::open(b, opts) {
+        Err(DeviceError::BadRange(msg)) => assert!(msg.contains("staging_bytes"), "{msg}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened with more staging memory than a copy per half can move"),
+    }
 }
 
 #[test]

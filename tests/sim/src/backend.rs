@@ -477,16 +477,21 @@ impl SimBackend {
 
     /// Undoes [`SimBackend::freeze_channel`] and lets the host run again.
     pub fn thaw_channel(&self, h: Handle) -> bool {
-        let Some(chid) = self.chid(h) else {
-            return false;
-        };
-        let fifo = self.fifo();
-        self.gpu.with_core(|core| {
-            let mut f = crate::fifo::lock(&fifo);
-            f.thaw(chid);
-            f.run_all(core);
-        });
-        true
+        self.thawer(h).map(|thaw| thaw()).is_some()
+    }
+
+    /// [`SimBackend::thaw_channel`] for another thread to call (while this one waits for the
+    /// channel in the device): tests that work does not read results before the GPU wrote them.
+    pub fn thawer(&self, h: Handle) -> Option<impl FnOnce() + Send + use<>> {
+        let chid = self.chid(h)?;
+        let (gpu, fifo) = (self.gpu.clone(), self.fifo());
+        Some(move || {
+            gpu.with_core(|core| {
+                let mut f = crate::fifo::lock(&fifo);
+                f.thaw(chid);
+                f.run_all(core);
+            })
+        })
     }
 
     /// Writes `bytes` at GPU VA `va` of the device's VA space (as another agent would).

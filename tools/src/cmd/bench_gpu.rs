@@ -264,6 +264,11 @@ pub struct GpuBench {
     /// How many of the timed round trips' launches went through command memory written
     /// ahead during the wait before (DeviceOptions::write_ahead).
     pub written_ahead_round_trips: u64,
+    /// H2D / D2H of `copy_bytes` between pageable host memory (a `Vec`) and device memory,
+    /// through the device's staging memory (`htod_copy_into` / `dtoh_copy_into`), GB/s.
+    pub h2d_pageable_gbps: f64,
+    /// The same, device to host.
+    pub d2h_pageable_gbps: f64,
     /// How many of the timed round trips' launches repeated the call before and so skipped
     /// building the launch (`Device::repeated_launches`: written ahead or pre-armed).
     pub repeated_round_trips: u64,
@@ -612,7 +617,29 @@ fn measure<B: CliBackend>(
     let d2d_gbps = bandwidth(&a, &mut b, 2.0, CopyPath::Auto)?;
     let d2d_ce_gbps = bandwidth(&a, &mut b, 2.0, CopyPath::CopyEngine)?;
     let d2d_kernel = dev.has_copy_kernel() && copy_bytes >= dev.options().kernel_copy_min_bytes;
-    drop((host, a, b));
+    drop((host, b));
+
+    progress(&format!(
+        "copies of {copy_bytes} bytes (pageable host memory, through staging)"
+    ));
+    let mut pageable = vec![0x5au8; n];
+    let mut rates = |to_device: bool| -> Result<f64, CliError> {
+        let mut r = Vec::with_capacity(5);
+        for _ in 0..5 {
+            let t = Instant::now();
+            if to_device {
+                dev.htod_copy_into(&pageable, &mut a).map_err(rt("copy"))?;
+                dev.synchronize().map_err(rt("copy"))?;
+            } else {
+                dev.dtoh_copy_into(&a, &mut pageable).map_err(rt("copy"))?;
+            }
+            r.push(copy_bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
+        }
+        Ok(median(r))
+    };
+    let h2d_pageable_gbps = rates(true)?;
+    let d2h_pageable_gbps = rates(false)?;
+    drop((pageable, a));
 
     progress(&format!("4-byte host-to-device copies: {small}"));
     let src = dev.alloc_host::<u32>(1).map_err(rt("pinned host memory"))?;
@@ -695,6 +722,8 @@ fn measure<B: CliBackend>(
         copy_bytes,
         h2d_gbps,
         d2h_gbps,
+        h2d_pageable_gbps,
+        d2h_pageable_gbps,
         d2d_gbps,
         copy4_h2d_us,
         open_s,
@@ -779,6 +808,11 @@ impl GpuBench {
             })
         );
         s.push_str(&format!(
+            ",\"h2d_pageable_gbps\":{},\"d2h_pageable_gbps\":{}",
+            num(self.h2d_pageable_gbps),
+            num(self.d2h_pageable_gbps)
+        ));
+        s.push_str(&format!(
             ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{}",
             self.written_ahead_round_trips, self.repeated_round_trips
         ));
@@ -845,6 +879,10 @@ impl GpuBench {
         s.push_str(&format!(
             "  H2D / D2H / D2D            {:.1} / {:.1} / {:.1} GB/s ({} bytes, pinned host)\n",
             self.h2d_gbps, self.d2h_gbps, self.d2d_gbps, self.copy_bytes
+        ));
+        s.push_str(&format!(
+            "  H2D / D2H pageable         {:.1} / {:.1} GB/s (a Vec, through staging)\n",
+            self.h2d_pageable_gbps, self.d2h_pageable_gbps
         ));
         s.push_str(&format!(
             "  D2D path                   {} (copy engine alone: {:.1} GB/s)\n",
@@ -1045,6 +1083,8 @@ mod tests {
             // Every timed round trip repeats the launch before it.
             "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50",
             "\"d2d_ce_gbps\":",
+            "\"h2d_pageable_gbps\":",
+            "\"d2h_pageable_gbps\":",
             "\"d2d_path\":\"kernel\"",
             "\"probe\":{\"iterations\":20000,",
             "\"gpu_span_us\":",
