@@ -230,8 +230,7 @@ pub(crate) struct AheadState {
     used: u64,
     /// The call that made the remembered launch.
     call: Call,
-    /// Launches that skipped building themselves ([`Call`]), through a region written ahead or
-    /// a pre-armed submission.
+    /// Of `used`, the launches that skipped building themselves ([`Call`]).
     repeated: u64,
 }
 
@@ -437,14 +436,12 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Submits the launch of a call that repeats the call which made the remembered launch
-    /// ([`Call`]: same kernel, shape and arguments) without building it: through the region
-    /// written ahead for release `value`, or the front pre-armed submission when arming wrote
-    /// that launch into it. Returns whether it did; if not, nothing changed and the caller
-    /// takes the usual path, which checks and builds the launch.
+    /// ([`Call`]: same kernel, shape and arguments) through the region written ahead for
+    /// release `value`, without building it. Returns whether it did; if not, nothing changed
+    /// and the caller takes the usual path, which checks and builds the launch.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn launch_repeated_call(
         &mut self,
-        info: &DeviceInfo,
         opts: &DeviceOptions,
         key: TemplateKey,
         grid: [u32; 3],
@@ -453,30 +450,26 @@ impl<B: Backend> Inner<B> {
         device_id: u32,
         value: u64,
     ) -> Result<bool, DeviceError> {
+        let Some(r) = self.ahead.region else {
+            return Ok(false);
+        };
         let c = &self.ahead.call;
-        if c.seq != self.last.seq
+        if r.value != value
+            || r.seq != self.last.seq
+            || c.seq != self.last.seq
             || c.key != Some(key)
             || c.grid != grid
             || c.block != block
             || self.caches_dirty
             || !c.same_args(args, device_id)
+            || !self.other_done(COMPUTE)
         {
             return Ok(false);
         }
-        let fired = if let Some(r) = self.ahead.region {
-            if r.value != value || r.seq != self.last.seq || !self.other_done(COMPUTE) {
-                return Ok(false);
-            }
-            self.ahead.region = None;
-            self.publish_region(opts, &r, value)?;
-            true
-        } else {
-            self.fire_armed_repeat(info, opts, value)?
-        };
-        if fired {
-            self.ahead.repeated += 1;
-        }
-        Ok(fired)
+        self.ahead.region = None;
+        self.publish_region(opts, &r, value)?;
+        self.ahead.repeated += 1;
+        Ok(true)
     }
 
     /// Publishes region `r` as the compute submission with release `value`: its GP entry
@@ -496,7 +489,7 @@ impl<B: Backend> Inner<B> {
     }
 
     /// After a launch: records the call that made it ([`Call`]), for the next call to compare
-    /// itself with (not the no-op launches that disarm, which are not remembered either).
+    /// itself with.
     pub(super) fn note_call(
         &mut self,
         opts: &DeviceOptions,
@@ -505,7 +498,7 @@ impl<B: Backend> Inner<B> {
         block: [u32; 3],
         args: &[Arg<'_>],
     ) {
-        if (opts.write_ahead || opts.armed_launches) && !self.arm.is_disarming() {
+        if opts.write_ahead && !opts.armed_launches {
             let c = &mut self.ahead.call;
             c.key = Some(key);
             c.grid = grid;

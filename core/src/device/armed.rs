@@ -11,9 +11,10 @@
 //! with no wait in between arms a batch once the armed ones are used up, as many as the
 //! stream has had launches since the last wait (doubling, up to [`MAX_BATCH`]), with one
 //! doorbell for the batch. Arming writes the previous launch's QMD and constant bank 0 into
-//! every region, so repeating a launch costs one 8-byte store and a store barrier; a launch
-//! call that repeats the call before (`ahead::Call`) does not even build its launch to find
-//! that out ([`Inner::fire_armed_repeat`]).
+//! every region, so repeating a launch costs one 8-byte store and a store barrier. (Skipping
+//! the build of a call that repeats the one before, as launches written ahead do, made an
+//! armed process hang beside another on the H200; docs/benchmarks.md, "The GP entry staged,
+//! repeated calls".)
 //!
 //! Any other compute-channel submission must not queue behind an acquire, so it first
 //! consumes every armed submission with a launch that does nothing (the copy kernel with zero
@@ -110,11 +111,6 @@ impl ArmState {
 
     pub(super) fn fired(&self) -> u64 {
         self.fired
-    }
-
-    /// Launching the no-ops that consume armed submissions.
-    pub(super) fn is_disarming(&self) -> bool {
-        self.disarming
     }
 }
 
@@ -361,49 +357,20 @@ impl<B: Backend> Inner<B> {
         Ok(())
     }
 
-    /// Launches a call that repeats the last launch's call (`ahead::Call`; the caller
-    /// checked) through the front armed submission with release `value`, if arming wrote that
-    /// launch into it: the flag and a store barrier, nothing built. Returns whether it did.
-    pub(super) fn fire_armed_repeat(
-        &mut self,
-        info: &DeviceInfo,
-        opts: &DeviceOptions,
-        value: u64,
-    ) -> Result<bool, DeviceError> {
-        let Some(a) = self.arm.slots.front().copied() else {
-            return Ok(false);
-        };
-        if self.arm.disarming
-            || a.value != value
-            || !a.prewritten
-            || self.arm.pre_seq != Some(self.last.seq)
-            || !self.other_done(COMPUTE)
-        {
-            return Ok(false);
-        }
-        let c = &mut self.chans[COMPUTE];
-        c.cmds.write_u64(a.off, a.value)?;
-        self.usermode.store_barrier();
-        c.submitted = a.value;
-        self.arm.slots.pop_front();
-        self.arm.fired += 1;
-        self.after_launch(info, opts, None)?;
-        Ok(true)
-    }
-
-    /// After a launch (either path; `remember` the launch, description normalized, unless it
-    /// used an armed submission, which remembered it already): counts it, and in a stream of
-    /// launches with the armed submissions used up, arms the next batch.
+    /// After launch `l` (description normalized; either path; `through_armed` when it used an
+    /// armed submission, which remembered it already): counts it, and in a stream of launches with the armed
+    /// submissions used up, arms the next batch.
     pub(super) fn after_launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
-        remember: Option<&Launched<'_>>,
+        l: &Launched<'_>,
+        through_armed: bool,
     ) -> Result<(), DeviceError> {
         if !opts.armed_launches || self.arm.disarming {
             return Ok(());
         }
-        if let Some(l) = remember {
+        if !through_armed {
             self.last.remember(l);
         }
         self.arm.launched_since_wait = true;

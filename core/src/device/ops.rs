@@ -1500,7 +1500,7 @@ impl<B: Backend> Inner<B> {
             dynamic_shared,
         };
         let value = self.chans[COMPUTE].submitted + 1;
-        if self.launch_repeated_call(info, opts, key, grid, block, args, device_id, value)? {
+        if self.launch_repeated_call(opts, key, grid, block, args, device_id, value)? {
             self.last_kernel = Some((slot, kernel_index));
             self.launched_ahead();
             return Ok(());
@@ -1643,8 +1643,7 @@ impl<B: Backend> Inner<B> {
                 .launch_armed(info, opts, &repeat, value)
                 .and_then(|()| {
                     self.last_kernel = Some((slot, kernel_index));
-                    self.note_call(opts, key, grid, block, args);
-                    self.after_launch(info, opts, None)
+                    self.after_launch(info, opts, &repeat, true)
                 });
             self.scratch = scratch;
             return r;
@@ -1670,7 +1669,7 @@ impl<B: Backend> Inner<B> {
         // Submitted: recorded before arming more (an error there leaves this launch counted).
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));
-        let r = self.after_launch(info, opts, Some(&repeat));
+        let r = self.after_launch(info, opts, &repeat, false);
         self.launched_ordinary(opts, &repeat);
         self.note_call(opts, key, grid, block, args);
         self.scratch = scratch;

@@ -270,7 +270,7 @@ pub struct GpuBench {
     /// The same, device to host.
     pub d2h_pageable_gbps: f64,
     /// How many of the timed round trips' launches repeated the call before and so skipped
-    /// building the launch (`Device::repeated_launches`: written ahead or pre-armed).
+    /// building the launch (`Device::repeated_launches`: through command memory written ahead).
     pub repeated_round_trips: u64,
     /// Doorbells the device rang again during the run because a wait saw no progress
     /// (`Device::doorbell_retries`: lost doorbells, or another process holding the GPU).
@@ -906,10 +906,9 @@ impl GpuBench {
         }
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
-                "  pre-armed launches         {n} of the {} timed round trips ({} repeated the call \
-                 before), {} of the {} back-to-back launches (--armed)\n",
+                "  pre-armed launches         {n} of the {} timed round trips, {} of the {} \
+                 back-to-back launches (--armed)\n",
                 self.launch_sync.n,
-                self.repeated_round_trips,
                 self.armed_back_to_back.unwrap_or(0),
                 self.launches
             ));
@@ -1160,10 +1159,9 @@ mod tests {
             s.contains("\"armed_launches\":true,\"armed_round_trips\":50,\"armed_back_to_back\":"),
             "{s}"
         );
-        // Armed launches write ahead themselves; each timed one repeats the call before and
-        // finds it written by arming.
+        // Armed launches write ahead themselves (and build every launch).
         assert!(
-            s.contains("\"written_ahead_round_trips\":0,\"repeated_round_trips\":50"),
+            s.contains("\"written_ahead_round_trips\":0,\"repeated_round_trips\":0"),
             "{s}"
         );
         assert!(s.contains("\"probe\":{\"iterations\":20000,"), "{s}");
