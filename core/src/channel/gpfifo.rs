@@ -539,6 +539,17 @@ mod tests {
         put: Cell<u32>,
         writes: Cell<u32>,
     }
+    impl Ring {
+        /// Four empty slots, `GPGet` = `GPPut` = 0.
+        fn new() -> Ring {
+            Ring {
+                slots: RefCell::new([0; 4]),
+                get: Cell::new(0),
+                put: Cell::new(0),
+                writes: Cell::new(0),
+            }
+        }
+    }
     impl RingMemory for Ring {
         fn write_entry(&self, index: u32, entry: u64) -> Result<(), HalError> {
             let mut s = self.slots.borrow_mut();
@@ -577,12 +588,7 @@ mod tests {
 
     #[test]
     fn full_ring_waits_then_errors_without_overwriting() {
-        let ring = Ring {
-            slots: RefCell::new([0; 4]),
-            get: Cell::new(0),
-            put: Cell::new(0),
-            writes: Cell::new(0),
-        };
+        let ring = Ring::new();
         let bell = Doorbell(Cell::new(0), Cell::new(0));
         let clock = FakeClock(Cell::new(Duration::ZERO));
         let mut f = GpFifo::new(4, 0xa).unwrap();
@@ -627,12 +633,7 @@ mod tests {
 
     #[test]
     fn pushed_entries_reach_the_gpu_only_when_kicked() {
-        let ring = Ring {
-            slots: RefCell::new([0; 4]),
-            get: Cell::new(0),
-            put: Cell::new(0),
-            writes: Cell::new(0),
-        };
+        let ring = Ring::new();
         let bell = Doorbell(Cell::new(0), Cell::new(0));
         let clock = FakeClock(Cell::new(Duration::ZERO));
         for fence in [
@@ -675,12 +676,7 @@ mod tests {
 
     #[test]
     fn garbage_gp_get_is_an_error() {
-        let ring = Ring {
-            slots: RefCell::new([0; 4]),
-            get: Cell::new(0),
-            put: Cell::new(0),
-            writes: Cell::new(0),
-        };
+        let ring = Ring::new();
         let bell = Doorbell(Cell::new(0), Cell::new(0));
         let clock = FakeClock(Cell::new(Duration::ZERO));
         let mut f = GpFifo::new(4, 1).unwrap();
@@ -706,12 +702,7 @@ mod tests {
 
     #[test]
     fn a_staged_entry_is_inert_until_pushed_and_saves_the_store() {
-        let ring = Ring {
-            slots: RefCell::new([0; 4]),
-            get: Cell::new(0),
-            put: Cell::new(0),
-            writes: Cell::new(0),
-        };
+        let ring = Ring::new();
         let bell = Doorbell(Cell::new(0), Cell::new(0));
         let clock = FakeClock(Cell::new(Duration::ZERO));
         let t = Duration::from_millis(1);

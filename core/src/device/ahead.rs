@@ -220,6 +220,17 @@ impl Call {
     }
 }
 
+/// What a launch call is given, as [`Inner::launch_repeated_call`] and [`Inner::note_call`]
+/// take it.
+pub(super) struct CallInputs<'a> {
+    pub key: TemplateKey,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub args: &'a [Arg<'a>],
+    /// [`super::Device::id`] of the device launched on.
+    pub device_id: u32,
+}
+
 /// The device's write-ahead state.
 #[derive(Debug, Default)]
 pub(crate) struct AheadState {
@@ -439,15 +450,10 @@ impl<B: Backend> Inner<B> {
     /// ([`Call`]: same kernel, shape and arguments) through the region written ahead for
     /// release `value`, without building it. Returns whether it did; if not, nothing changed
     /// and the caller takes the usual path, which checks and builds the launch.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn launch_repeated_call(
         &mut self,
         opts: &DeviceOptions,
-        key: TemplateKey,
-        grid: [u32; 3],
-        block: [u32; 3],
-        args: &[Arg<'_>],
-        device_id: u32,
+        call: &CallInputs<'_>,
         value: u64,
     ) -> Result<bool, DeviceError> {
         let Some(r) = self.ahead.region else {
@@ -457,11 +463,11 @@ impl<B: Backend> Inner<B> {
         if r.value != value
             || r.seq != self.last.seq
             || c.seq != self.last.seq
-            || c.key != Some(key)
-            || c.grid != grid
-            || c.block != block
+            || c.key != Some(call.key)
+            || c.grid != call.grid
+            || c.block != call.block
             || self.caches_dirty
-            || !c.same_args(args, device_id)
+            || !c.same_args(call.args, call.device_id)
             || !self.other_done(COMPUTE)
         {
             return Ok(false);
@@ -490,20 +496,13 @@ impl<B: Backend> Inner<B> {
 
     /// After a launch: records the call that made it ([`Call`]), for the next call to compare
     /// itself with.
-    pub(super) fn note_call(
-        &mut self,
-        opts: &DeviceOptions,
-        key: TemplateKey,
-        grid: [u32; 3],
-        block: [u32; 3],
-        args: &[Arg<'_>],
-    ) {
+    pub(super) fn note_call(&mut self, opts: &DeviceOptions, call: &CallInputs<'_>) {
         if opts.write_ahead && !opts.armed_launches {
             let c = &mut self.ahead.call;
-            c.key = Some(key);
-            c.grid = grid;
-            c.block = block;
-            c.set_args(args);
+            c.key = Some(call.key);
+            c.grid = call.grid;
+            c.block = call.block;
+            c.set_args(call.args);
             c.seq = self.last.seq;
         }
     }

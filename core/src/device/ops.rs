@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use zerocopy::{FromZeros, IntoBytes};
 
-use super::ahead::{Launched, normalized};
+use super::ahead::{CallInputs, Launched, normalized};
 use super::backend::{Backend, GpuMemory, Location, MemoryRequest, Purpose, RmObjects};
 use super::chan::{ARENA_ALIGN, Arena, Chan};
 use super::error::{
@@ -1499,8 +1499,15 @@ impl<B: Backend> Inner<B> {
             kernel: kernel_index,
             dynamic_shared,
         };
+        let call = CallInputs {
+            key,
+            grid,
+            block,
+            args,
+            device_id,
+        };
         let value = self.chans[COMPUTE].submitted + 1;
-        if self.launch_repeated_call(opts, key, grid, block, args, device_id, value)? {
+        if self.launch_repeated_call(opts, &call, value)? {
             self.last_kernel = Some((slot, kernel_index));
             self.launched_ahead();
             return Ok(());
@@ -1632,7 +1639,7 @@ impl<B: Backend> Inner<B> {
                 if r.is_ok() {
                     self.last_kernel = Some((slot, kernel_index));
                     self.launched_ahead();
-                    self.note_call(opts, key, grid, block, args);
+                    self.note_call(opts, &call);
                 }
                 self.scratch = scratch;
                 return r.map(|_| ());
@@ -1671,7 +1678,7 @@ impl<B: Backend> Inner<B> {
         self.last_kernel = Some((slot, kernel_index));
         let r = self.after_launch(info, opts, &repeat, false);
         self.launched_ordinary(opts, &repeat);
-        self.note_call(opts, key, grid, block, args);
+        self.note_call(opts, &call);
         self.scratch = scratch;
         r
     }
