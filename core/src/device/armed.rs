@@ -12,9 +12,10 @@
 //! stream has had launches since the last wait (doubling, up to [`MAX_BATCH`]), with one
 //! doorbell for the batch. Arming writes the previous launch's QMD and constant bank 0 into
 //! every region, so repeating a launch costs one 8-byte store and a store barrier. (Skipping
-//! the build of a call that repeats the one before, as launches written ahead do, made an
-//! armed process hang beside another on the H200; docs/benchmarks.md, "The GP entry staged,
-//! repeated calls".)
+//! the build of a call that repeats the one before, as launches written ahead do, fired
+//! launches close enough together that beside another process the last two released their
+//! timeline values out of order on the H200, and the wait for the last one never ended;
+//! docs/benchmarks.md, "The GP entry staged, repeated calls".)
 //!
 //! Any other compute-channel submission must not queue behind an acquire, so it first
 //! consumes every armed submission with a launch that does nothing (the copy kernel with zero

@@ -339,7 +339,8 @@ fn a_stream_of_launches_arms_batches_and_other_work_consumes_all_of_them() {
             assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![288 + i; n as usize]);
         }
         // Armed launches are built in full every time (docs/benchmarks.md, "The GP entry
-        // staged, repeated calls": skipping that hung an armed process beside another).
+        // staged, repeated calls": skipping that fired them close enough together for the
+        // releases of a burst's last two to land out of order beside another process).
         assert_eq!(dev.repeated_launches(), 0);
         assert_eq!(
             dev.armed_launches(),
