@@ -509,34 +509,35 @@ mod tests {
         );
         assert_eq!(got(7).0, "INVALIDATE_SHADER_CACHES_NO_WFI");
         assert_eq!(ms[7].class, Some(HOPPER_COMPUTE_A));
-        assert_eq!(got(8), ("SEND_PCAS_A", 0x2000_0001));
-        assert_eq!(got(9), ("SEND_SIGNALING_PCAS2_B", 0xa));
-        assert_eq!(got(14).0, "SEM_EXECUTE");
+        assert_eq!(got(8), ("WAIT_FOR_IDLE", 0));
+        assert_eq!(got(9), ("SEND_PCAS_A", 0x2000_0001));
+        assert_eq!(got(10), ("SEND_SIGNALING_PCAS2_B", 0xa));
+        assert_eq!(got(15).0, "SEM_EXECUTE");
         assert_eq!(
-            ms[14].data & 7,
+            ms[15].data & 7,
             host::sem_execute::OPERATION_RELEASE,
             "release"
         );
-        assert_eq!(got(15), ("OFFSET_IN_UPPER", 0x30));
-        assert_eq!(got(16), ("OFFSET_IN_LOWER", 0));
-        assert_eq!(got(17), ("OFFSET_OUT_UPPER", 0x40));
-        assert_eq!(got(18), ("OFFSET_OUT_LOWER", 4));
-        assert_eq!(got(19), ("LINE_LENGTH_IN", 0x1234));
-        assert_eq!(got(20).0, "LAUNCH_DMA");
-        assert_eq!(ms[20].class, Some(HOPPER_DMA_COPY_A));
-        assert_eq!(got(21), ("SET_SEMAPHORE_A", 0x10));
-        assert_eq!(got(22), ("SET_SEMAPHORE_B", 0x10));
-        assert_eq!(got(23), ("SET_SEMAPHORE_PAYLOAD", 9));
-        assert_eq!(got(24), ("SET_SEMAPHORE_PAYLOAD_UPPER", 0));
+        assert_eq!(got(16), ("OFFSET_IN_UPPER", 0x30));
+        assert_eq!(got(17), ("OFFSET_IN_LOWER", 0));
+        assert_eq!(got(18), ("OFFSET_OUT_UPPER", 0x40));
+        assert_eq!(got(19), ("OFFSET_OUT_LOWER", 4));
+        assert_eq!(got(20), ("LINE_LENGTH_IN", 0x1234));
+        assert_eq!(got(21).0, "LAUNCH_DMA");
+        assert_eq!(ms[21].class, Some(HOPPER_DMA_COPY_A));
+        assert_eq!(got(22), ("SET_SEMAPHORE_A", 0x10));
+        assert_eq!(got(23), ("SET_SEMAPHORE_B", 0x10));
+        assert_eq!(got(24), ("SET_SEMAPHORE_PAYLOAD", 9));
+        assert_eq!(got(25), ("SET_SEMAPHORE_PAYLOAD_UPPER", 0));
         let mut s = FmtBuf::default();
-        fmt::write(&mut s, format_args!("{}", Fields(ms[25]))).unwrap();
+        fmt::write(&mut s, format_args!("{}", Fields(ms[26]))).unwrap();
         assert_eq!(
             s.as_str(),
             "DATA_TRANSFER_TYPE=NONE FLUSH_ENABLE=TRUE SEMAPHORE_TYPE=RELEASE_FOUR_WORD_SEMAPHORE \
              SEMAPHORE_PAYLOAD_SIZE=TWO_WORD"
         );
-        assert_eq!(got(26), ("WFI", 1));
-        assert_eq!(n, 27);
+        assert_eq!(got(27), ("WFI", 1));
+        assert_eq!(n, 28);
     }
 
     #[test]

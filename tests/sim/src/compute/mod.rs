@@ -51,6 +51,8 @@ pub(crate) struct ComputeRegs {
     /// Fault injection ([`crate::fifo::Fifo::stale_release`]): the next launch's releases
     /// write their payload minus this, after the launch (an older launch's release).
     pub(crate) stale_release: Option<u64>,
+    /// A grid was launched and nothing has waited for the engine to go idle since.
+    pub(crate) grid_unwaited: bool,
 }
 
 #[derive(Debug, Clone)]

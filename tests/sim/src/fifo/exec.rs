@@ -325,6 +325,15 @@ fn exec_method(
 ) -> Step {
     let engine = ch.desc.engine_type;
     if method < 0x100 {
+        use nvbare_core::channel::methods::host as hm;
+        // A host WFI, or a release that waits for idle, waits for the grids launched before.
+        if method == hm::WFI
+            || (method == hm::SEM_EXECUTE
+                && data & 7 == hm::sem_execute::OPERATION_RELEASE
+                && data & hm::sem_execute::RELEASE_WFI_EN != 0)
+        {
+            ch.regs.compute.grid_unwaited = false;
+        }
         return host::method(ch, core, subc, method, data);
     }
     let Some(class) = ch.subchannels.get(subc as usize).copied().flatten() else {
@@ -348,6 +357,17 @@ fn exec_method(
                 && let Err(rc) = check(core, &*space)
             {
                 return Step::Rc(rc);
+            }
+            if method == nvbare_core::channel::methods::compute::WAIT_FOR_IDLE {
+                ch.regs.compute.grid_unwaited = false;
+            }
+            let launches = method == nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS2_B
+                && matches!(data & 0xf, 2 | 3 | 9 | 10 | 11);
+            if launches {
+                if ch.regs.compute.grid_unwaited {
+                    ch.stats.overlapping_launches += 1;
+                }
+                ch.regs.compute.grid_unwaited = true;
             }
             let r = compute::method(
                 &mut ch.regs.compute,

@@ -206,6 +206,11 @@ pub struct ChannelStats {
     pub copies: u64,
     /// Grids launched.
     pub launches: u64,
+    /// Grids launched while an earlier grid of the channel could still be running: no
+    /// `WAIT_FOR_IDLE` (compute class), host `WFI` or release with `RELEASE_WFI` since it. The
+    /// simulator runs grids one after the other, but on hardware such grids overlap (on the
+    /// H200, 1000 `add1` launches back to back without one lost up to 11 increments per element).
+    pub overlapping_launches: u64,
     /// `NON_STALL_INTERRUPT`s raised.
     pub nonstall_interrupts: u64,
 }
