@@ -165,8 +165,15 @@ mod kmod {
         Ok(())
     }
 
+    /// `add1` launches in the stream-order check.
+    const CHAIN: u32 = 1000;
+    /// Elements each of them adds one to (16 MiB: every grid runs for microseconds).
+    const CHAIN_ELEMS: u32 = 4 << 20;
+
     /// Opens the GPU with the device layer, launches `empty` `n` times (waiting every 10 000),
-    /// checks an `add1` at the end, and closes it again.
+    /// checks an `add1` at the end, then stream order: [`CHAIN`] `add1`s over 4 Mi elements
+    /// back to back with no wait between them (each reads what the one before wrote, so a grid
+    /// that started before the one before it finished would lose increments), and closes it.
     fn launches(out: &mut dyn Write, index: u32, n: u64) -> Result<(), CliError> {
         use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
         use nvbare_gsp_firmware::program::LoadCubin;
@@ -210,11 +217,36 @@ mod kmod {
             )));
         }
         drop(buf);
+        let big: Vec<u32> = (0..CHAIN_ELEMS).map(|i| i.wrapping_mul(7)).collect();
+        let chain = dev.htod_copy(&big).map_err(rt("copy in"))?;
+        let cfg = LaunchConfig::for_num_elems(CHAIN_ELEMS);
+        for _ in 0..CHAIN {
+            dev.launch(&add1, cfg, &[chain.arg(), CHAIN_ELEMS.into()])
+                .map_err(rt("launching add1"))?;
+        }
+        let back = dev.dtoh_copy(&chain).map_err(rt("copy out"))?;
+        let short: Vec<u32> = back
+            .iter()
+            .zip(&big)
+            .map(|(b, h)| CHAIN.wrapping_sub(b.wrapping_sub(*h)))
+            .filter(|&d| d != 0)
+            .collect();
+        if !short.is_empty() {
+            return Err(CliError::Runtime(format!(
+                "{CHAIN} add1 launches back to back left {} of {CHAIN_ELEMS} elements short \
+                 (by {} to {} increments): consecutive kernels overlapped or some did not run",
+                short.len(),
+                short.iter().min().unwrap_or(&0),
+                short.iter().max().unwrap_or(&0)
+            )));
+        }
+        drop(chain);
         drop(m);
         drop(dev);
         writeln!(
             out,
-            "{n} launches of empty in {elapsed:.2?} ({:.3} µs each), then add1 verified",
+            "{n} launches of empty in {elapsed:.2?} ({:.3} µs each), then add1 verified; \
+             {CHAIN} dependent add1 launches back to back in order",
             elapsed.as_secs_f64() * 1e6 / n as f64
         )
         .map_err(io)
