@@ -186,11 +186,13 @@ mod tests {
             s.contains("HOPPER_COMPUTE_A.SEND_PCAS_A = 0x00100001  QMD_ADDRESS=0x10000100"),
             "{s}"
         );
+        assert!(s.contains("HOPPER_COMPUTE_A.WAIT_FOR_IDLE"), "{s}");
         assert!(s.contains("host.SEM_EXECUTE"), "{s}");
         assert!(s.contains("OPERATION=RELEASE"), "{s}");
-        // Truncated input is an error, not a panic.
+        // Truncated input is an error, not a panic: a method header without its data (the
+        // launch's first word is the complete WAIT_FOR_IDLE, then SEND_PCAS_A's header).
         let mut out = Vec::new();
-        assert!(decode(&mut out, &bytes[..4], &o).is_err());
+        assert!(decode(&mut out, &bytes[..8], &o).is_err());
         assert!(decode(&mut out, &bytes[..7], &o).is_err());
         assert_eq!(parse_binding("1=cbc0"), Ok((1, 0xcbc0)));
         assert!(parse_binding("9=cbc0").is_err());
