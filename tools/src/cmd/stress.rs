@@ -40,6 +40,50 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec, args: StressArgs) -> Result<
     }
 }
 
+/// Stream order: `chain` launches of `add1` (one added to each of `elems` u32s) back to back
+/// over one buffer with no wait between them, then every element checked. Each grid reads what
+/// the one before wrote, so a grid that started before the one before it finished loses
+/// increments (the H200 lost up to 11 per element until every launch waited for idle first).
+fn stream_order<B: nvbare_core::device::Backend>(
+    dev: &nvbare_core::device::Device<B>,
+    add1: &nvbare_core::device::Function<'_, '_, B>,
+    chain: u32,
+    elems: u32,
+) -> Result<(), CliError> {
+    use nvbare_core::device::LaunchConfig;
+    let rt = |what: &'static str| {
+        move |e: nvbare_core::device::DeviceError| CliError::Runtime(format!("{what}: {e}"))
+    };
+    let start: Vec<u32> = (0..elems).map(|i| i.wrapping_mul(7)).collect();
+    let buf = dev.htod_copy(&start).map_err(rt("copy in"))?;
+    let cfg = LaunchConfig::for_num_elems(elems);
+    for _ in 0..chain {
+        dev.launch(add1, cfg, &[buf.arg(), elems.into()])
+            .map_err(rt("launching add1"))?;
+    }
+    let back = dev.dtoh_copy(&buf).map_err(rt("copy out"))?;
+    let short = short_by(&back, &start, chain);
+    if !short.is_empty() {
+        return Err(CliError::Runtime(format!(
+            "{chain} add1 launches back to back left {} of {elems} elements short (by {} to {} \
+             increments): consecutive kernels overlapped or some did not run",
+            short.len(),
+            short.iter().min().unwrap_or(&0),
+            short.iter().max().unwrap_or(&0)
+        )));
+    }
+    Ok(())
+}
+
+/// For each element of `back` that did not get `chain` added to `start`, how many it is short.
+fn short_by(back: &[u32], start: &[u32], chain: u32) -> Vec<u32> {
+    back.iter()
+        .zip(start)
+        .map(|(b, s)| chain.wrapping_sub(b.wrapping_sub(*s)))
+        .filter(|&d| d != 0)
+        .collect()
+}
+
 #[cfg(feature = "nvidia-kmod")]
 mod kmod {
     use super::*;
@@ -171,9 +215,8 @@ mod kmod {
     const CHAIN_ELEMS: u32 = 4 << 20;
 
     /// Opens the GPU with the device layer, launches `empty` `n` times (waiting every 10 000),
-    /// checks an `add1` at the end, then stream order: [`CHAIN`] `add1`s over 4 Mi elements
-    /// back to back with no wait between them (each reads what the one before wrote, so a grid
-    /// that started before the one before it finished would lose increments), and closes it.
+    /// checks an `add1` at the end, then stream order ([`super::stream_order`] with [`CHAIN`]
+    /// launches over 4 Mi elements), and closes it.
     fn launches(out: &mut dyn Write, index: u32, n: u64) -> Result<(), CliError> {
         use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
         use nvbare_gsp_firmware::program::LoadCubin;
@@ -217,30 +260,7 @@ mod kmod {
             )));
         }
         drop(buf);
-        let big: Vec<u32> = (0..CHAIN_ELEMS).map(|i| i.wrapping_mul(7)).collect();
-        let chain = dev.htod_copy(&big).map_err(rt("copy in"))?;
-        let cfg = LaunchConfig::for_num_elems(CHAIN_ELEMS);
-        for _ in 0..CHAIN {
-            dev.launch(&add1, cfg, &[chain.arg(), CHAIN_ELEMS.into()])
-                .map_err(rt("launching add1"))?;
-        }
-        let back = dev.dtoh_copy(&chain).map_err(rt("copy out"))?;
-        let short: Vec<u32> = back
-            .iter()
-            .zip(&big)
-            .map(|(b, h)| CHAIN.wrapping_sub(b.wrapping_sub(*h)))
-            .filter(|&d| d != 0)
-            .collect();
-        if !short.is_empty() {
-            return Err(CliError::Runtime(format!(
-                "{CHAIN} add1 launches back to back left {} of {CHAIN_ELEMS} elements short \
-                 (by {} to {} increments): consecutive kernels overlapped or some did not run",
-                short.len(),
-                short.iter().min().unwrap_or(&0),
-                short.iter().max().unwrap_or(&0)
-            )));
-        }
-        drop(chain);
+        super::stream_order(&dev, &add1, CHAIN, CHAIN_ELEMS)?;
         drop(m);
         drop(dev);
         writeln!(
@@ -330,5 +350,30 @@ mod kmod {
         } else {
             Err(CliError::Runtime(format!("leak: {}", problems.join(", "))))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvbare_core::device::{Device, DeviceOptions};
+    use nvbare_gsp_firmware::program::LoadCubin;
+    use nvbare_sim::backend::SimBackend;
+    use nvbare_sim::models::GH100;
+
+    #[test]
+    fn stream_order_passes_on_the_simulator_and_counts_what_is_short() {
+        let dev = Device::open(
+            SimBackend::new(GH100, true).expect("simulated GPU"),
+            DeviceOptions::default(),
+        )
+        .expect("device opens");
+        let (_, cubin) = crate::open::demo_cubin(90).expect("fixture cubin");
+        let m = dev.load_cubin(cubin).expect("loads");
+        let add1 = m.function("add1").expect("add1");
+        stream_order(&dev, &add1, 20, 3000).expect("in order");
+        // What the hardware did without a wait between launches: some elements short.
+        assert_eq!(short_by(&[10, 8, 3, 19], &[0, 0, 0, 9], 10), vec![2, 7]);
+        assert!(short_by(&[10, 12], &[0, 2], 10).is_empty());
     }
 }
