@@ -235,7 +235,7 @@ pub(super) struct CallInputs<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct AheadState {
     region: Option<Region>,
-    /// A kernel was launched on the ordinary path since the last wait.
+    /// A kernel was launched (on either path) since the last wait.
     launched_since_wait: bool,
     /// Launches that used a region written ahead.
     used: u64,

@@ -247,9 +247,6 @@ impl<B: Backend> Inner<B> {
         Ok(())
     }
 
-    /// Arms one submission if a kernel was launched since the last wait: the caller is about
-    /// to wait for it (on hardware the GPU is still running it, so the stores and the doorbell
-    /// cost no latency).
     /// Before a wait: writes the next launch ahead or arms one (whichever is on).
     pub(super) fn before_wait(
         &mut self,
@@ -260,6 +257,9 @@ impl<B: Backend> Inner<B> {
         self.arm_after_launch(info, opts)
     }
 
+    /// Arms one submission if a kernel was launched since the last wait: the caller is about
+    /// to wait for it (on hardware the GPU is still running it, so the stores and the doorbell
+    /// cost no latency).
     fn arm_after_launch(
         &mut self,
         info: &DeviceInfo,

@@ -94,12 +94,12 @@ pub(crate) struct Inner<B: Backend> {
 pub(super) const COMPUTE: usize = 0;
 pub(super) const COPY: usize = 1;
 
-/// A channel's ring of `entries` for work-submit token `token`, ordered and retried as `opts`
-/// say.
 /// Most host staging memory (`DeviceOptions::staging_bytes`): two halves of at most 2 GiB, each
 /// a single copy-engine transfer.
 const MAX_STAGING_BYTES: u64 = 4 << 30;
 
+/// A channel's ring of `entries` for work-submit token `token`, ordered and retried as `opts`
+/// say.
 fn channel_fifo(opts: &DeviceOptions, entries: u32, token: u32) -> Result<GpFifo, GpFifoError> {
     Ok(GpFifo::new(entries, token)?
         .with_fence(opts.doorbell_fence)
