@@ -157,9 +157,8 @@ struct Region {
     off: u64,
     /// The timeline value its QMD releases (the next submission's).
     value: u64,
-    /// Offset of the pushbuffer in the region, and its length in words.
-    pb_off: u64,
-    pb_words: u32,
+    /// The GP entry of its pushbuffer (staged in the ring when there was room).
+    entry: GpEntry,
     /// [`LastLaunch::seq`] of the image written.
     seq: u64,
 }
@@ -373,10 +372,11 @@ impl<B: Backend> Inner<B> {
         let pb_words = pb.len();
         // Taken out for the writing (put back below), not cloned: no allocation.
         let img = self.last.image.take();
-        let r = (|| -> Result<(), DeviceError> {
+        let r = (|| -> Result<GpEntry, DeviceError> {
             built?;
+            let entry = GpEntry::new(cmds_va + off + pb_off, pb_words as u32)?;
             let Some(img) = img.as_ref() else {
-                return Ok(());
+                return Ok(entry);
             };
             self.write_image(info, opts, &img.launched(), off, off + cb_size, value)?;
             let c = &mut self.chans[COMPUTE];
@@ -385,17 +385,16 @@ impl<B: Backend> Inner<B> {
                 words.get(..pb_words).unwrap_or(&[]).as_bytes(),
             )?;
             // The GP entry too: the launch then only publishes it.
-            c.stage(GpEntry::new(cmds_va + off + pb_off, pb_words as u32)?)?;
-            Ok(())
+            c.stage(entry)?;
+            Ok(entry)
         })();
         self.last.image = img;
         match r {
-            Ok(()) => {
+            Ok(entry) => {
                 self.ahead.region = Some(Region {
                     off,
                     value,
-                    pb_off,
-                    pb_words: pb_words as u32,
+                    entry,
                     seq: self.last.seq,
                 });
                 Ok(())
@@ -487,8 +486,7 @@ impl<B: Backend> Inner<B> {
         value: u64,
     ) -> Result<(), DeviceError> {
         let c = &mut self.chans[COMPUTE];
-        let entry = GpEntry::new(c.cmds.gpu_va() + r.off + r.pb_off, r.pb_words)?;
-        c.queue(&self.usermode, self.backend.clock(), opts, entry)?;
+        c.queue(&self.usermode, self.backend.clock(), opts, r.entry)?;
         c.submitted = value;
         self.ahead.used += 1;
         Ok(())
