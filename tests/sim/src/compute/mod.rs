@@ -108,6 +108,13 @@ fn sm_exception(engine: u32, warp_error: u32, pc: u64, addr: u64, reason: String
     })
 }
 
+/// Whether `SEND_SIGNALING_PCAS2_B` with PCAS action `action` launches the latched QMD:
+/// SCHEDULE (2), INVALIDATE_COPY_SCHEDULE (3), PREFETCH_SCHEDULE (9),
+/// INVALIDATE_PREFETCH_COPY_SCHEDULE (10), ..._FORCE_REQUIRE_SCHEDULING (11).
+pub(crate) fn pcas_launches(action: u32) -> bool {
+    matches!(action, 2 | 3 | 9 | 10 | 11)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn method(
     r: &mut ComputeRegs,
@@ -138,8 +145,6 @@ pub(crate) fn method(
         m::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C => r.local_non_throttled[2] = data,
         m::SEND_PCAS_A => r.qmd_addr = (data as u64) << 8,
         m::SEND_SIGNALING_PCAS2_B => {
-            // SCHEDULE (2), INVALIDATE_COPY_SCHEDULE (3), PREFETCH_SCHEDULE (9),
-            // INVALIDATE_PREFETCH_COPY_SCHEDULE (10), ..._FORCE_REQUIRE_SCHEDULING (11) launch.
             let action = data & 0xf;
             // INVALIDATE (1) and the INVALIDATE_..._COPY actions drop the cached copy.
             if matches!(action, 1 | 3 | 10 | 11)
@@ -148,8 +153,8 @@ pub(crate) fn method(
                 cache.remove(&r.qmd_addr);
             }
             return match action {
+                a if pcas_launches(a) => launch(r, core, space, ctx, engine, class),
                 0 | 1 | 8 => Step::Ok,
-                2 | 3 | 9 | 10 | 11 => launch(r, core, space, ctx, engine, class),
                 a => sm_exception(
                     engine,
                     warp_esr::ILLEGAL_INSTR_PARAM,

@@ -362,7 +362,7 @@ fn exec_method(
                 ch.regs.compute.grid_unwaited = false;
             }
             let launches = method == nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS2_B
-                && matches!(data & 0xf, 2 | 3 | 9 | 10 | 11);
+                && compute::pcas_launches(data & 0xf);
             if launches {
                 if ch.regs.compute.grid_unwaited {
                     ch.stats.overlapping_launches += 1;
