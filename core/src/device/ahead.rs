@@ -240,7 +240,8 @@ pub(crate) struct AheadState {
     used: u64,
     /// The call that made the remembered launch.
     call: Call,
-    /// Of `used`, the launches that skipped building themselves ([`Call`]).
+    /// Launches that skipped building themselves ([`Call`]), through a region written ahead or
+    /// a pre-armed submission.
     repeated: u64,
 }
 
@@ -446,35 +447,41 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Submits the launch of a call that repeats the call which made the remembered launch
-    /// ([`Call`]: same kernel, shape and arguments) through the region written ahead for
-    /// release `value`, without building it. Returns whether it did; if not, nothing changed
-    /// and the caller takes the usual path, which checks and builds the launch.
+    /// ([`Call`]: same kernel, shape and arguments) without building it: through the region
+    /// written ahead for release `value`, or the front pre-armed submission when arming wrote
+    /// that launch into it. Returns whether it did; if not, nothing changed and the caller
+    /// takes the usual path, which checks and builds the launch.
     pub(super) fn launch_repeated_call(
         &mut self,
+        info: &DeviceInfo,
         opts: &DeviceOptions,
         call: &CallInputs<'_>,
         value: u64,
     ) -> Result<bool, DeviceError> {
-        let Some(r) = self.ahead.region else {
-            return Ok(false);
-        };
         let c = &self.ahead.call;
-        if r.value != value
-            || r.seq != self.last.seq
-            || c.seq != self.last.seq
+        if c.seq != self.last.seq
             || c.key != Some(call.key)
             || c.grid != call.grid
             || c.block != call.block
             || self.caches_dirty
             || !c.same_args(call.args, call.device_id)
-            || !self.other_done(COMPUTE)
         {
             return Ok(false);
         }
-        self.ahead.region = None;
-        self.publish_region(opts, &r, value)?;
-        self.ahead.repeated += 1;
-        Ok(true)
+        let fired = if let Some(r) = self.ahead.region {
+            if r.value != value || r.seq != self.last.seq || !self.other_done(COMPUTE) {
+                return Ok(false);
+            }
+            self.ahead.region = None;
+            self.publish_region(opts, &r, value)?;
+            true
+        } else {
+            self.fire_armed_repeat(info, opts, value)?
+        };
+        if fired {
+            self.ahead.repeated += 1;
+        }
+        Ok(fired)
     }
 
     /// Publishes region `r` as the compute submission with release `value`: its GP entry
@@ -493,9 +500,9 @@ impl<B: Backend> Inner<B> {
     }
 
     /// After a launch: records the call that made it ([`Call`]), for the next call to compare
-    /// itself with.
+    /// itself with (not the no-op launches that disarm, which are not remembered either).
     pub(super) fn note_call(&mut self, opts: &DeviceOptions, call: &CallInputs<'_>) {
-        if opts.write_ahead && !opts.armed_launches {
+        if (opts.write_ahead || opts.armed_launches) && !self.arm.is_disarming() {
             let c = &mut self.ahead.call;
             c.key = Some(call.key);
             c.grid = call.grid;

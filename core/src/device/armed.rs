@@ -113,6 +113,11 @@ impl ArmState {
     pub(super) fn fired(&self) -> u64 {
         self.fired
     }
+
+    /// Launching the no-ops that consume armed submissions.
+    pub(super) fn is_disarming(&self) -> bool {
+        self.disarming
+    }
 }
 
 impl<B: Backend> Inner<B> {
@@ -358,20 +363,49 @@ impl<B: Backend> Inner<B> {
         Ok(())
     }
 
-    /// After launch `l` (description normalized; either path; `through_armed` when it used an
-    /// armed submission, which remembered it already): counts it, and in a stream of launches with the armed
-    /// submissions used up, arms the next batch.
+    /// Launches a call that repeats the last launch's call (`ahead::Call`; the caller
+    /// checked) through the front armed submission with release `value`, if arming wrote that
+    /// launch into it: the flag and a store barrier, nothing built. Returns whether it did.
+    pub(super) fn fire_armed_repeat(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        value: u64,
+    ) -> Result<bool, DeviceError> {
+        let Some(a) = self.arm.slots.front().copied() else {
+            return Ok(false);
+        };
+        if self.arm.disarming
+            || a.value != value
+            || !a.prewritten
+            || self.arm.pre_seq != Some(self.last.seq)
+            || !self.other_done(COMPUTE)
+        {
+            return Ok(false);
+        }
+        let c = &mut self.chans[COMPUTE];
+        c.cmds.write_u64(a.off, a.value)?;
+        self.usermode.store_barrier();
+        c.submitted = a.value;
+        self.arm.slots.pop_front();
+        self.arm.fired += 1;
+        self.after_launch(info, opts, None)?;
+        Ok(true)
+    }
+
+    /// After a launch (either path; `remember` the launch, description normalized, unless it
+    /// used an armed submission, which remembered it already): counts it, and in a stream of
+    /// launches with the armed submissions used up, arms the next batch.
     pub(super) fn after_launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
-        l: &Launched<'_>,
-        through_armed: bool,
+        remember: Option<&Launched<'_>>,
     ) -> Result<(), DeviceError> {
         if !opts.armed_launches || self.arm.disarming {
             return Ok(());
         }
-        if !through_armed {
+        if let Some(l) = remember {
             self.last.remember(l);
         }
         self.arm.launched_since_wait = true;

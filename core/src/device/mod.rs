@@ -372,8 +372,11 @@ impl<B: Backend> Device<B> {
         self.inner().map_or(0, |i| i.ahead.used())
     }
 
-    /// Of [`Device::written_ahead_launches`], those whose call repeated the previous launch's
-    /// (same kernel, shape and arguments) and so skipped building the launch altogether.
+    /// Launches whose call repeated the previous launch's (same kernel, shape and arguments)
+    /// and so skipped building the launch altogether: through command memory written ahead
+    /// (a part of [`Device::written_ahead_launches`]) or, with
+    /// [`DeviceOptions::armed_launches`], a pre-armed submission that arming had written it
+    /// into (a part of [`Device::armed_launches`]).
     pub fn repeated_launches(&self) -> u64 {
         self.inner().map_or(0, |i| i.ahead.repeated())
     }

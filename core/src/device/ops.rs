@@ -1507,7 +1507,7 @@ impl<B: Backend> Inner<B> {
             device_id,
         };
         let value = self.chans[COMPUTE].submitted + 1;
-        if self.launch_repeated_call(opts, &call, value)? {
+        if self.launch_repeated_call(info, opts, &call, value)? {
             self.last_kernel = Some((slot, kernel_index));
             self.launched_ahead();
             return Ok(());
@@ -1650,7 +1650,8 @@ impl<B: Backend> Inner<B> {
                 .launch_armed(info, opts, &repeat, value)
                 .and_then(|()| {
                     self.last_kernel = Some((slot, kernel_index));
-                    self.after_launch(info, opts, &repeat, true)
+                    self.note_call(opts, &call);
+                    self.after_launch(info, opts, None)
                 });
             self.scratch = scratch;
             return r;
@@ -1676,7 +1677,7 @@ impl<B: Backend> Inner<B> {
         // Submitted: recorded before arming more (an error there leaves this launch counted).
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));
-        let r = self.after_launch(info, opts, &repeat, false);
+        let r = self.after_launch(info, opts, Some(&repeat));
         self.launched_ordinary(opts, &repeat);
         self.note_call(opts, &call);
         self.scratch = scratch;

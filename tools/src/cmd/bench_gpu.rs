@@ -270,7 +270,7 @@ pub struct GpuBench {
     /// The same, device to host.
     pub d2h_pageable_gbps: f64,
     /// How many of the timed round trips' launches repeated the call before and so skipped
-    /// building the launch (`Device::repeated_launches`: through command memory written ahead).
+    /// building the launch (`Device::repeated_launches`: written ahead or pre-armed).
     pub repeated_round_trips: u64,
     /// Doorbells the device rang again during the run because a wait saw no progress
     /// (`Device::doorbell_retries`: lost doorbells, or another process holding the GPU).
