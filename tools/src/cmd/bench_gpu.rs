@@ -1159,9 +1159,10 @@ mod tests {
             s.contains("\"armed_launches\":true,\"armed_round_trips\":50,\"armed_back_to_back\":"),
             "{s}"
         );
-        // Armed launches write ahead themselves (and build every launch).
+        // Armed launches write ahead themselves; every timed round trip repeats the call
+        // before, so it fires the armed submission without building its launch.
         assert!(
-            s.contains("\"written_ahead_round_trips\":0,\"repeated_round_trips\":0"),
+            s.contains("\"written_ahead_round_trips\":0,\"repeated_round_trips\":50"),
             "{s}"
         );
         assert!(s.contains("\"probe\":{\"iterations\":20000,"), "{s}");
