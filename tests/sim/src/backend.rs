@@ -241,6 +241,37 @@ pub struct SimBackend {
     system: Option<(Arc<SimSystem>, usize)>,
     /// This process's write-combining buffers.
     wc: Arc<WcBuffer>,
+    /// The clock the driver reads.
+    clock: DriverClock,
+}
+
+/// The clock the driver reads: the GPU's. With [`SimBackend::run_lazily`] the GPU only runs
+/// when time passes for the driver, i.e. when it reads this clock or delays.
+#[derive(Debug)]
+pub struct DriverClock {
+    clock: Arc<SimClock>,
+    lazy: std::sync::atomic::AtomicBool,
+    catch_up: Kick,
+}
+
+impl DriverClock {
+    fn catch_up(&self) {
+        if self.lazy.load(std::sync::atomic::Ordering::Relaxed) {
+            (self.catch_up.0)();
+        }
+    }
+}
+
+impl nvbare_core::hal::Clock for DriverClock {
+    fn now(&self) -> std::time::Duration {
+        self.catch_up();
+        self.clock.now()
+    }
+
+    fn delay(&self, d: std::time::Duration) {
+        self.catch_up();
+        self.clock.delay(d);
+    }
 }
 
 impl std::fmt::Debug for SimBackend {
@@ -283,6 +314,15 @@ impl SimBackend {
             )
         })
         .map_err(|s| format!("creating the RM client failed: {s}"))?;
+        let (g, m) = (gpu.clone(), model.clone());
+        let clock = DriverClock {
+            clock: gpu.clock(),
+            lazy: std::sync::atomic::AtomicBool::new(false),
+            catch_up: Kick(Arc::new(move || {
+                let fifo = m.lock().unwrap_or_else(|e| e.into_inner()).fifo().clone();
+                g.with_core(|core| crate::fifo::lock(&fifo).catch_up(core));
+            })),
+        };
         Ok(SimBackend {
             gpu,
             model,
@@ -293,6 +333,7 @@ impl SimBackend {
             existing: None,
             system: None,
             wc: Arc::new(WcBuffer::default()),
+            clock,
         })
     }
 
@@ -475,6 +516,25 @@ impl SimBackend {
         self.with_fifo_channel(h, |f, chid| f.doorbells_to_lose(chid))
     }
 
+    /// Fault injection: the GPU falls behind the driver ([`Fifo::run_lazily`]): work published
+    /// by a doorbell runs only when time passes for the driver (it reads the clock or
+    /// delays, as every wait does), not before the driver's next instruction. A driver that
+    /// reads results it has not waited for sees them unwritten. One GPU only: `false` for a
+    /// GPU of a [`SimSystem`] (whose GPUs run one another's work after each doorbell).
+    pub fn run_lazily(&self, on: bool) -> bool {
+        if self.system.is_some() {
+            return false;
+        }
+        crate::fifo::lock(&self.fifo()).run_lazily(on);
+        self.clock
+            .lazy
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        if !on {
+            (self.clock.catch_up.0)();
+        }
+        true
+    }
+
     /// Undoes [`SimBackend::freeze_channel`] and lets the host run again.
     pub fn thaw_channel(&self, h: Handle) -> bool {
         self.thawer(h).map(|thaw| thaw()).is_some()
@@ -541,7 +601,7 @@ impl Backend for SimBackend {
     type Rm = SimRm;
     type Memory = SimMemory;
     type Usermode = SimUsermode;
-    type Clock = SimClock;
+    type Clock = DriverClock;
 
     fn describe(&self) -> String {
         let chip = self.gpu.model().chipset.name().to_ascii_lowercase();
@@ -559,8 +619,8 @@ impl Backend for SimBackend {
         &mut self.rm
     }
 
-    fn clock(&self) -> &SimClock {
-        self.gpu.clock_ref()
+    fn clock(&self) -> &DriverClock {
+        &self.clock
     }
 
     fn chipset(&self) -> Option<Chipset> {

@@ -280,6 +280,10 @@ pub struct Fifo {
     channels: BTreeMap<u32, Channel>,
     /// Test hook: channels whose doorbell is ignored (a stalled PBDMA).
     frozen: Vec<u32>,
+    /// Fault injection ([`Fifo::run_lazily`]): channels run only in [`Fifo::catch_up`].
+    lazy: bool,
+    /// In [`Fifo::catch_up`] now.
+    catching_up: bool,
     /// Test hook: how many of each channel's next doorbells are lost.
     lost: BTreeMap<u32, u32>,
     /// Whether RCs are queued for the RM to report (GSP-RM sends them as events).
@@ -309,6 +313,8 @@ impl Fifo {
             kernels,
             channels: BTreeMap::new(),
             frozen: Vec::new(),
+            lazy: false,
+            catching_up: false,
             lost: BTreeMap::new(),
             report_rcs: false,
             notices: Vec::new(),
@@ -446,6 +452,24 @@ impl Fifo {
         self.frozen.retain(|&c| c != chid);
     }
 
+    /// Fault injection: the GPU falls behind. Doorbells and switch-ins still take `GPPut`, and
+    /// CPU writes still count, but no channel runs until [`Fifo::catch_up`], which the
+    /// simulated CPU calls when time passes for the driver (it reads its clock or delays:
+    /// [`crate::backend::SimBackend::run_lazily`]). Without it the simulator runs work at the
+    /// doorbell, before the driver's next instruction, so a driver that reads results without
+    /// waiting for them would pass; on hardware the GPU is microseconds behind.
+    pub fn run_lazily(&mut self, on: bool) {
+        self.lazy = on;
+    }
+
+    /// Runs every runnable channel until none makes progress, in lazy mode too
+    /// ([`Fifo::run_lazily`]).
+    pub fn catch_up(&mut self, core: &mut SimCore) {
+        self.catching_up = true;
+        self.run_all(core);
+        self.catching_up = false;
+    }
+
     /// Fault injection: the next `n` doorbells of channel `chid` are lost (the host does not
     /// take its new `GPPut`), as one was on the H200 when another process created its channels
     /// (docs/hardware.md). The driver must ring again when work it published is not fetched.
@@ -547,6 +571,9 @@ impl Fifo {
     /// [`Fifo::run_all`], telling whether any channel made progress (a
     /// [`crate::system::SimSystem`] repeats it over its GPUs until none does).
     pub fn run_all_progress(&mut self, core: &mut SimCore) -> bool {
+        if self.lazy && !self.catching_up {
+            return false;
+        }
         let mut any = false;
         for _ in 0..MAX_PASSES {
             let ids: Vec<u32> = self.channels.keys().copied().collect();
