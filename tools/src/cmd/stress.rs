@@ -334,21 +334,90 @@ mod kmod {
         print_counts(out, &before).map_err(io)?;
         writeln!(out, "after:").map_err(io)?;
         print_counts(out, &after).map_err(io)?;
-        let mut problems = Vec::new();
-        if before.rm != after.rm {
-            problems.push(format!("RM objects {:?} -> {:?}", before.rm, after.rm));
+        judge(&before, &after).map_err(CliError::Runtime)?;
+        writeln!(out, "no leaks").map_err(io)?;
+        Ok(())
+    }
+
+    /// Compares the driver-wide counts from before and after the run. More RM objects or less
+    /// free VRAM is a leak; fewer objects or more free VRAM can only be another process's
+    /// doing (the counts are the driver's, not this process's), which makes the check
+    /// inconclusive.
+    fn judge(before: &Counts, after: &Counts) -> Result<(), String> {
+        if before == after {
+            return Ok(());
         }
-        if before.vram_free != after.vram_free {
-            problems.push(format!(
-                "free VRAM {} -> {} bytes",
-                before.vram_free, after.vram_free
-            ));
+        let mut grew = Vec::new();
+        let mut fell = Vec::new();
+        if let (Some((c0, r0)), Some((c1, r1))) = (before.rm, after.rm) {
+            let s = format!("RM clients {c0} -> {c1}, resources {r0} -> {r1}");
+            if c1 > c0 || r1 > r0 {
+                grew.push(s);
+            } else if c1 < c0 || r1 < r0 {
+                fell.push(s);
+            }
+        } else if before.rm != after.rm {
+            grew.push(format!("RM objects {:?} -> {:?}", before.rm, after.rm));
         }
-        if problems.is_empty() {
-            writeln!(out, "no leaks").map_err(io)?;
-            Ok(())
+        let vram = format!(
+            "free VRAM {} -> {} bytes",
+            before.vram_free, after.vram_free
+        );
+        match after.vram_free.cmp(&before.vram_free) {
+            std::cmp::Ordering::Less => grew.push(vram),
+            std::cmp::Ordering::Greater => fell.push(vram),
+            std::cmp::Ordering::Equal => {}
+        }
+        if !grew.is_empty() {
+            Err(format!(
+                "leak: {} (another process allocating on the GPU meanwhile would look the \
+                 same: run stress on an otherwise idle GPU to be sure)",
+                grew.join(", ")
+            ))
         } else {
-            Err(CliError::Runtime(format!("leak: {}", problems.join(", "))))
+            Err(format!(
+                "inconclusive: {} during the run, which only another process can do (the \
+                 counts are the driver's); run stress on an otherwise idle GPU",
+                fell.join(", ")
+            ))
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn c(rm: Option<(u32, u64)>, vram_free: u64) -> Counts {
+            Counts { rm, vram_free }
+        }
+
+        #[test]
+        fn growth_is_a_leak_and_a_drop_is_another_process() {
+            let before = c(Some((9, 66)), 1000);
+            assert_eq!(judge(&before, &before), Ok(()));
+            let e = judge(&before, &c(Some((9, 67)), 1000)).unwrap_err();
+            assert!(
+                e.starts_with("leak: RM clients 9 -> 9, resources 66 -> 67"),
+                "{e}"
+            );
+            let e = judge(&before, &c(Some((9, 66)), 900)).unwrap_err();
+            assert!(e.starts_with("leak: free VRAM 1000 -> 900 bytes"), "{e}");
+            // What a busy process exiting during the run looked like on the H200.
+            let e = judge(&c(Some((11, 94)), 900), &c(Some((9, 66)), 1000)).unwrap_err();
+            assert!(e.starts_with("inconclusive: RM clients 11 -> 9"), "{e}");
+            assert!(e.contains("free VRAM 900 -> 1000 bytes"), "{e}");
+            // Growth wins over a drop elsewhere.
+            let e = judge(&before, &c(Some((8, 70)), 1100)).unwrap_err();
+            assert!(
+                e.starts_with("leak: RM clients 9 -> 8, resources 66 -> 70"),
+                "{e}"
+            );
+            // RM counts readable before and not after: not comparable, reported to look at.
+            let e = judge(&before, &c(None, 1000)).unwrap_err();
+            assert!(
+                e.starts_with("leak: RM objects Some((9, 66)) -> None"),
+                "{e}"
+            );
         }
     }
 }
