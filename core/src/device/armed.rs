@@ -38,7 +38,6 @@ use zerocopy::IntoBytes;
 
 use super::ahead::Launched;
 use super::backend::{Backend, GpuMemory};
-use super::chan::RingView;
 use super::module::Arg;
 use super::ops::{COMPUTE, Inner};
 use super::{DeviceError, DeviceInfo, DeviceOptions};
@@ -243,13 +242,7 @@ impl<B: Backend> Inner<B> {
             words.get(..len).unwrap_or(&[]).as_bytes(),
         )?;
         let entry = GpEntry::new(va + PB_OFFSET, len as u32)?;
-        let view = RingView {
-            mem: &c.ring,
-            userd: c.userd_offset,
-        };
-        c.fifo
-            .push(&view, usermode, backend.clock(), opts.timeout, entry)?;
-        Ok(())
+        c.push(usermode, backend.clock(), opts.timeout, entry)
     }
 
     /// Before a wait: writes the next launch ahead or arms one (whichever is on).

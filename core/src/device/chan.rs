@@ -149,11 +149,22 @@ impl<M: GpuMemory> Chan<M> {
         usermode: &U,
     ) -> Result<(), DeviceError> {
         self.read_back(bar1_readback, usermode)?;
-        let view = RingView {
-            mem: &self.ring,
-            userd: self.userd_offset,
-        };
+        let view = RingView::of(&self.ring, self.userd_offset);
         self.fifo.kick(&view, usermode)?;
+        Ok(())
+    }
+
+    /// Appends `entry` to the ring without publishing it ([`GpFifo::push`]: waits up to
+    /// `timeout` for a free slot).
+    pub fn push<U: crate::hal::Mmio + ?Sized, C: crate::hal::Clock + ?Sized>(
+        &mut self,
+        usermode: &U,
+        clock: &C,
+        timeout: core::time::Duration,
+        entry: GpEntry,
+    ) -> Result<(), DeviceError> {
+        let view = RingView::of(&self.ring, self.userd_offset);
+        self.fifo.push(&view, usermode, clock, timeout, entry)?;
         Ok(())
     }
 
@@ -166,12 +177,7 @@ impl<M: GpuMemory> Chan<M> {
         opts: &super::DeviceOptions,
         entry: GpEntry,
     ) -> Result<(), DeviceError> {
-        let view = RingView {
-            mem: &self.ring,
-            userd: self.userd_offset,
-        };
-        self.fifo
-            .push(&view, usermode, clock, opts.timeout, entry)?;
+        self.push(usermode, clock, opts.timeout, entry)?;
         if self.fifo.unpublished() > opts.deferred_submits {
             self.publish(opts.bar1_readback, usermode)?;
         }
@@ -181,10 +187,7 @@ impl<M: GpuMemory> Chan<M> {
     /// Writes `entry` into the ring's next slot ahead of the push that will publish it
     /// ([`GpFifo::stage`]); nothing if the ring is full.
     pub fn stage(&mut self, entry: GpEntry) -> Result<bool, DeviceError> {
-        let view = RingView {
-            mem: &self.ring,
-            userd: self.userd_offset,
-        };
+        let view = RingView::of(&self.ring, self.userd_offset);
         Ok(self.fifo.stage(&view, entry)?)
     }
 
@@ -195,9 +198,16 @@ impl<M: GpuMemory> Chan<M> {
 }
 
 /// The ring and USERD of a channel as [`RingMemory`].
-pub(super) struct RingView<'a, M: GpuMemory> {
-    pub mem: &'a M,
-    pub userd: u64,
+struct RingView<'a, M: GpuMemory> {
+    mem: &'a M,
+    userd: u64,
+}
+
+impl<'a, M: GpuMemory> RingView<'a, M> {
+    /// The ring in `mem`, its USERD at `userd`.
+    fn of(mem: &'a M, userd: u64) -> Self {
+        RingView { mem, userd }
+    }
 }
 
 impl<M: GpuMemory> RingMemory for RingView<'_, M> {
