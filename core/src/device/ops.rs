@@ -1269,8 +1269,7 @@ impl<B: Backend> Inner<B> {
         let base = self.staging.gpu_va();
         for (i, chunk) in src.chunks(half as usize).enumerate() {
             let h = i % 2;
-            let last = self.staging_last[h];
-            self.wait(info, opts, COPY, last, "a staging buffer to free up")?;
+            self.wait_staging(info, opts, h, "a staging buffer to free up")?;
             let off = h as u64 * half;
             self.staging.write(off, chunk)?;
             let n = chunk.len() as u64;
@@ -1293,8 +1292,7 @@ impl<B: Backend> Inner<B> {
     ) -> Result<(), DeviceError> {
         self.check_alive()?;
         let half = self.staging.size() / 2;
-        let last = self.staging_last[0];
-        self.wait(info, opts, COPY, last, "a staging buffer to free up")?;
+        self.wait_staging(info, opts, 0, "a staging buffer to free up")?;
         let n0 = len.min(half);
         self.staging.zero(0, n0)?;
         let base = self.staging.gpu_va();
@@ -1333,16 +1331,21 @@ impl<B: Backend> Inner<B> {
                 self.dtoh_chunk(info, opts, src, len, i + 1)?;
             }
             let h = (i % 2) as usize;
-            self.wait(
-                info,
-                opts,
-                COPY,
-                self.staging_last[h],
-                "a device-to-host copy",
-            )?;
+            self.wait_staging(info, opts, h, "a device-to-host copy")?;
             self.staging.read(h as u64 * half, chunk)?;
         }
         Ok(())
+    }
+
+    /// Waits for the last copy that used staging half `h` (`what` names it in a timeout).
+    fn wait_staging(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        h: usize,
+        what: &'static str,
+    ) -> Result<(), DeviceError> {
+        self.wait(info, opts, COPY, self.staging_last[h], what)
     }
 
     /// Submits the copy of chunk `i` of a `len`-byte device-to-host copy from `src` into
@@ -1357,13 +1360,7 @@ impl<B: Backend> Inner<B> {
     ) -> Result<(), DeviceError> {
         let half = self.staging.size() / 2;
         let h = (i % 2) as usize;
-        self.wait(
-            info,
-            opts,
-            COPY,
-            self.staging_last[h],
-            "a staging buffer to free up",
-        )?;
+        self.wait_staging(info, opts, h, "a staging buffer to free up")?;
         let off = h as u64 * half;
         let n = (len - i * half).min(half);
         let s = src + i * half;
