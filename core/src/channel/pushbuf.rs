@@ -431,7 +431,9 @@ impl<'a> PushBuffer<'a> {
     /// cached copy of an older QMD at the same address from being launched). The wait keeps
     /// stream order: without it the grids of one channel overlap (on the H200, 1000 `add1`s
     /// back to back over one buffer lost up to 11 increments per element, and two releases of
-    /// the timeline landed out of order) and it cost nothing measurable there.
+    /// the timeline landed out of order). It costs a round trip nothing, but back-to-back
+    /// launches now run at the GPU's rate for grids in order (~1.05 µs per empty kernel on the
+    /// H200, 0.38 before).
     pub fn compute_launch(&mut self, qmd_va: u64) -> Result<(), PushError> {
         if !qmd_va.is_multiple_of(256) || (qmd_va >> 8) >> 32 != 0 {
             return Err(PushError::AddressTooLarge(qmd_va));

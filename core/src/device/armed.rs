@@ -11,11 +11,13 @@
 //! with no wait in between arms a batch once the armed ones are used up, as many as the
 //! stream has had launches since the last wait (doubling, up to [`MAX_BATCH`]), with one
 //! doorbell for the batch. Arming writes the previous launch's QMD and constant bank 0 into
-//! every region, so repeating a launch costs one 8-byte store and a store barrier. (Skipping
-//! the build of a call that repeats the one before, as launches written ahead do, fired
-//! launches close enough together that beside another process the last two released their
-//! timeline values out of order on the H200, and the wait for the last one never ended;
-//! docs/benchmarks.md, "The GP entry staged, repeated calls".)
+//! every region, so repeating a launch costs one 8-byte store and a store barrier, and a call
+//! that repeats the call before skips building its launch too, as launches written ahead do
+//! ([`Inner::fire_armed_repeat`]). That shortcut was taken out once: beside another process
+//! two launches of a burst released their timeline values out of order on the H200, because
+//! their grids overlapped; since every launch waits for the one before
+//! ([`crate::channel::pushbuf::PushBuffer::compute_launch`]) it is back (docs/benchmarks.md,
+//! "The hardware checks with stream order").
 //!
 //! Any other compute-channel submission must not queue behind an acquire, so it first
 //! consumes every armed submission with a launch that does nothing (the copy kernel with zero
