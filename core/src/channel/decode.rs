@@ -93,6 +93,7 @@ pub fn method_name(family: Family, method: u32) -> Option<&'static str> {
         Family::Compute => match method {
             compute::NO_OPERATION => "NO_OPERATION",
             compute::WAIT_FOR_IDLE => "WAIT_FOR_IDLE",
+            compute::INVALIDATE_SKED_CACHES => "INVALIDATE_SKED_CACHES",
             compute::PM_TRIGGER => "PM_TRIGGER",
             compute::SET_SHADER_SHARED_MEMORY_WINDOW_A => "SET_SHADER_SHARED_MEMORY_WINDOW_A",
             compute::SET_SHADER_SHARED_MEMORY_WINDOW_B => "SET_SHADER_SHARED_MEMORY_WINDOW_B",

@@ -111,6 +111,10 @@ pub mod compute {
     pub const WAIT_FOR_IDLE: u32 = 0x0110;
     /// `NVC6C0_PM_TRIGGER`.
     pub const PM_TRIGGER: u32 = 0x0140;
+    /// `NVC6C0_INVALIDATE_SKED_CACHES`: drops the QMDs the scheduler cached (by address), so
+    /// QMDs another QMD schedules are read from memory again (Mesa NVK sends it for
+    /// `INVALIDATE_QMD_DATA`).
+    pub const INVALIDATE_SKED_CACHES: u32 = 0x0298;
     /// `NVC6C0_SET_SHADER_SHARED_MEMORY_WINDOW_A` (`BASE_ADDRESS_UPPER` 16:0).
     pub const SET_SHADER_SHARED_MEMORY_WINDOW_A: u32 = 0x02a0;
     /// `NVC6C0_SET_SHADER_SHARED_MEMORY_WINDOW_B` (`BASE_ADDRESS` 31:0).

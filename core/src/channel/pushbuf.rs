@@ -447,6 +447,14 @@ impl<'a> PushBuffer<'a> {
         )
     }
 
+    /// `INVALIDATE_SKED_CACHES`: QMDs scheduled after this (by a `SEND_PCAS` or by another
+    /// QMD's completion) are fetched from memory, not from the scheduler's cache. Needed before
+    /// a chain of QMDs that schedule each other at addresses that held other QMDs before: only
+    /// the first is launched through a PCAS action that invalidates its own address.
+    pub fn invalidate_sked_caches(&mut self) -> Result<(), PushError> {
+        self.immd(SUBC_COMPUTE, compute::INVALIDATE_SKED_CACHES, 0)
+    }
+
     /// `INVALIDATE_SHADER_CACHES_NO_WFI` of instructions, global data and constants (after new
     /// code or constants were uploaded).
     pub fn invalidate_shader_caches(&mut self) -> Result<(), PushError> {

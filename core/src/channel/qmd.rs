@@ -775,13 +775,22 @@ impl Qmd {
             q.set(&mb, RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR)?;
         }
         if let Some(next) = d.dependent_qmd {
-            let [ptr, en, act, pf] = dependent_names(v);
-            q.set(&ptr, aligned(static_name(v, &ptr), next, 8)?)?;
-            q.set(&en, 1)?;
-            q.set(&act, DEPENDENT_QMD_ACTION_QMD_SCHEDULE)?;
-            q.set(&pf, 1)?;
+            q.schedule_after(next)?;
         }
         Ok(q)
+    }
+
+    /// Makes this QMD schedule the QMD at GPU VA `next` (256-byte aligned) when its grid
+    /// completes, prefetching it when this one is scheduled (dependent QMD 0: `QMD_SCHEDULE` +
+    /// `PREFETCH`, what a CUDA graph's kernels do). Sets only those four fields, so a QMD
+    /// already written to memory can be patched word by word.
+    pub fn schedule_after(&mut self, next: u64) -> Result<(), QmdError> {
+        let v = self.version;
+        let [ptr, en, act, pf] = dependent_names(v);
+        self.set(&ptr, aligned(static_name(v, &ptr), next, 8)?)?;
+        self.set(&en, 1)?;
+        self.set(&act, DEPENDENT_QMD_ACTION_QMD_SCHEDULE)?;
+        self.set(&pf, 1)
     }
 
     /// Reads the launch back out of the QMD (the inverse of [`Qmd::build`] for the fields

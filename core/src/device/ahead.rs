@@ -269,7 +269,10 @@ impl AheadState {
 
 /// Byte ranges of `new` whose 8-byte words differ from `old` (same length), merged where
 /// adjacent.
-fn differing_runs<'a>(old: &'a [u8], new: &'a [u8]) -> impl Iterator<Item = (usize, usize)> + 'a {
+pub(super) fn differing_runs<'a>(
+    old: &'a [u8],
+    new: &'a [u8],
+) -> impl Iterator<Item = (usize, usize)> + 'a {
     let words = new.len().div_ceil(8);
     let differs = move |w: usize| {
         let r = w * 8..(w * 8 + 8).min(new.len());
@@ -347,6 +350,8 @@ impl<B: Backend> Inner<B> {
             || opts.armed_launches
             || !core::mem::take(&mut self.ahead.launched_since_wait)
             || self.dead.is_some()
+            // Its pushbuffer has no acquire for a chain that may still run (device/chain.rs).
+            || self.chain_pending().is_some()
         {
             return Ok(());
         }
@@ -474,6 +479,8 @@ impl<B: Backend> Inner<B> {
             }
             self.ahead.region = None;
             self.publish_region(opts, &r, value)?;
+            true
+        } else if self.launch_chained_repeat(info, opts, value)? {
             true
         } else {
             self.fire_armed_repeat(info, opts, value)?

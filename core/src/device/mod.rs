@@ -48,6 +48,7 @@ mod armed;
 pub use armed::ARMED_TIMESLICE;
 mod backend;
 pub mod baremetal;
+mod chain;
 mod chan;
 mod copy;
 mod error;
@@ -69,6 +70,7 @@ pub use backend::{
     Backend, BackendError, GpuMemory, Location, MemoryRequest, PeerMapping, PeerPathInfo,
     PhysRange, Purpose, RmEvent, RmObjects,
 };
+pub use chain::ChainStats;
 pub use copy::{COPY_KERNEL_NAME, CopyPath};
 pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
 pub use memory::{DeviceBuffer, DeviceRepr};
@@ -117,6 +119,13 @@ pub struct DeviceOptions {
     /// [`Device::flush`]: work queued since then does not start until one of those happens,
     /// so a program that waits for a kernel by other means (polling memory) must flush first.
     pub deferred_submits: u32,
+    /// With [`DeviceOptions::deferred_submits`] > 0: a launch that follows a launch still
+    /// waiting for its doorbell is scheduled by that launch's QMD when its grid completes
+    /// (dependent QMD, as a CUDA graph's kernels are) instead of by methods of its own
+    /// (`device/chain.rs`). Stream order is kept; back-to-back launches then cost the GPU
+    /// what a graph's kernels do rather than a `WAIT_FOR_IDLE` each. On by default; off for
+    /// measurements. Ignored without deferral and with [`DeviceOptions::armed_launches`].
+    pub chain_launches: bool,
     /// `MEMBAR_TYPE` of the QMD release semaphore that completes a launch: `NONE` (false, the
     /// default, as tinygrad leaves it) or `FE_SYSMEMBAR` (true). Every CTA already ends with a
     /// system-scope membar (`CWD_MEMBAR_TYPE` = `L1_SYSMEMBAR`), so a kernel's stores are
@@ -189,6 +198,7 @@ impl Default for DeviceOptions {
             perf_boost: true,
             doorbell_fence: DoorbellFence::StoreTwice,
             deferred_submits: 0,
+            chain_launches: true,
             release_sysmembar: false,
             bar1_readback: false,
             kernel_copy_min_bytes: 256 << 10,
@@ -378,6 +388,12 @@ impl<B: Backend> Device<B> {
     /// into (a part of [`Device::armed_launches`]).
     pub fn repeated_launches(&self) -> u64 {
         self.inner().map_or(0, |i| i.ahead.repeated())
+    }
+
+    /// What launch chaining did since open ([`DeviceOptions::chain_launches`]).
+    pub fn chain_stats(&self) -> ChainStats {
+        self.inner()
+            .map_or(ChainStats::default(), |i| i.chain.stats)
     }
 
     /// Whether a launch is written ahead now ([`DeviceOptions::write_ahead`]; for tests).

@@ -87,6 +87,8 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) last: super::ahead::LastLaunch,
     /// Launches written ahead (`device/ahead.rs`).
     pub(super) ahead: super::ahead::AheadState,
+    /// Chained launches (`device/chain.rs`).
+    pub(super) chain: super::chain::ChainState,
     /// Doorbells rung again by waits that saw no progress.
     pub(super) doorbell_retries: u64,
 }
@@ -505,6 +507,7 @@ impl<B: Backend> Inner<B> {
             arm: Default::default(),
             last: Default::default(),
             ahead: Default::default(),
+            chain: Default::default(),
             doorbell_retries: 0,
         };
         let info = DeviceInfo {
@@ -763,6 +766,12 @@ impl<B: Backend> Inner<B> {
         let other_sem = self.sem.gpu_va() + self.chans[o].sem_offset;
         let own_sem = self.sem.gpu_va() + self.chans[ci].sem_offset;
         let need_acquire = other_sub > self.chans[ci].synced_other;
+        // After a chain of launches (device/chain.rs), its last value.
+        let chain_after = if ci == COMPUTE {
+            self.chain_pending()
+        } else {
+            None
+        };
         if need_acquire {
             // The GPU-side wait below needs the other channel's work started.
             self.kick(opts, o)?;
@@ -775,6 +784,9 @@ impl<B: Backend> Inner<B> {
         let built = (|| -> Result<(), DeviceError> {
             if need_acquire {
                 head.host_acquire64_geq(other_sem, other_sub)?;
+            }
+            if let Some(v) = chain_after {
+                head.host_acquire64_geq(own_sem, v)?;
             }
             let released = build(&mut tail, cmds_va + off, (&self.chans[ci].cmds, off, value))?;
             if !released {
@@ -808,6 +820,9 @@ impl<B: Backend> Inner<B> {
         c.submitted = value;
         if need_acquire {
             c.synced_other = other_sub;
+        }
+        if ci == COMPUTE {
+            self.chain_end(chain_after.is_some());
         }
         Ok(value)
     }
@@ -850,7 +865,7 @@ impl<B: Backend> Inner<B> {
 
     /// Rings channel `ci`'s doorbell for entries queued without one
     /// ([`DeviceOptions::deferred_submits`]).
-    fn kick(&mut self, opts: &DeviceOptions, ci: usize) -> Result<(), DeviceError> {
+    pub(super) fn kick(&mut self, opts: &DeviceOptions, ci: usize) -> Result<(), DeviceError> {
         let c = &mut self.chans[ci];
         if c.fifo.unpublished() == 0 {
             return Ok(());
@@ -1154,6 +1169,7 @@ impl<B: Backend> Inner<B> {
         self.caches_dirty = true;
         self.arm.reset();
         self.ahead.reset();
+        self.chain.reset();
         self.create_channels(info, opts)
     }
 
@@ -1653,6 +1669,21 @@ impl<B: Backend> Inner<B> {
             self.scratch = scratch;
             return r;
         }
+        match self.launch_chained(info, opts, &repeat, value, None) {
+            Ok(false) => {}
+            r => {
+                if r.is_ok() {
+                    self.last_kernel = Some((slot, kernel_index));
+                    self.launched_ordinary(opts, &repeat);
+                    self.chain_remembered(opts);
+                    self.note_call(opts, &call);
+                }
+                self.scratch = scratch;
+                return r.map(|_| ());
+            }
+        }
+        let chaining = super::chain::chaining(opts);
+        let mut head = None;
         let mut templates = core::mem::take(&mut self.templates);
         let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
             desc.cbufs[0] = Some((va, cb_size));
@@ -1663,19 +1694,31 @@ impl<B: Backend> Inner<B> {
             if dirty {
                 pb.invalidate_shader_caches()?;
             }
+            if chaining {
+                // Launches chained to this one are scheduled from QMDs at reused addresses.
+                pb.invalidate_sked_caches()?;
+                head = Some((off + cb_size as u64, va, qmd));
+            }
             pb.compute_launch(qmd_va)?;
             Ok(true)
         });
         self.templates = templates;
-        if let Err(e) = r {
-            self.scratch = scratch;
-            return Err(e);
+        let value = match r {
+            Ok(v) => v,
+            Err(e) => {
+                self.scratch = scratch;
+                return Err(e);
+            }
+        };
+        if let Some((qmd_off, cb_va, qmd)) = head {
+            self.chain_head(opts, qmd_off, cb_va, &qmd, value);
         }
         // Submitted: recorded before arming more (an error there leaves this launch counted).
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));
         let r = self.after_launch(info, opts, Some(&repeat));
         self.launched_ordinary(opts, &repeat);
+        self.chain_remembered(opts);
         self.note_call(opts, &call);
         self.scratch = scratch;
         r

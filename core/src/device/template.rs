@@ -21,6 +21,13 @@ pub(super) struct QmdPatch {
     cb0_shift: u32,
     release_lo: &'static QmdField,
     release_hi: &'static QmdField,
+    /// Dependent QMD 0: pointer (shifted 8), enable, action, prefetch.
+    dependent: [&'static QmdField; 4],
+    /// `RELEASE_ENABLE` of release 0.
+    release_enable: &'static QmdField,
+    /// `CWD_MEMBAR_TYPE`, and `CWD_MEMBAR_TASK_CHASING_ENABLE` where the layout has it (V04+).
+    cwd_membar: &'static QmdField,
+    task_chasing: Option<&'static QmdField>,
 }
 
 fn field(v: QmdVersion, name: &'static str) -> Result<&'static QmdField, QmdError> {
@@ -32,6 +39,24 @@ impl QmdPatch {
     /// Resolves the handles for layout `v` (names as in `clc6c0qmd.h` / `clcbc0qmd.h` /
     /// `clcec0qmd.h`).
     pub(super) fn new(v: QmdVersion) -> Result<Self, QmdError> {
+        let dependent = match v {
+            QmdVersion::V04_00 => [
+                "DEPENDENT_QMD0_POINTER",
+                "DEPENDENT_QMD_ENABLE(0)",
+                "DEPENDENT_QMD_ACTION(0)",
+                "DEPENDENT_QMD_PREFETCH(0)",
+            ],
+            _ => [
+                "DEPENDENT_QMD0_POINTER",
+                "DEPENDENT_QMD0_ENABLE",
+                "DEPENDENT_QMD0_ACTION",
+                "DEPENDENT_QMD0_PREFETCH",
+            ],
+        };
+        let release_enable = match v {
+            QmdVersion::V03_00 => "RELEASE0_ENABLE",
+            _ => "RELEASE_ENABLE(0)",
+        };
         let (grid, cb_lo, cb_hi, shift, rel_lo, rel_hi) = match v {
             QmdVersion::V03_00 => (
                 ["CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH"],
@@ -63,6 +88,15 @@ impl QmdPatch {
             cb0_shift: shift,
             release_lo: field(v, rel_lo)?,
             release_hi: field(v, rel_hi)?,
+            dependent: [
+                field(v, dependent[0])?,
+                field(v, dependent[1])?,
+                field(v, dependent[2])?,
+                field(v, dependent[3])?,
+            ],
+            release_enable: field(v, release_enable)?,
+            cwd_membar: field(v, "CWD_MEMBAR_TYPE")?,
+            task_chasing: v.field("CWD_MEMBAR_TASK_CHASING_ENABLE"),
         })
     }
 
@@ -85,12 +119,58 @@ impl QmdPatch {
         self.set_payload(q, payload)
     }
 
+    /// [`Qmd::schedule_after`] through the resolved handles (a launch chains QMDs at the
+    /// rate it launches them; looking the four fields up by name cost ~1 µs on the H200's
+    /// CPU).
+    pub(super) fn schedule_after(&self, q: &mut Qmd, next: u64) -> Result<(), QmdError> {
+        if !next.is_multiple_of(256) {
+            return Err(QmdError::Misaligned {
+                field: self.dependent[0].name,
+                value: next,
+                align: 256,
+            });
+        }
+        let [ptr, en, act, pf] = self.dependent;
+        q.set_field(ptr, next >> 8)?;
+        q.set_field(en, 1)?;
+        // DEPENDENT_QMD_ACTION_QMD_SCHEDULE.
+        q.set_field(act, 1)?;
+        q.set_field(pf, 1)
+    }
+
+    /// Turns `q`, the last QMD of a chain so far, into an inner one whose grid the QMD at
+    /// `next` follows: it schedules `next` ([`QmdPatch::schedule_after`]), releases nothing
+    /// (the chain's last QMD releases its timeline value, which covers this one's) and, unless
+    /// `keep_membar`, ends its CTAs with a GPU-scope membar and task chasing instead of the
+    /// system-scope one (what a CUDA graph gives all but its last kernel: the next grid sees
+    /// this one's stores; the last QMD's system-scope membar makes them visible to the host
+    /// before its release).
+    pub(super) fn make_inner(
+        &self,
+        q: &mut Qmd,
+        next: u64,
+        keep_membar: bool,
+    ) -> Result<(), QmdError> {
+        self.schedule_after(q, next)?;
+        q.set_field(self.release_enable, 0)?;
+        if !keep_membar {
+            q.set_field(self.cwd_membar, CWD_MEMBAR_TYPE_L1_MEMBAR)?;
+            if let Some(f) = self.task_chasing {
+                q.set_field(f, 1)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Sets only the release payload of `q` (QMDs that differ in nothing else).
     pub(super) fn set_payload(&self, q: &mut Qmd, payload: u64) -> Result<(), QmdError> {
         q.set_field(self.release_lo, payload & 0xffff_ffff)?;
         q.set_field(self.release_hi, payload >> 32)
     }
 }
+
+/// `CWD_MEMBAR_TYPE_L1_MEMBAR` (`clc6c0qmd.h` / `clcbc0qmd.h`): a GPU-scope membar at CTA end.
+const CWD_MEMBAR_TYPE_L1_MEMBAR: u64 = 3;
 
 /// What makes two launches share a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +269,63 @@ mod tests {
         kernel: 0,
         dynamic_shared: 0,
     };
+
+    #[test]
+    fn chaining_through_handles_equals_chaining_by_name() {
+        for v in [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00] {
+            let p = QmdPatch::new(v).unwrap();
+            let d = desc([3, 1, 1], [64, 1, 1], 0x10_0000_2000, 9);
+            let mut by_handle = Qmd::build(v, &d).unwrap();
+            let mut by_name = by_handle.clone();
+            p.schedule_after(&mut by_handle, 0x20_0000_1200).unwrap();
+            by_name.schedule_after(0x20_0000_1200).unwrap();
+            assert_eq!(by_handle, by_name, "{v:?}");
+            assert_ne!(
+                by_handle,
+                Qmd::build(v, &d).unwrap(),
+                "{v:?}: it changed something"
+            );
+            let mut chained = d;
+            chained.dependent_qmd = Some(0x20_0000_1200);
+            assert_eq!(by_handle, Qmd::build(v, &chained).unwrap(), "{v:?}");
+            assert_eq!(
+                by_handle.launch_desc().unwrap().dependent_qmd,
+                Some(0x20_0000_1200)
+            );
+            assert!(
+                p.schedule_after(&mut by_handle, 0x20_0000_1280).is_err(),
+                "misaligned"
+            );
+        }
+    }
+
+    #[test]
+    fn an_inner_chain_qmd_schedules_the_next_releases_nothing_and_keeps_the_rest() {
+        for v in [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00] {
+            let p = QmdPatch::new(v).unwrap();
+            let d = desc([3, 1, 1], [64, 1, 1], 0x10_0000_2000, 9);
+            let last = Qmd::build(v, &d).unwrap();
+            let mut inner = last.clone();
+            p.make_inner(&mut inner, 0x20_0000_1200, false).unwrap();
+            let got = inner.launch_desc().unwrap();
+            assert_eq!(got.dependent_qmd, Some(0x20_0000_1200), "{v:?}");
+            assert_eq!(got.release, [None, None], "{v:?}");
+            assert_eq!(inner.get("CWD_MEMBAR_TYPE").unwrap(), 3, "{v:?}");
+            if v != QmdVersion::V03_00 {
+                assert_eq!(inner.get("CWD_MEMBAR_TASK_CHASING_ENABLE").unwrap(), 1);
+            }
+            // Nothing else changed: the launch itself is the same.
+            let mut want = d;
+            want.release = [None, None];
+            want.dependent_qmd = Some(0x20_0000_1200);
+            let mut back = got;
+            back.program_size = want.program_size;
+            assert_eq!(back, want, "{v:?}");
+            let mut kept = last.clone();
+            p.make_inner(&mut kept, 0x20_0000_1200, true).unwrap();
+            assert_eq!(kept.get("CWD_MEMBAR_TYPE"), last.get("CWD_MEMBAR_TYPE"));
+        }
+    }
 
     #[test]
     fn a_patched_template_equals_a_fresh_build() {

@@ -14,8 +14,8 @@ use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
 
 /// The launch paths: the defaults (launches written ahead), every launch in full, pre-armed
-/// launches, deferred doorbells.
-fn modes() -> [(&'static str, DeviceOptions); 4] {
+/// launches, deferred doorbells (launches chained) and deferred doorbells without chaining.
+fn modes() -> [(&'static str, DeviceOptions); 5] {
     let d = DeviceOptions::default;
     [
         ("default", d()),
@@ -37,6 +37,14 @@ fn modes() -> [(&'static str, DeviceOptions); 4] {
             "deferred doorbells",
             DeviceOptions {
                 deferred_submits: 4,
+                ..d()
+            },
+        ),
+        (
+            "deferred doorbells, unchained",
+            DeviceOptions {
+                deferred_submits: 4,
+                chain_launches: false,
                 ..d()
             },
         ),

@@ -438,11 +438,13 @@ fn raw_submissions_after_a_region_written_behind_queued_launches() {
     // abandoned region. (When the arena has no room for such a submission at all, the region
     // is given back instead of waited for, `Inner::arena_alloc`; with the fixture kernels'
     // small constant banks that needs a larger submission than the 1024 raw words allowed.)
+    // Unchained: after a chain of launches nothing is written ahead (`chain_sim.rs`).
     let dev = open(
         GH100,
         DeviceOptions {
             command_bytes: 16 << 10,
             deferred_submits: 8,
+            chain_launches: false,
             timeout: Duration::from_millis(300),
             ..DeviceOptions::default()
         },

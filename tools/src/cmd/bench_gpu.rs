@@ -65,6 +65,10 @@ pub struct GpuBenchArgs {
     /// Submissions queued before a doorbell (DeviceOptions::deferred_submits; 0 = every one).
     #[arg(long, default_value_t = 0)]
     pub defer: u32,
+    /// With --defer: do not chain launches queued behind one doorbell (each gets its own
+    /// methods and WAIT_FOR_IDLE; DeviceOptions::chain_launches = false).
+    #[arg(long)]
+    pub no_chain: bool,
     /// QMD release semaphore with FE_SYSMEMBAR (DeviceOptions::release_sysmembar = true).
     #[arg(long)]
     pub release_sysmembar: bool,
@@ -174,6 +178,7 @@ impl GpuBenchArgs {
                 FenceArg::Full => DoorbellFence::Full,
             },
             deferred_submits: self.defer,
+            chain_launches: !self.no_chain,
             release_sysmembar: self.release_sysmembar,
             bar1_readback: self.bar1_readback,
             copy_kernel_block: self.copy_block.unwrap_or(d.copy_kernel_block),
@@ -261,6 +266,9 @@ pub struct GpuBench {
     pub armed_round_trips: Option<u64>,
     /// With `--armed`: how many of the back-to-back launches used one.
     pub armed_back_to_back: Option<u64>,
+    /// How many of the back-to-back launches were chained to the launch before
+    /// (DeviceOptions::chain_launches, with --defer).
+    pub chained_back_to_back: u64,
     /// How many of the timed round trips' launches went through command memory written
     /// ahead during the wait before (DeviceOptions::write_ahead).
     pub written_ahead_round_trips: u64,
@@ -575,6 +583,7 @@ fn measure<B: CliBackend>(
 
     progress(&format!("back-to-back: {launches} launches"));
     let armed_before = dev.armed_launches();
+    let chained_before = dev.chain_stats().chained;
     let t = Instant::now();
     for _ in 0..launches {
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
@@ -582,6 +591,7 @@ fn measure<B: CliBackend>(
     let submit_us = us(t.elapsed()) / f64::from(launches);
     dev.synchronize().map_err(rt("synchronize"))?;
     let back_to_back_us = us(t.elapsed()) / f64::from(launches);
+    let chained_back_to_back = dev.chain_stats().chained - chained_before;
     let armed_back_to_back = dev
         .options()
         .armed_launches
@@ -730,6 +740,7 @@ fn measure<B: CliBackend>(
         launch_call_us,
         armed_round_trips,
         armed_back_to_back,
+        chained_back_to_back,
         written_ahead_round_trips,
         repeated_round_trips,
         doorbell_retries: dev.doorbell_retries(),
@@ -813,8 +824,9 @@ impl GpuBench {
             num(self.d2h_pageable_gbps)
         ));
         s.push_str(&format!(
-            ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{}",
-            self.written_ahead_round_trips, self.repeated_round_trips
+            ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
+             \"chained_back_to_back\":{}",
+            self.written_ahead_round_trips, self.repeated_round_trips, self.chained_back_to_back
         ));
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
@@ -902,6 +914,13 @@ impl GpuBench {
                 "  written ahead              {} of the {} timed round trips' launches ({} \
                  repeated the call before)\n",
                 self.written_ahead_round_trips, self.launch_sync.n, self.repeated_round_trips
+            ));
+        }
+        if self.chained_back_to_back > 0 {
+            s.push_str(&format!(
+                "  chained launches           {} of the {} back-to-back launches (--defer: \
+                 scheduled by the QMD before)\n",
+                self.chained_back_to_back, self.launches
             ));
         }
         if let Some(n) = self.armed_round_trips {
@@ -1045,6 +1064,7 @@ mod tests {
             probe: true,
             fence: FenceArg::Store2,
             defer: 0,
+            no_chain: false,
             release_sysmembar: false,
             bar1_readback: false,
             copy_block: None,
@@ -1080,7 +1100,8 @@ mod tests {
             "\"open_s\":",
             "\"launch_call_us\":",
             // Every timed round trip repeats the launch before it.
-            "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50",
+            "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50,\
+             \"chained_back_to_back\":0",
             "\"d2d_ce_gbps\":",
             "\"h2d_pageable_gbps\":",
             "\"d2h_pageable_gbps\":",
@@ -1132,6 +1153,34 @@ mod tests {
         let mut out = Vec::new();
         run(&mut out, a).unwrap();
         assert!(String::from_utf8(out).unwrap().contains("\"launches\":200"));
+    }
+
+    #[test]
+    fn deferred_doorbells_chain_back_to_back_launches_unless_told_not_to() {
+        for (no_chain, chained) in [(false, true), (true, false)] {
+            let mut a = sim_args(false);
+            a.defer = 16;
+            a.no_chain = no_chain;
+            a.probe = false;
+            a.verify = false;
+            let o = a.device_options().unwrap();
+            assert_eq!((o.deferred_submits, o.chain_launches), (16, !no_chain));
+            let mut out = Vec::new();
+            run(&mut out, a).unwrap();
+            let s = String::from_utf8(out).unwrap();
+            let n: u64 = s
+                .split("\"chained_back_to_back\":")
+                .nth(1)
+                .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("no chained_back_to_back in {s}"));
+            // 200 launches in batches of 17 (a head and 16 chained).
+            if chained {
+                assert!(n >= 180, "{n}: {s}");
+            } else {
+                assert_eq!(n, 0, "{s}");
+            }
+        }
     }
 
     #[test]

@@ -213,6 +213,8 @@ mod kmod {
     const CHAIN: u32 = 1000;
     /// Elements each of them adds one to (16 MiB: every grid runs for microseconds).
     const CHAIN_ELEMS: u32 = 4 << 20;
+    /// Deferred doorbells of the second stream-order run.
+    const CHAIN_DEFER: u32 = 16;
 
     /// Opens the GPU with the device layer, launches `empty` `n` times (waiting every 10 000),
     /// checks an `add1` at the end, then stream order ([`super::stream_order`] with [`CHAIN`]
@@ -263,10 +265,32 @@ mod kmod {
         super::stream_order(&dev, &add1, CHAIN, CHAIN_ELEMS)?;
         drop(m);
         drop(dev);
+        // Again with deferred doorbells, where launches are chained (DeviceOptions::
+        // chain_launches): the GPU, not WAIT_FOR_IDLE, orders them there.
+        let opts = DeviceOptions {
+            deferred_submits: CHAIN_DEFER,
+            ..DeviceOptions::default()
+        };
+        let dev = Device::open(KernelBackend::open(index)?, opts)
+            .map_err(rt("opening the device with deferred doorbells"))?;
+        let m = dev
+            .load_cubin(cubin)
+            .map_err(|e| CliError::Runtime(format!("loading {name}: {e}")))?;
+        let add1 = m.function("add1").map_err(rt("add1"))?;
+        super::stream_order(&dev, &add1, CHAIN, CHAIN_ELEMS)?;
+        let chained = dev.chain_stats().chained;
+        if chained == 0 {
+            return Err(CliError::Runtime(format!(
+                "with {CHAIN_DEFER} deferred doorbells no launch was chained"
+            )));
+        }
+        drop(m);
+        drop(dev);
         writeln!(
             out,
             "{n} launches of empty in {elapsed:.2?} ({:.3} µs each), then add1 verified; \
-             {CHAIN} dependent add1 launches back to back in order",
+             {CHAIN} dependent add1 launches back to back in order, and again with doorbells \
+             deferred ({chained} chained)",
             elapsed.as_secs_f64() * 1e6 / n as f64
         )
         .map_err(io)

@@ -53,6 +53,8 @@ pub(crate) struct ComputeRegs {
     pub(crate) stale_release: Option<u64>,
     /// A grid was launched and nothing has waited for the engine to go idle since.
     pub(crate) grid_unwaited: bool,
+    /// Grids scheduled by another QMD's completion (dependent QMD `QMD_SCHEDULE`), ever.
+    pub(crate) dependent_launches: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -61,6 +63,8 @@ pub(crate) struct Pending {
     poll_va: Option<u64>,
     /// Release semaphores of its QMD.
     releases: Vec<Release>,
+    /// The QMD its QMD schedules when it completes, and the compute class (for that launch).
+    then: Option<(u64, u32)>,
     /// For traces.
     what: String,
 }
@@ -127,6 +131,11 @@ pub(crate) fn method(
     data: u32,
 ) -> Step {
     match method {
+        m::INVALIDATE_SKED_CACHES => {
+            if let Some(cache) = r.stale_qmds.as_mut() {
+                cache.clear();
+            }
+        }
         m::NO_OPERATION
         | m::WAIT_FOR_IDLE
         | m::PM_TRIGGER
@@ -180,11 +189,13 @@ pub(crate) fn method(
     Step::Ok
 }
 
-/// Re-checks a grid that did not finish; `Some(step)` when it has now finished (or failed).
+/// Re-checks a grid that did not finish; `Some(step)` when it has now finished (or failed),
+/// with the QMDs its QMD schedules run.
 pub(crate) fn poll_pending(
     r: &mut ComputeRegs,
     core: &mut SimCore,
     space: &dyn AddressSpace,
+    ctx: &Ctx<'_>,
     engine: u32,
 ) -> Option<Step> {
     let p = r.pending.as_ref()?;
@@ -199,7 +210,14 @@ pub(crate) fn poll_pending(
     }
     let p = r.pending.take()?;
     core.trace(format!("compute: {} finished", p.what));
-    Some(release_all(core, space, engine, &p.releases))
+    let step = release_all(core, space, engine, &p.releases);
+    match (step, p.then) {
+        (Step::Ok, Some((next, class))) => {
+            r.dependent_launches += 1;
+            Some(launch_from(r, core, space, ctx, engine, class, next, true))
+        }
+        (step, _) => Some(step),
+    }
 }
 
 fn release_all(core: &mut SimCore, space: &dyn AddressSpace, engine: u32, rel: &[Release]) -> Step {
@@ -259,6 +277,25 @@ fn releases(q: &Qmd, d: &LaunchDesc) -> Vec<Release> {
     out
 }
 
+/// Dependent QMD 0 of a QMD: `Ok(Some(va))` when it schedules the QMD at `va` on completion
+/// (`QMD_SCHEDULE`), `Ok(None)` when it schedules nothing, `Err` for what is not modelled
+/// (other actions, dependent QMD 1).
+fn dependent(q: &Qmd) -> Result<Option<u64>, String> {
+    let get = |names: &[&str]| field(q, names).unwrap_or(0);
+    if get(&["DEPENDENT_QMD1_ENABLE", "DEPENDENT_QMD_ENABLE(1)"]) != 0 {
+        return Err("dependent QMD 1 is not modelled".into());
+    }
+    if get(&["DEPENDENT_QMD0_ENABLE", "DEPENDENT_QMD_ENABLE(0)"]) == 0 {
+        return Ok(None);
+    }
+    // clc6c0qmd.h / clcbc0qmd.h: DEPENDENT_QMD_ACTION 1 = QMD_SCHEDULE (4 =
+    // DECREMENT_DEPENDENCE, which needs a model of dependence counters).
+    match get(&["DEPENDENT_QMD0_ACTION", "DEPENDENT_QMD_ACTION(0)"]) {
+        1 => Ok(Some(get(&["DEPENDENT_QMD0_POINTER"]) << 8)),
+        a => Err(format!("dependent QMD action {a} is not modelled")),
+    }
+}
+
 fn launch(
     r: &mut ComputeRegs,
     core: &mut SimCore,
@@ -268,9 +305,57 @@ fn launch(
     class: u32,
 ) -> Step {
     let qmd_va = r.qmd_addr;
+    launch_from(r, core, space, ctx, engine, class, qmd_va, false)
+}
+
+/// Launches the QMD at `qmd_va` (`scheduled`: by the QMD before it, which nothing invalidated
+/// in the QMD cache for), then every QMD a completed one schedules, in order.
+#[allow(clippy::too_many_arguments)]
+fn launch_from(
+    r: &mut ComputeRegs,
+    core: &mut SimCore,
+    space: &dyn AddressSpace,
+    ctx: &Ctx<'_>,
+    engine: u32,
+    class: u32,
+    mut qmd_va: u64,
+    scheduled: bool,
+) -> Step {
+    if scheduled {
+        core.trace(format!(
+            "compute: QMD at {qmd_va:#x} scheduled by the QMD before it"
+        ));
+    }
+    loop {
+        match launch_one(r, core, space, ctx, engine, class, qmd_va) {
+            Ok(Some(next)) => {
+                r.dependent_launches += 1;
+                core.trace(format!(
+                    "compute: QMD at {qmd_va:#x} completed, schedules the QMD at {next:#x}"
+                ));
+                qmd_va = next;
+            }
+            Ok(None) => return Step::Ok,
+            Err(step) => return step,
+        }
+    }
+}
+
+/// Runs the QMD at `qmd_va`: `Ok(Some(next))` when it completed and schedules the QMD at
+/// `next`, `Ok(None)` when it completed, `Err(step)` for anything else (a fault, a grid still
+/// running).
+fn launch_one(
+    r: &mut ComputeRegs,
+    core: &mut SimCore,
+    space: &dyn AddressSpace,
+    ctx: &Ctx<'_>,
+    engine: u32,
+    class: u32,
+    qmd_va: u64,
+) -> Result<Option<u64>, Step> {
     let v = qmd_version_for_class(class);
     if v != ctx.chip.info().qmd {
-        return sm_exception(
+        return Err(sm_exception(
             engine,
             warp_esr::ILLEGAL_INSTR_PARAM,
             0,
@@ -280,7 +365,7 @@ fn launch(
                 class_name(class).unwrap_or("compute class"),
                 ctx.chip.info().qmd
             ),
-        );
+        ));
     }
     let cached = r
         .stale_qmds
@@ -298,7 +383,7 @@ fn launch(
         None => {
             let mut bytes = vec![0u8; v.size()];
             if let Err(f) = gpu_read(core, space, qmd_va, &mut bytes, Access::Read) {
-                return Step::Rc(RcInfo::mmu(engine, f, "QMD fetch"));
+                return Err(Step::Rc(RcInfo::mmu(engine, f, "QMD fetch")));
             }
             if let Some(c) = r.stale_qmds.as_mut() {
                 c.insert(qmd_va, bytes.clone());
@@ -308,15 +393,16 @@ fn launch(
     };
     let qmd = match Qmd::from_bytes(v, &bytes) {
         Ok(q) => q,
-        Err(e) => return bad_qmd(engine, qmd_va, e.to_string()),
+        Err(e) => return Err(bad_qmd(engine, qmd_va, e.to_string())),
     };
     if let Err(e) = qmd.check_version() {
-        return bad_qmd(engine, qmd_va, e.to_string());
+        return Err(bad_qmd(engine, qmd_va, e.to_string()));
     }
     let d = match qmd.launch_desc() {
         Ok(d) => d,
-        Err(e) => return bad_qmd(engine, qmd_va, e.to_string()),
+        Err(e) => return Err(bad_qmd(engine, qmd_va, e.to_string())),
     };
+    let then = dependent(&qmd).map_err(|why| bad_qmd(engine, qmd_va, why))?;
     let mut rel = releases(&qmd, &d);
     if let Some(back) = r.stale_release.take() {
         core.trace(format!(
@@ -327,8 +413,11 @@ fn launch(
         }
     }
     r.last = Some(d);
-    match run::grid(core, space, ctx, &d) {
-        run::GridEnd::Done => release_all(core, space, engine, &rel),
+    let end = match run::grid(core, space, ctx, &d) {
+        run::GridEnd::Done => match release_all(core, space, engine, &rel) {
+            Step::Ok => return Ok(then),
+            step => step,
+        },
         run::GridEnd::Fault { fault, pc, kernel } => {
             // What the H200 shows for a kernel's store to an unmapped address (docs/hardware.md):
             // a non-replayable MMU fault, Xid 31, the channel torn down, the fault in the
@@ -351,11 +440,13 @@ fn launch(
             r.pending = Some(Pending {
                 poll_va,
                 releases: rel,
+                then: then.map(|next| (next, class)),
                 what: what.clone(),
             });
             Step::Hang(what)
         }
-    }
+    };
+    Err(end)
 }
 
 fn bad_qmd(engine: u32, qmd_va: u64, why: String) -> Step {

@@ -134,7 +134,12 @@ pub(crate) fn run(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> Outcom
         ChannelState::Faulted(_) => return Outcome::Idle,
         ChannelState::Hung { .. } => {
             let space = ch.desc.space.clone();
-            match compute::poll_pending(&mut ch.regs.compute, core, &*space, engine) {
+            let before = ch.regs.compute.dependent_launches;
+            let polled = compute::poll_pending(&mut ch.regs.compute, core, &*space, ctx, engine);
+            let scheduled = ch.regs.compute.dependent_launches - before;
+            ch.stats.launches += scheduled;
+            ch.stats.dependent_launches += scheduled;
+            match polled {
                 None => return Outcome::Idle,
                 Some(Step::Rc(info)) => return Outcome::Rc(info),
                 Some(_) => {
@@ -369,6 +374,7 @@ fn exec_method(
                 }
                 ch.regs.compute.grid_unwaited = true;
             }
+            let before = ch.regs.compute.dependent_launches;
             let r = compute::method(
                 &mut ch.regs.compute,
                 core,
@@ -382,6 +388,9 @@ fn exec_method(
             if method == nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS2_B {
                 ch.stats.launches += 1;
             }
+            let scheduled = ch.regs.compute.dependent_launches - before;
+            ch.stats.launches += scheduled;
+            ch.stats.dependent_launches += scheduled;
             r
         }
         _ => Step::Rc(RcInfo::pbdma(

@@ -211,6 +211,9 @@ pub struct ChannelStats {
     /// simulator runs grids one after the other, but on hardware such grids overlap (on the
     /// H200, 1000 `add1` launches back to back without one lost up to 11 increments per element).
     pub overlapping_launches: u64,
+    /// Grids (counted in `launches`) that a completed QMD scheduled (dependent QMD
+    /// `QMD_SCHEDULE`) instead of a PCAS method: they start after the grid before ends.
+    pub dependent_launches: u64,
     /// `NON_STALL_INTERRUPT`s raised.
     pub nonstall_interrupts: u64,
 }

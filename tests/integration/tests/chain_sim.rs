@@ -1,0 +1,403 @@
+//! Chained launches (`DeviceOptions::chain_launches` with deferred doorbells;
+//! `core/src/device/chain.rs`) on the simulated GPUs: a launch that follows a launch still
+//! waiting for its doorbell is scheduled by the QMD before it (dependent QMD `QMD_SCHEDULE`),
+//! which the simulator runs when that QMD's grid completes. Every result is checked, so a
+//! chained QMD run twice, not at all, out of order or from a stale QMD cache entry fails here.
+
+use nvbare_integration::kernels_cubin as kernels;
+use std::time::Duration;
+
+use nvbare_core::device::{ChainStats, ChannelKind, Device, DeviceOptions, LaunchConfig};
+use nvbare_gsp_firmware::program::LoadCubin;
+use nvbare_sim::backend::SimBackend;
+use nvbare_sim::fifo::ChannelState;
+use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
+
+const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
+
+/// Deferred doorbells, chaining on (its default).
+fn deferred(n: u32) -> DeviceOptions {
+    DeviceOptions {
+        deferred_submits: n,
+        timeout: Duration::from_millis(500),
+        ..DeviceOptions::default()
+    }
+}
+
+fn open(model: ChipModel, opts: DeviceOptions) -> Device<SimBackend> {
+    let b = SimBackend::new(model, true).expect("simulated GPU");
+    Device::open(b, opts).expect("device opens")
+}
+
+/// The compute channel's simulator statistics.
+fn compute_stats(dev: &Device<SimBackend>) -> nvbare_sim::fifo::ChannelStats {
+    let [compute, _] = dev.channel_handles().unwrap();
+    dev.with_backend(|b| {
+        let chid = b.chid(compute).expect("compute channel");
+        nvbare_sim::fifo::lock(&b.fifo())
+            .channel(chid)
+            .expect("channel")
+            .stats
+    })
+    .unwrap()
+}
+
+#[test]
+fn back_to_back_launches_are_chained_in_batches_and_run_in_order() {
+    for (model, sm) in CHIPS {
+        let what = model.chipset;
+        let dev = open(model, deferred(8));
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 700u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let host: Vec<u32> = (0..n).map(|i| i * 3).collect();
+        let buf = dev.htod_copy(&host).unwrap();
+        dev.synchronize().unwrap();
+        let before = compute_stats(&dev);
+        // The first launch after the module load carries the shader-cache invalidate and is
+        // not chained to; every batch of 9 (8 deferred + the one that rings) is a head and
+        // 8 chained launches.
+        for _ in 0..100 {
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        }
+        let out = dev.dtoh_copy(&buf).unwrap();
+        for (i, v) in out.iter().enumerate() {
+            assert_eq!(*v, i as u32 * 3 + 100, "{what:?} [{i}]");
+        }
+        let s = compute_stats(&dev);
+        let launches = s.launches - before.launches;
+        let dependent = s.dependent_launches - before.dependent_launches;
+        assert_eq!(launches, 100, "{what:?}: every launch ran once");
+        assert_eq!(
+            dev.chain_stats().chained,
+            dependent,
+            "{what:?}: the driver's count"
+        );
+        // 1 unchained + 99 in batches of 9: 11 heads, 88 chained.
+        assert_eq!(dependent, 88, "{what:?}");
+        // The chained launches repeat the call before: none of them built its launch, and
+        // each used the constant bank of the launch before it.
+        assert!(dev.repeated_launches() >= 88, "{what:?}");
+        assert_eq!(dev.chain_stats().shared_banks, 88, "{what:?}");
+        assert_eq!(s.overlapping_launches, 0, "{what:?}");
+        // The copy to the host waited on the copy channel after the chain: its submission
+        // acquired the compute timeline, not the chain's own acquire.
+        let [(sub, done), _] = dev.timelines().unwrap();
+        assert_eq!(sub, done);
+    }
+}
+
+#[test]
+fn without_chaining_or_deferral_nothing_is_chained() {
+    for opts in [
+        DeviceOptions {
+            chain_launches: false,
+            ..deferred(8)
+        },
+        DeviceOptions {
+            timeout: Duration::from_millis(500),
+            ..DeviceOptions::default()
+        },
+        DeviceOptions {
+            armed_launches: true,
+            ..deferred(8)
+        },
+    ] {
+        let dev = open(GH100, opts);
+        if opts.armed_launches {
+            assert!(dev.install_runtime().unwrap());
+        }
+        let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 256u32;
+        let buf = dev.htod_copy(&vec![5u32; n as usize]).unwrap();
+        for _ in 0..50 {
+            dev.launch(
+                &add1,
+                LaunchConfig::for_num_elems(n),
+                &[buf.arg(), n.into()],
+            )
+            .unwrap();
+        }
+        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![55u32; n as usize]);
+        assert_eq!(dev.chain_stats(), ChainStats::default(), "{opts:?}");
+        assert_eq!(compute_stats(&dev).dependent_launches, 0);
+    }
+}
+
+#[test]
+fn chains_over_reused_command_memory_never_run_a_stale_cached_qmd() {
+    // A small arena: chained QMDs land where older QMDs were. The simulator's QMD cache keeps
+    // every QMD it fetched (`keep_stale_qmds`); only the head's INVALIDATE_SKED_CACHES keeps
+    // the chained ones from running stale copies (older constant banks and timeline values).
+    for (model, sm) in CHIPS {
+        let dev = open(
+            model,
+            DeviceOptions {
+                command_bytes: 16 << 10,
+                ..deferred(6)
+            },
+        );
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 32u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let a = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        let b = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        dev.synchronize().unwrap();
+        let [compute, _] = dev.channel_handles().unwrap();
+        assert!(
+            dev.with_backend(|be| be.keep_stale_qmds(compute, true))
+                .unwrap()
+        );
+        for i in 0..300 {
+            let buf = if i % 3 == 0 { &a } else { &b };
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()])
+                .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
+            if i % 50 == 49 {
+                dev.synchronize()
+                    .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
+            }
+        }
+        dev.synchronize().unwrap();
+        assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![100u32; n as usize]);
+        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![200u32; n as usize]);
+        assert!(dev.chain_stats().chained > 200, "{:?}", dev.chain_stats());
+    }
+}
+
+#[test]
+fn what_follows_a_chain_acquires_its_last_value_and_other_work_breaks_chains() {
+    let dev = open(GH100, deferred(16));
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let vadd = m.function("vector_add").unwrap();
+    let n = 64u32;
+    let cfg = LaunchConfig::for_num_elems(n);
+    let mut buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+    dev.synchronize().unwrap();
+    for _ in 0..4 {
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    }
+    assert_eq!(dev.chain_stats().chained, 3);
+    assert_eq!(dev.chain_stats().acquires, 0);
+    // A raw submission on the compute channel follows the chain: it acquires its last value.
+    dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
+    assert_eq!(dev.chain_stats().acquires, 1);
+    // A launch after it heads a new chain; another kernel chains too.
+    let fa = dev.htod_copy(&[1.5f32; 64]).unwrap();
+    let fb = dev.htod_copy(&[2.0f32; 64]).unwrap();
+    let fc = dev.alloc_zeros::<f32>(64).unwrap();
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    dev.launch(&vadd, cfg, &[fa.arg(), fb.arg(), fc.arg(), 64u32.into()])
+        .unwrap();
+    // The copies before these launches were on the copy channel: the first launch waited for
+    // them (an acquire in its pushbuffer), so it could not chain; the second chained to it.
+    assert_eq!(dev.chain_stats().chained, 4);
+    // A copy into the buffer between launches: the launch after it waits for the copy and
+    // cannot chain.
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    dev.htod_copy_into(&vec![1000u32; n as usize], &mut buf)
+        .unwrap();
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![1002u32; n as usize]);
+    assert_eq!(dev.dtoh_copy(&fc).unwrap(), vec![3.5f32; 64]);
+    let s = dev.chain_stats();
+    assert_eq!(s.chained, 6, "{s:?}");
+    // Waited for by the copies to the host: no acquire needed after.
+    dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
+    assert_eq!(
+        dev.chain_stats().acquires,
+        s.acquires,
+        "already seen complete"
+    );
+    assert_eq!(compute_stats(&dev).overlapping_launches, 0);
+}
+
+#[test]
+fn a_wait_after_a_chain_writes_nothing_ahead_and_after_a_single_launch_it_does() {
+    // A launch written ahead has only WAIT_FOR_IDLE before it, not the acquire a chain needs.
+    let dev = open(GH100, deferred(8));
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let n = 64u32;
+    let cfg = LaunchConfig::for_num_elems(n);
+    let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    dev.synchronize().unwrap();
+    for round in 1..=5u32 {
+        for _ in 0..3 {
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        }
+        dev.synchronize().unwrap();
+        assert!(
+            !dev.is_written_ahead(),
+            "round {round}: written behind a chain"
+        );
+        // One launch alone (a chain of one): the wait writes the next one ahead.
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        dev.synchronize().unwrap();
+        assert!(dev.is_written_ahead(), "round {round}");
+    }
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![21u32; n as usize]);
+    assert!(dev.written_ahead_launches() >= 5);
+}
+
+#[test]
+fn a_fault_in_a_chain_is_reported_and_the_device_recovers() {
+    for (model, sm) in CHIPS {
+        let dev = open(model, deferred(8));
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let oob = m.function("oob_write").unwrap();
+        let n = 64u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        dev.synchronize().unwrap();
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        dev.launch(&oob, LaunchConfig::for_num_elems(32), &[buf.arg()])
+            .unwrap();
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        assert_eq!(dev.chain_stats().chained, 3);
+        let err = dev.synchronize().unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("MMU fault"), "{:?}: {text}", model.chipset);
+        // Re-created channels: launches chain and run again.
+        let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        for _ in 0..20 {
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        }
+        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![20u32; n as usize]);
+        assert!(dev.chain_stats().chained > 3);
+    }
+}
+
+#[test]
+fn only_the_last_launch_of_a_chain_releases_the_timeline() {
+    // add1, add1, spin_forever, add1 chained: the two add1s before the spinning kernel have
+    // run, but the timeline stays where it was until the chain's end releases its value.
+    let dev = open(
+        GH100,
+        DeviceOptions {
+            timeout: Duration::from_secs(2),
+            ..deferred(8)
+        },
+    );
+    let m = dev.load_cubin(&kernels(90, 12)).unwrap();
+    let spin = m.function("spin_forever").unwrap();
+    let add1 = m.function("add1").unwrap();
+    let n = 64u32;
+    let cfg = LaunchConfig::for_num_elems(n);
+    let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+    dev.synchronize().unwrap();
+    let [(before, _), _] = dev.timelines().unwrap();
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
+        .unwrap();
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    assert_eq!(dev.chain_stats().chained, 3);
+    dev.flush().unwrap();
+    let [(sub, reached), _] = dev.timelines().unwrap();
+    assert_eq!(sub, before + 4);
+    assert_eq!(
+        reached, before,
+        "a launch inside the chain released its value"
+    );
+    assert_eq!(
+        compute_stats(&dev).dependent_launches,
+        2,
+        "add1, add1 ran, spin spins"
+    );
+    let fifo = dev.with_backend(|b| b.fifo()).unwrap();
+    let chans = dev.channel_handles().unwrap();
+    let chid = dev.with_backend(|b| b.chid(chans[0]).unwrap()).unwrap();
+    let what = match nvbare_sim::fifo::lock(&fifo).channel(chid).unwrap().state() {
+        ChannelState::Hung { what } => what.clone(),
+        s => panic!("{s:?}"),
+    };
+    let va = u64::from_str_radix(what.rsplit("0x").next().unwrap(), 16).unwrap();
+    dev.with_backend(|b| b.write_gpu(va, &1u32.to_le_bytes()))
+        .unwrap()
+        .unwrap();
+    dev.synchronize().unwrap();
+    let [(sub, reached), _] = dev.timelines().unwrap();
+    assert_eq!(reached, sub);
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![3u32; n as usize]);
+}
+
+#[test]
+fn chains_sharing_constant_banks_in_small_command_memory_run_every_launch_right() {
+    // Runs of repeated calls share one constant bank 0 per chain; the chain's memory must not
+    // be reused before its end. Buffers change every 5 launches, so a bank reused too early
+    // would send increments to the wrong buffer.
+    for (model, sm) in CHIPS {
+        let dev = open(
+            model,
+            DeviceOptions {
+                command_bytes: 16 << 10,
+                ..deferred(12)
+            },
+        );
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 32u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let a = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        let b = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        dev.synchronize().unwrap();
+        for i in 0..400 {
+            let buf = if (i / 5) % 2 == 0 { &a } else { &b };
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()])
+                .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
+        }
+        assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![200u32; n as usize]);
+        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![200u32; n as usize]);
+        let s = dev.chain_stats();
+        assert!(s.chained > 300 && s.shared_banks > 200, "{s:?}");
+    }
+}
+
+#[test]
+fn a_chain_behind_a_spinning_kernel_runs_when_the_kernel_finishes() {
+    let dev = open(
+        GH100,
+        DeviceOptions {
+            timeout: Duration::from_secs(2),
+            ..deferred(8)
+        },
+    );
+    let m = dev.load_cubin(&kernels(90, 12)).unwrap();
+    let spin = m.function("spin_forever").unwrap();
+    let add1 = m.function("add1").unwrap();
+    let n = 64u32;
+    let cfg = LaunchConfig::for_num_elems(n);
+    let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+    dev.synchronize().unwrap();
+    dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
+        .unwrap();
+    for _ in 0..3 {
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    }
+    assert_eq!(dev.chain_stats().chained, 3);
+    dev.flush().unwrap();
+    let [(sub, reached), _] = dev.timelines().unwrap();
+    assert!(reached < sub, "still spinning");
+    let fifo = dev.with_backend(|b| b.fifo()).unwrap();
+    let chans = dev.channel_handles().unwrap();
+    let chid = dev.with_backend(|b| b.chid(chans[0]).unwrap()).unwrap();
+    let what = match nvbare_sim::fifo::lock(&fifo).channel(chid).unwrap().state() {
+        ChannelState::Hung { what } => what.clone(),
+        s => panic!("{s:?}"),
+    };
+    let va = u64::from_str_radix(what.rsplit("0x").next().unwrap(), 16).unwrap();
+    dev.with_backend(|b| b.write_gpu(va, &1u32.to_le_bytes()))
+        .unwrap()
+        .unwrap();
+    dev.synchronize().unwrap();
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![3u32; n as usize]);
+    assert_eq!(compute_stats(&dev).dependent_launches, 3);
+}
