@@ -277,6 +277,10 @@ fn releases(q: &Qmd, d: &LaunchDesc) -> Vec<Release> {
     out
 }
 
+/// Most QMDs one completion schedules in a row before the simulator calls it a cycle (a real
+/// chain is at most `DeviceOptions::deferred_submits` + 1 launches long).
+const MAX_DEPENDENT_RUN: u64 = 100_000;
+
 /// Dependent QMD 0 of a QMD: `Ok(Some(va))` when it schedules the QMD at `va` on completion
 /// (`QMD_SCHEDULE`), `Ok(None)` when it schedules nothing, `Err` for what is not modelled
 /// (other actions, dependent QMD 1).
@@ -326,9 +330,26 @@ fn launch_from(
             "compute: QMD at {qmd_va:#x} scheduled by the QMD before it"
         ));
     }
+    let mut chained = 0u64;
     loop {
         match launch_one(r, core, space, ctx, engine, class, qmd_va) {
+            Ok(Some(_)) if chained >= MAX_DEPENDENT_RUN => {
+                // QMDs that schedule each other in a cycle keep the engine busy for ever on
+                // hardware; here the channel stays busy (a wait for it times out).
+                let what = format!(
+                    "dependent QMDs scheduled one another {chained} times without an end \
+                     (last at {qmd_va:#x}): a cycle"
+                );
+                r.pending = Some(Pending {
+                    poll_va: None,
+                    releases: Vec::new(),
+                    then: None,
+                    what: what.clone(),
+                });
+                return Step::Hang(what);
+            }
             Ok(Some(next)) => {
+                chained += 1;
                 r.dependent_launches += 1;
                 core.trace(format!(
                     "compute: QMD at {qmd_va:#x} completed, schedules the QMD at {next:#x}"
