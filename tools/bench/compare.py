@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Side-by-side table of a CUDA baseline run and an nvbare bench run (schema: README.md).
 
-usage: compare.py CUDA_JSON NVBARE_JSON [--strict]
+usage: compare.py CUDA_JSON NVBARE_JSON [--chained NVBARE_DEFER_JSON] [--strict]
+
+--chained: an nvbare bench run with deferred doorbells (`--defer N`: back-to-back launches
+chained QMD to QMD, docs/device.md "Chained launches"); its back-to-back row is shown under the
+default run's, against the same CUDA number and target, and not counted in "targets met" (the
+mode is opt-in).
 
 Exit status: 0 when both files were read (targets are informational), 2 on unreadable input,
 3 with --strict when a target was missed.
@@ -52,7 +57,7 @@ def target_status(cuda, ours, lower_is_better, target):
     return f"{text}: {'met' if ok else 'MISSED'}", ok
 
 
-def table(cuda, ours):
+def table(cuda, ours, chained=None):
     rows = []
     results = []
     for label, path, unit, lower, target in METRICS:
@@ -64,14 +69,43 @@ def table(cuda, ours):
         rows.append(
             (f"{label} ({unit})", fmt(c), fmt(o), "-" if s is None else f"{s:.2f}x", status)
         )
+        if label == "back-to-back" and chained is not None:
+            rows.append(chained_row(cuda, chained))
     head = ("metric", "CUDA", "nvbare", "nvbare speedup", "target")
     lines = layout(head, rows, left=(0, 4))
     return lines, results
 
 
+def chained_row(cuda, chained):
+    """The back-to-back row of the deferred (chained) run, or None."""
+    label, path, unit, lower, target = next(m for m in METRICS if m[0] == "back-to-back")
+    c, o = get(cuda, path), get(chained, path)
+    s = speedup(c, o, lower)
+    status, _ = target_status(c, o, lower, target)
+    defer = chained.get("deferred_submits", "N")
+    n = chained.get("chained_back_to_back")
+    of = f"{n} of {chained.get('launches', '?')} chained" if n is not None else "chained"
+    return (
+        f"{label}, --defer {defer} ({unit})",
+        fmt(c),
+        fmt(o),
+        "-" if s is None else f"{s:.2f}x",
+        f"{status} (opt-in; {of})",
+    )
+
+
 def main(argv):
-    args = [a for a in argv[1:] if not a.startswith("--")]
-    strict = "--strict" in argv[1:]
+    rest = argv[1:]
+    chained_path = None
+    if "--chained" in rest:
+        i = rest.index("--chained")
+        if i + 1 >= len(rest):
+            print(__doc__.strip(), file=sys.stderr)
+            return 2
+        chained_path = rest[i + 1]
+        rest = rest[:i] + rest[i + 2 :]
+    args = [a for a in rest if not a.startswith("--")]
+    strict = "--strict" in rest
     if len(args) != 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
@@ -79,6 +113,11 @@ def main(argv):
     if any(d is None for d in docs):
         return 2
     cuda, ours = docs
+    chained = None
+    if chained_path is not None:
+        chained = load(chained_path, "compare.py")
+        if chained is None:
+            return 2
     print(f"CUDA:   {cuda.get('device', '?')} ({cuda.get('backend', '?')})")
     print(f"nvbare: {ours.get('device', '?')} ({ours.get('backend', '?')})")
     if ours.get("armed_launches"):
@@ -89,7 +128,7 @@ def main(argv):
         )
     print("speedup > 1 means nvbare is better (times: CUDA/nvbare; bandwidths: nvbare/CUDA)")
     print()
-    lines, results = table(cuda, ours)
+    lines, results = table(cuda, ours, chained)
     print("\n".join(lines))
     met = sum(1 for r in results if r)
     print()

@@ -4,10 +4,16 @@
 #
 # usage: tools/bench/compare.sh [--device nvidia:N] [--strict] [-- EXTRA_NVBARE_BENCH_ARGS...]
 #
+# A second, short nvbare run with deferred doorbells (`bench --defer $CHAINED_DEFER`, default
+# 255; 0 skips it) measures back-to-back launches chained QMD to QMD (docs/device.md "Chained
+# launches"); the table shows it under the default run's row (opt-in: not counted in
+# "targets met").
+#
 # Environment: NVBARE (default target/release/nvbare), NVCC (default nvcc), CUDA_BASELINE
 # (default target/cuda_baseline; built from tools/bench/cuda_baseline.cu when missing or older
 # than the source), CUBIN (default tests/fixtures/cubins/kernels_sm90_cuda13.cubin), BENCH_DIR
-# (default target/bench: cuda.json, nvbare.json and the two stderr logs go there).
+# (default target/bench: cuda.json, nvbare.json, nvbare-chained.json and the stderr logs go
+# there), CHAINED_DEFER (default 255).
 #
 # Exit status: 0 when both runs worked (targets are informational), 1 when a run or the build
 # failed, 3 with --strict when a target was missed.
@@ -37,6 +43,7 @@ NVCC="${NVCC:-nvcc}"
 CUDA_BASELINE="${CUDA_BASELINE:-target/cuda_baseline}"
 CUBIN="${CUBIN:-tests/fixtures/cubins/kernels_sm90_cuda13.cubin}"
 BENCH_DIR="${BENCH_DIR:-target/bench}"
+CHAINED_DEFER="${CHAINED_DEFER:-255}"
 src=tools/bench/cuda_baseline.cu
 mkdir -p "$BENCH_DIR" "$(dirname "$CUDA_BASELINE")"
 
@@ -72,9 +79,23 @@ if ! "$NVBARE" bench --device "$device" --json "${extra[@]}" >"$BENCH_DIR/nvbare
 fi
 cat "$BENCH_DIR/nvbare.log" >&2
 
+chained_args=()
+if [ "$CHAINED_DEFER" != 0 ]; then
+    echo "==> nvbare bench --device $device --defer $CHAINED_DEFER (back-to-back launches chained)" >&2
+    if "$NVBARE" bench --device "$device" --json --defer "$CHAINED_DEFER" --round-trips 300 \
+        --copy-bytes 1M --small-copies 10 >"$BENCH_DIR/nvbare-chained.json" \
+        2>"$BENCH_DIR/nvbare-chained.log"; then
+        chained_args=(--chained "$BENCH_DIR/nvbare-chained.json")
+    else
+        cat "$BENCH_DIR/nvbare-chained.log" >&2
+        echo "compare.sh: nvbare bench --defer $CHAINED_DEFER failed (log: $BENCH_DIR/nvbare-chained.log)" >&2
+        exit 1
+    fi
+fi
+
 echo
 if command -v python3 >/dev/null; then
-    python3 tools/bench/compare.py "$BENCH_DIR/cuda.json" "$BENCH_DIR/nvbare.json" $strict
+    python3 tools/bench/compare.py "$BENCH_DIR/cuda.json" "$BENCH_DIR/nvbare.json" "${chained_args[@]}" $strict
     exit $?
 fi
 echo "python3 not found; raw results:"

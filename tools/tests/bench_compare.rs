@@ -57,6 +57,70 @@ fn table_has_ratios_and_targets() {
     let r = row("4-byte H2D");
     assert!(r.contains("7.76") && r.contains(" - "), "{r}");
     assert!(text.contains("targets met: 5/6"), "{text}");
+    assert!(!text.contains("--defer"), "no chained run given: {text}");
+}
+
+#[test]
+fn a_chained_run_adds_its_back_to_back_row_without_counting_it() {
+    let Some(mut py) = python() else {
+        eprintln!("skipped: no python3");
+        return;
+    };
+    let (c, o) = files("chained");
+    let ch = c.with_file_name("nvbare-chained.json");
+    std::fs::write(
+        &ch,
+        OURS.replace(
+            "\"back_to_back_us_per_launch\":0.4",
+            "\"back_to_back_us_per_launch\":0.62",
+        )
+        .replace(
+            "\"open_s\":0.04}",
+            "\"open_s\":0.04,\"chained_back_to_back\":99604,\"deferred_submits\":255}",
+        ),
+    )
+    .unwrap();
+    let out = py
+        .arg(script())
+        .arg(&c)
+        .arg(&o)
+        .arg("--chained")
+        .arg(&ch)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("back-to-back, --defer 255"))
+        .unwrap_or_else(|| panic!("no chained row in\n{text}"));
+    assert!(
+        lines[at - 1].starts_with("back-to-back (us/launch)"),
+        "{text}"
+    );
+    let r = lines[at];
+    // 4.48 / 0.62 = 7.23x; over the 0.5 target.
+    assert!(
+        r.contains("0.62")
+            && r.contains("7.23x")
+            && r.contains("MISSED")
+            && r.contains("opt-in")
+            && r.contains("99604 of 100000 chained"),
+        "{r}"
+    );
+    assert!(text.contains("targets met: 5/6"), "not counted: {text}");
+    // A missing chained file is an input error.
+    let out = python()
+        .unwrap()
+        .arg(script())
+        .arg(&c)
+        .arg(&o)
+        .arg("--chained")
+        .arg(c.with_file_name("missing.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]

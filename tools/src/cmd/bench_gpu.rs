@@ -269,6 +269,8 @@ pub struct GpuBench {
     /// How many of the back-to-back launches were chained to the launch before
     /// (DeviceOptions::chain_launches, with --defer).
     pub chained_back_to_back: u64,
+    /// DeviceOptions::deferred_submits of the run (--defer).
+    pub deferred_submits: u32,
     /// How many of the timed round trips' launches went through command memory written
     /// ahead during the wait before (DeviceOptions::write_ahead).
     pub written_ahead_round_trips: u64,
@@ -741,6 +743,7 @@ fn measure<B: CliBackend>(
         armed_round_trips,
         armed_back_to_back,
         chained_back_to_back,
+        deferred_submits: dev.options().deferred_submits,
         written_ahead_round_trips,
         repeated_round_trips,
         doorbell_retries: dev.doorbell_retries(),
@@ -825,8 +828,11 @@ impl GpuBench {
         ));
         s.push_str(&format!(
             ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
-             \"chained_back_to_back\":{}",
-            self.written_ahead_round_trips, self.repeated_round_trips, self.chained_back_to_back
+             \"chained_back_to_back\":{},\"deferred_submits\":{}",
+            self.written_ahead_round_trips,
+            self.repeated_round_trips,
+            self.chained_back_to_back,
+            self.deferred_submits
         ));
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
@@ -1101,7 +1107,7 @@ mod tests {
             "\"launch_call_us\":",
             // Every timed round trip repeats the launch before it.
             "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50,\
-             \"chained_back_to_back\":0",
+             \"chained_back_to_back\":0,\"deferred_submits\":0",
             "\"d2d_ce_gbps\":",
             "\"h2d_pageable_gbps\":",
             "\"d2h_pageable_gbps\":",
