@@ -42,6 +42,22 @@ fn compute_stats(dev: &Device<SimBackend>) -> nvbare_sim::fifo::ChannelStats {
     .unwrap()
 }
 
+/// Sets the flag the compute channel's spinning `spin_forever` polls (found in the hung
+/// channel's state), as another agent would: the kernel then finishes.
+fn finish_spinning_kernel(dev: &Device<SimBackend>) {
+    let fifo = dev.with_backend(|b| b.fifo()).unwrap();
+    let chans = dev.channel_handles().unwrap();
+    let chid = dev.with_backend(|b| b.chid(chans[0]).unwrap()).unwrap();
+    let what = match nvbare_sim::fifo::lock(&fifo).channel(chid).unwrap().state() {
+        ChannelState::Hung { what } => what.clone(),
+        s => panic!("{s:?}"),
+    };
+    let va = u64::from_str_radix(what.rsplit("0x").next().unwrap(), 16).unwrap();
+    dev.with_backend(|b| b.write_gpu(va, &1u32.to_le_bytes()))
+        .unwrap()
+        .unwrap();
+}
+
 #[test]
 fn back_to_back_launches_are_chained_in_batches_and_run_in_order() {
     for (model, sm) in CHIPS {
@@ -312,17 +328,7 @@ fn only_the_last_launch_of_a_chain_releases_the_timeline() {
         2,
         "add1, add1 ran, spin spins"
     );
-    let fifo = dev.with_backend(|b| b.fifo()).unwrap();
-    let chans = dev.channel_handles().unwrap();
-    let chid = dev.with_backend(|b| b.chid(chans[0]).unwrap()).unwrap();
-    let what = match nvbare_sim::fifo::lock(&fifo).channel(chid).unwrap().state() {
-        ChannelState::Hung { what } => what.clone(),
-        s => panic!("{s:?}"),
-    };
-    let va = u64::from_str_radix(what.rsplit("0x").next().unwrap(), 16).unwrap();
-    dev.with_backend(|b| b.write_gpu(va, &1u32.to_le_bytes()))
-        .unwrap()
-        .unwrap();
+    finish_spinning_kernel(&dev);
     dev.synchronize().unwrap();
     let [(sub, reached), _] = dev.timelines().unwrap();
     assert_eq!(reached, sub);
@@ -386,17 +392,7 @@ fn a_chain_behind_a_spinning_kernel_runs_when_the_kernel_finishes() {
     dev.flush().unwrap();
     let [(sub, reached), _] = dev.timelines().unwrap();
     assert!(reached < sub, "still spinning");
-    let fifo = dev.with_backend(|b| b.fifo()).unwrap();
-    let chans = dev.channel_handles().unwrap();
-    let chid = dev.with_backend(|b| b.chid(chans[0]).unwrap()).unwrap();
-    let what = match nvbare_sim::fifo::lock(&fifo).channel(chid).unwrap().state() {
-        ChannelState::Hung { what } => what.clone(),
-        s => panic!("{s:?}"),
-    };
-    let va = u64::from_str_radix(what.rsplit("0x").next().unwrap(), 16).unwrap();
-    dev.with_backend(|b| b.write_gpu(va, &1u32.to_le_bytes()))
-        .unwrap()
-        .unwrap();
+    finish_spinning_kernel(&dev);
     dev.synchronize().unwrap();
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![3u32; n as usize]);
     assert_eq!(compute_stats(&dev).dependent_launches, 3);
