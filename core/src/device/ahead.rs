@@ -540,6 +540,7 @@ impl<B: Backend> Inner<B> {
         if opts.write_ahead && !opts.armed_launches {
             self.last.remember(l);
             self.ahead.launched_since_wait = true;
+            self.chain_remembered();
         }
     }
 

@@ -170,14 +170,12 @@ impl<B: Backend> Inner<B> {
         });
     }
 
-    /// After a launch was remembered for write-ahead ([`Inner::launched_ordinary`]): if it is
-    /// the chain's tail, its constant bank 0 holds the bytes of the remembered launch.
-    pub(super) fn chain_remembered(&mut self, opts: &DeviceOptions) {
+    /// The launch just made was remembered for write-ahead ([`Inner::launched_ordinary`]): if
+    /// it is the chain's tail, its constant bank 0 holds the bytes of the remembered launch.
+    pub(super) fn chain_remembered(&mut self) {
         let submitted = self.chans[COMPUTE].submitted;
         if let Some(t) = self.chain.tail.as_mut()
             && t.value == submitted
-            && opts.write_ahead
-            && !opts.armed_launches
         {
             t.cb.1 = Some(self.last.seq);
         }
@@ -235,21 +233,14 @@ impl<B: Backend> Inner<B> {
         let cb_size = if shared { 0 } else { u64::from(l.cb_size) };
         let qmd_size = (info.qmd.size() as u64).next_multiple_of(ARENA_ALIGN);
         let n = cb_size + qmd_size;
-        let alloc = match self.chans[COMPUTE].arena.alloc(n, value) {
-            Some(off) => Some(off),
-            None => {
-                // Full: give back what the GPU finished (the ordinary path would, then head a
-                // new chain for want of room), but never wait here.
-                let done = self.sem.read_u64(self.chans[COMPUTE].sem_offset);
-                if let Ok(done) = done {
-                    self.chans[COMPUTE].arena.retire(done);
-                }
-                self.chans[COMPUTE].arena.alloc(n, value)
+        // Never waits here: without room the launch takes the ordinary path (which waits, then
+        // heads a new chain).
+        let off = match self.arena_alloc_now(COMPUTE, n, value) {
+            Ok(Some(off)) => off,
+            r => {
+                self.chain.qmd = Some(tail_qmd);
+                return r.map(|_| false);
             }
-        };
-        let Some(off) = alloc else {
-            self.chain.qmd = Some(tail_qmd);
-            return Ok(false);
         };
         let cmds_va = self.chans[COMPUTE].cmds.gpu_va();
         let cb_va = if shared { tail.cb.0 } else { cmds_va + off };

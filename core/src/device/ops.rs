@@ -827,6 +827,24 @@ impl<B: Backend> Inner<B> {
         Ok(value)
     }
 
+    /// Space in channel `ci`'s command arena without waiting: what is free, else what is free
+    /// once the allocations of completed submissions are given back. The timeline is read only
+    /// when the arena looks full: a read of a line the GPU has just written is a cache miss the
+    /// launch path need not pay every time.
+    pub(super) fn arena_alloc_now(
+        &mut self,
+        ci: usize,
+        n: u64,
+        value: u64,
+    ) -> Result<Option<u64>, DeviceError> {
+        if let Some(off) = self.chans[ci].arena.alloc(n, value) {
+            return Ok(Some(off));
+        }
+        let done = self.completed(ci)?;
+        self.chans[ci].arena.retire(done);
+        Ok(self.chans[ci].arena.alloc(n, value))
+    }
+
     /// Space in channel `ci`'s command arena, waiting for old submissions if it is full.
     fn arena_alloc(
         &mut self,
@@ -837,14 +855,7 @@ impl<B: Backend> Inner<B> {
         value: u64,
     ) -> Result<u64, DeviceError> {
         loop {
-            // The timeline is read only when the arena looks full: a read of a line the GPU
-            // has just written is a cache miss the launch path need not pay every time.
-            if let Some(off) = self.chans[ci].arena.alloc(n, value) {
-                return Ok(off);
-            }
-            let done = self.completed(ci)?;
-            self.chans[ci].arena.retire(done);
-            if let Some(off) = self.chans[ci].arena.alloc(n, value) {
+            if let Some(off) = self.arena_alloc_now(ci, n, value)? {
                 return Ok(off);
             }
             // The region written ahead belongs to this very submission's timeline value, which
@@ -1675,7 +1686,6 @@ impl<B: Backend> Inner<B> {
                 if r.is_ok() {
                     self.last_kernel = Some((slot, kernel_index));
                     self.launched_ordinary(opts, &repeat);
-                    self.chain_remembered(opts);
                     self.note_call(opts, &call);
                 }
                 self.scratch = scratch;
@@ -1718,7 +1728,6 @@ impl<B: Backend> Inner<B> {
         self.last_kernel = Some((slot, kernel_index));
         let r = self.after_launch(info, opts, Some(&repeat));
         self.launched_ordinary(opts, &repeat);
-        self.chain_remembered(opts);
         self.note_call(opts, &call);
         self.scratch = scratch;
         r
