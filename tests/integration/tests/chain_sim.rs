@@ -10,8 +10,10 @@ use std::time::Duration;
 use nvbare_core::device::{ChainStats, ChannelKind, Device, DeviceOptions, LaunchConfig};
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
-use nvbare_sim::fifo::ChannelState;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
+
+mod spinning;
+use spinning::finish_spinning_kernel;
 
 const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
 
@@ -40,22 +42,6 @@ fn compute_stats(dev: &Device<SimBackend>) -> nvbare_sim::fifo::ChannelStats {
             .stats
     })
     .unwrap()
-}
-
-/// Sets the flag the compute channel's spinning `spin_forever` polls (found in the hung
-/// channel's state), as another agent would: the kernel then finishes.
-fn finish_spinning_kernel(dev: &Device<SimBackend>) {
-    let fifo = dev.with_backend(|b| b.fifo()).unwrap();
-    let chans = dev.channel_handles().unwrap();
-    let chid = dev.with_backend(|b| b.chid(chans[0]).unwrap()).unwrap();
-    let what = match nvbare_sim::fifo::lock(&fifo).channel(chid).unwrap().state() {
-        ChannelState::Hung { what } => what.clone(),
-        s => panic!("{s:?}"),
-    };
-    let va = u64::from_str_radix(what.rsplit("0x").next().unwrap(), 16).unwrap();
-    dev.with_backend(|b| b.write_gpu(va, &1u32.to_le_bytes()))
-        .unwrap()
-        .unwrap();
 }
 
 #[test]

@@ -12,8 +12,10 @@ use nvbare_core::rm::class::*;
 use nvbare_core::rm::ctrl::rc;
 use nvbare_gsp_firmware::program::{LoadCubin, LoadError};
 use nvbare_sim::backend::SimBackend;
-use nvbare_sim::fifo::ChannelState;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
+
+mod spinning;
+use spinning::finish_spinning_kernel;
 
 const CHIPS: [(ChipModel, u32, QmdVersion); 3] = [
     (AD102, 89, QmdVersion::V03_00),
@@ -326,19 +328,9 @@ fn spinning_kernel_finishes_when_its_flag_is_set() {
         .unwrap();
     let [(sub, reached), _] = dev.timelines().unwrap();
     assert!(reached < sub, "still spinning");
-    // Find the global the kernel polls: the module image holds it; set it from "outside".
-    let fifo = dev.with_backend(|b| b.fifo()).unwrap();
-    let chans = dev.channel_handles().unwrap();
-    let chid = dev.with_backend(|b| b.chid(chans[0]).unwrap()).unwrap();
-    let what = match nvbare_sim::fifo::lock(&fifo).channel(chid).unwrap().state() {
-        ChannelState::Hung { what } => what.clone(),
-        s => panic!("{s:?}"),
-    };
-    let va = u64::from_str_radix(what.rsplit("0x").next().unwrap(), 16).unwrap();
-    assert!(va >= m.base() && va < m.base() + 0x10000, "{what}");
-    dev.with_backend(|b| b.write_gpu(va, &1u32.to_le_bytes()))
-        .unwrap()
-        .unwrap();
+    // Set the global the kernel polls from "outside": the module image holds it.
+    let va = finish_spinning_kernel(&dev);
+    assert!(va >= m.base() && va < m.base() + 0x10000, "{va:#x}");
     dev.synchronize().unwrap();
 }
 
