@@ -57,41 +57,39 @@ def target_status(cuda, ours, lower_is_better, target):
     return f"{text}: {'met' if ok else 'MISSED'}", ok
 
 
+def measure(metric, cuda, ours):
+    """One metric of two runs: (CUDA's, nvbare's, speedup text, target status, target met)."""
+    _, path, _, lower, target = metric
+    c, o = get(cuda, path), get(ours, path)
+    s = speedup(c, o, lower)
+    status, ok = target_status(c, o, lower, target)
+    return fmt(c), fmt(o), "-" if s is None else f"{s:.2f}x", status, ok
+
+
 def table(cuda, ours, chained=None):
     rows = []
     results = []
-    for label, path, unit, lower, target in METRICS:
-        c, o = get(cuda, path), get(ours, path)
-        s = speedup(c, o, lower)
-        status, ok = target_status(c, o, lower, target)
+    for metric in METRICS:
+        label, _, unit, _, _ = metric
+        c, o, s, status, ok = measure(metric, cuda, ours)
         if ok is not None:
             results.append(ok)
-        rows.append(
-            (f"{label} ({unit})", fmt(c), fmt(o), "-" if s is None else f"{s:.2f}x", status)
-        )
+        rows.append((f"{label} ({unit})", c, o, s, status))
         if label == "back-to-back" and chained is not None:
-            rows.append(chained_row(cuda, chained))
+            rows.append(chained_row(metric, cuda, chained))
     head = ("metric", "CUDA", "nvbare", "nvbare speedup", "target")
     lines = layout(head, rows, left=(0, 4))
     return lines, results
 
 
-def chained_row(cuda, chained):
-    """The back-to-back row of the deferred (chained) run, or None."""
-    label, path, unit, lower, target = next(m for m in METRICS if m[0] == "back-to-back")
-    c, o = get(cuda, path), get(chained, path)
-    s = speedup(c, o, lower)
-    status, _ = target_status(c, o, lower, target)
+def chained_row(metric, cuda, chained):
+    """The back-to-back row of the deferred (chained) run, not counted toward the targets."""
+    label, _, unit, _, _ = metric
+    c, o, s, status, _ = measure(metric, cuda, chained)
     defer = chained.get("deferred_submits", "N")
     n = chained.get("chained_back_to_back")
     of = f"{n} of {chained.get('launches', '?')} chained" if n is not None else "chained"
-    return (
-        f"{label}, --defer {defer} ({unit})",
-        fmt(c),
-        fmt(o),
-        "-" if s is None else f"{s:.2f}x",
-        f"{status} (opt-in; {of})",
-    )
+    return (f"{label}, --defer {defer} ({unit})", c, o, s, f"{status} (opt-in; {of})")
 
 
 def main(argv):
