@@ -97,7 +97,8 @@ for i in $(seq 1 "$pairs"); do
     if [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]; then
         passed=$((passed + 1))
         retries="$(sed -n 's/^ *doorbells rung again *\([0-9]*\).*/\1/p' "$work/a.out" | head -1)"
-        echo "ok    pair $i (busy process rang doorbells again ${retries:-0} times)"
+        unfetched="$(sed -n 's/^ *doorbells rung again .*, \([0-9]*\) with work unfetched.*/\1/p' "$work/a.out" | head -1)"
+        echo "ok    pair $i (busy process rang doorbells again ${retries:-0} times, ${unfetched:-0} with work unfetched)"
     else
         failed=$((failed + 1))
         echo "FAIL  pair $i: busy process exit $rc_a, second exit $rc_b (after $s of $starts starts)"

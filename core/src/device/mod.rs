@@ -75,6 +75,7 @@ pub use copy::{COPY_KERNEL_NAME, CopyPath};
 pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
 pub use memory::{DeviceBuffer, DeviceRepr};
 pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module};
+pub use ops::DoorbellRetries;
 pub use peer::{Event, PeerBuffer, PeerLink, PeerMode, PeerPath, PeerSemaphore};
 pub use probe::SubmitProbe;
 pub use program::{ConstBankDesc, KernelDesc, ParamDesc, Program, ProgramError};
@@ -402,10 +403,13 @@ impl<B: Backend> Device<B> {
     }
 
     /// Doorbells rung again since open by waits that saw no progress for
-    /// [`DeviceOptions::doorbell_retry`] (a doorbell the GPU lost, as on the H200 whenever
-    /// another process created its channels, or another process holding the GPU).
-    pub fn doorbell_retries(&self) -> u64 {
-        self.inner().map_or(0, |i| i.doorbell_retries)
+    /// [`DeviceOptions::doorbell_retry`]. [`DoorbellRetries::unfetched`] counts those that
+    /// found published work unfetched (a doorbell the GPU lost, as on the H200 whenever
+    /// another process created its channels, or another process holding the GPU); the rest
+    /// were rung while a long copy or kernel ran.
+    pub fn doorbell_retries(&self) -> DoorbellRetries {
+        self.inner()
+            .map_or(DoorbellRetries::default(), |i| i.doorbell_retries)
     }
 
     /// Rings the doorbells for work queued without one (only with

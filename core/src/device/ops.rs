@@ -90,7 +90,20 @@ pub(crate) struct Inner<B: Backend> {
     /// Chained launches (`device/chain.rs`).
     pub(super) chain: super::chain::ChainState,
     /// Doorbells rung again by waits that saw no progress.
-    pub(super) doorbell_retries: u64,
+    pub(super) doorbell_retries: DoorbellRetries,
+}
+
+/// Doorbells rung again by waits that saw no progress (`Device::doorbell_retries`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DoorbellRetries {
+    /// Every doorbell rung again.
+    pub all: u64,
+    /// Those rung for a channel whose published entries the host had not all fetched (USERD
+    /// `GPGet` behind `GPPut`, or unreadable): the mark of a lost doorbell, or of a channel
+    /// not scheduled while another process held the GPU. The others were rung while the host
+    /// had fetched everything and the engines were still at work (a long copy or kernel):
+    /// a precaution, in case the channel lost its place in the schedule.
+    pub unfetched: u64,
 }
 
 pub(super) const COMPUTE: usize = 0;
@@ -508,7 +521,7 @@ impl<B: Backend> Inner<B> {
             last: Default::default(),
             ahead: Default::default(),
             chain: Default::default(),
-            doorbell_retries: 0,
+            doorbell_retries: DoorbellRetries::default(),
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -915,7 +928,7 @@ impl<B: Backend> Inner<B> {
         let sem_off = self.chans[ci].sem_offset;
         let reached =
             |sem: &B::Memory| -> Result<bool, DeviceError> { Ok(sem.read_u64(sem_off)? >= value) };
-        let mut retries = 0;
+        let mut retries = DoorbellRetries::default();
         let outcome = if reached(&self.sem)? {
             Ok(())
         } else {
@@ -936,7 +949,8 @@ impl<B: Backend> Inner<B> {
                 r => r,
             }
         };
-        self.doorbell_retries += retries;
+        self.doorbell_retries.all += retries.all;
+        self.doorbell_retries.unfetched += retries.unfetched;
         let end = match outcome {
             Ok(()) => {
                 self.chans[ci].seen = self.chans[ci].seen.max(value);
@@ -947,12 +961,12 @@ impl<B: Backend> Inner<B> {
         match end {
             WaitEnd::Err(e) => Err(e),
             WaitEnd::Fault => {
-                let mut report = self.gather_report(info, ci, value, retries)?;
+                let mut report = self.gather_report(info, ci, value, retries.all)?;
                 report.recovery = self.recover(info, opts);
                 Err(DeviceError::Fault(alloc::boxed::Box::new(report)))
             }
             WaitEnd::Timeout(waited) => {
-                let mut report = self.gather_report(info, ci, value, retries)?;
+                let mut report = self.gather_report(info, ci, value, retries.all)?;
                 report.recovery = self.recover(info, opts);
                 Err(DeviceError::Timeout {
                     what,
@@ -976,7 +990,7 @@ impl<B: Backend> Inner<B> {
         ci: usize,
         value: u64,
         what: &'static str,
-        retries: &mut u64,
+        retries: &mut DoorbellRetries,
     ) -> Result<(), WaitEnd> {
         const MAX_RETRY: Duration = Duration::from_millis(10);
         let clock = self.backend.clock();
@@ -1001,7 +1015,10 @@ impl<B: Backend> Inner<B> {
                     for (c, (done, get)) in self.chans.iter().zip(p) {
                         if done.is_some_and(|d| d < c.submitted) {
                             c.fifo.ring_doorbell(&self.usermode);
-                            *retries += 1;
+                            retries.all += 1;
+                            if get != Some(c.fifo.published()) {
+                                retries.unfetched += 1;
+                            }
                             log::debug!(
                                 "{:?} channel: no progress for {interval:?} (timeline {done:?} \
                                  of {}, GPGet {get:?}, GPPut {}); doorbell rung again",

@@ -364,8 +364,9 @@ fn full_gpfifo_waits_then_errors_without_overwriting() {
         }
         e => panic!("expected RingFull, got {e}"),
     }
-    // 8 entries hold 7 unfetched ones: the blocked wait and 6 launches; nothing overwritten.
-    assert_eq!(accepted, 6);
+    // 8 entries hold 7 unprocessed ones: 7 launches (the blocked wait's segment has begun, so
+    // GPGet is past its entry); nothing overwritten.
+    assert_eq!(accepted, 7);
     // Releasing the flag drains the ring: everything queued runs.
     let va = flag.gpu_va();
     dev.with_backend(|b| b.write_gpu(va, &1u64.to_le_bytes()))

@@ -37,7 +37,7 @@ fn a_launch_whose_doorbell_is_lost_completes_at_the_next_wait() {
         let buf = dev.htod_copy(&vec![1u32; n as usize]).unwrap();
         let cfg = LaunchConfig::for_num_elems(n);
         dev.synchronize().unwrap();
-        assert_eq!(dev.doorbell_retries(), 0, "no wait needed a retry yet");
+        assert_eq!(dev.doorbell_retries().all, 0, "no wait needed a retry yet");
         let [compute, _] = dev.channel_handles().unwrap();
         assert!(dev.with_backend(|b| b.lose_doorbells(compute, 1)).unwrap());
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
@@ -50,12 +50,13 @@ fn a_launch_whose_doorbell_is_lost_completes_at_the_next_wait() {
         );
         dev.synchronize()
             .unwrap_or_else(|e| panic!("{:?}: {e}", model.chipset));
-        assert_eq!(dev.doorbell_retries(), 1, "{:?}", model.chipset);
+        let r = dev.doorbell_retries();
+        assert_eq!((r.all, r.unfetched), (1, 1), "{:?}", model.chipset);
         assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![2u32; n as usize]);
         // Doorbells that arrive are not rung twice.
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
         dev.synchronize().unwrap();
-        assert_eq!(dev.doorbell_retries(), 1);
+        assert_eq!(dev.doorbell_retries().all, 1);
     }
 }
 
@@ -75,7 +76,9 @@ fn copies_whose_doorbells_are_lost_complete() {
         dev.with_backend(|be| be.doorbells_to_lose(copy)).unwrap(),
         Some(0)
     );
-    assert!(dev.doorbell_retries() >= 2, "{}", dev.doorbell_retries());
+    let r = dev.doorbell_retries();
+    assert!(r.all >= 2, "{r:?}");
+    assert_eq!(r.unfetched, r.all, "every retry found the copy unfetched");
 }
 
 #[test]
@@ -157,6 +160,35 @@ fn a_stalled_channel_times_out_saying_what_was_fetched_and_backs_off_its_retries
         report.doorbell_retries
     );
     assert!(msg.contains(&format!("rung again {} times", report.doorbell_retries)));
+    assert_eq!(dev.doorbell_retries().unfetched, report.doorbell_retries);
+}
+
+#[test]
+fn retries_while_a_long_kernel_runs_are_not_counted_as_unfetched_work() {
+    // The wait's watchdog rings again when nothing moves, also while the host has fetched
+    // everything and a kernel is still running (a precaution). Only retries that found
+    // published entries unfetched are the mark of a lost doorbell.
+    for (model, sm) in CHIPS {
+        let dev = open_with(
+            model,
+            DeviceOptions {
+                timeout: Duration::from_millis(50),
+                ..opts()
+            },
+        );
+        let m = dev.load_cubin(&kernels_cubin(sm, 13)).unwrap();
+        let spin = m.function("spin_forever").unwrap();
+        dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
+            .unwrap();
+        let err = dev.synchronize().unwrap_err();
+        let report = err.report().expect("a timeout has a report");
+        let (get, put) = report.fetch.expect("USERD was readable");
+        assert_eq!(get, put, "{err}");
+        let r = dev.doorbell_retries();
+        assert!(r.all >= 3, "{:?}: {r:?}", model.chipset);
+        assert_eq!(r.unfetched, 0, "{:?}: {r:?}", model.chipset);
+        assert_eq!(report.doorbell_retries, r.all);
+    }
 }
 
 #[test]
@@ -188,7 +220,7 @@ fn an_armed_submission_whose_doorbell_was_lost_still_launches() {
         Some(1),
         "the arming rang (and lost) one"
     );
-    let retries = dev.doorbell_retries();
+    let retries = dev.doorbell_retries().all;
     dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
     assert_eq!(
         dev.armed_launches(),
@@ -200,7 +232,11 @@ fn an_armed_submission_whose_doorbell_was_lost_still_launches() {
         dev.with_backend(|b| b.doorbells_to_lose(compute)).unwrap(),
         Some(0)
     );
-    assert_eq!(dev.doorbell_retries(), retries + 1, "the wait rang again");
+    assert_eq!(
+        dev.doorbell_retries().all,
+        retries + 1,
+        "the wait rang again"
+    );
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![2u32; n as usize]);
 }
 

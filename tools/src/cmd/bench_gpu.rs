@@ -283,8 +283,9 @@ pub struct GpuBench {
     /// building the launch (`Device::repeated_launches`: written ahead or pre-armed).
     pub repeated_round_trips: u64,
     /// Doorbells the device rang again during the run because a wait saw no progress
-    /// (`Device::doorbell_retries`: lost doorbells, or another process holding the GPU).
-    pub doorbell_retries: u64,
+    /// (`Device::doorbell_retries`), and how many of them found work unfetched (lost
+    /// doorbells, or another process holding the GPU; the rest ran during long copies).
+    pub doorbell_retries: nvbare_core::device::DoorbellRetries,
     /// D2D on the copy engine (`CopyPath::CopyEngine`), GB/s read + written.
     pub d2d_ce_gbps: f64,
     /// Whether `d2d_gbps` ran on the copy kernel.
@@ -811,9 +812,11 @@ impl GpuBench {
     /// Keys beyond the shared schema (tools/bench/README.md), as `,"key":value...}`.
     fn extra_json(&self) -> String {
         let mut s = format!(
-            ",\"launch_call_us\":{},\"doorbell_retries\":{},\"d2d_ce_gbps\":{},\"d2d_path\":{}",
+            ",\"launch_call_us\":{},\"doorbell_retries\":{},\"doorbell_retries_unfetched\":{},\
+             \"d2d_ce_gbps\":{},\"d2d_path\":{}",
             num(self.launch_call_us),
-            self.doorbell_retries,
+            self.doorbell_retries.all,
+            self.doorbell_retries.unfetched,
             num(self.d2d_ce_gbps),
             json_str(if self.d2d_kernel {
                 "kernel"
@@ -938,11 +941,13 @@ impl GpuBench {
                 self.launches
             ));
         }
-        if self.doorbell_retries > 0 {
+        let r = self.doorbell_retries;
+        if r.all > 0 {
             s.push_str(&format!(
-                "  doorbells rung again       {} (waits saw no progress: a lost doorbell, or \
-                 another process on the GPU)\n",
-                self.doorbell_retries
+                "  doorbells rung again       {} (waits saw no progress), {} with work unfetched \
+                 (a lost doorbell, or another process on the GPU); the rest while long copies \
+                 ran\n",
+                r.all, r.unfetched
             ));
         }
         s.push_str(&format!(

@@ -176,7 +176,7 @@ pub(crate) fn run(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> Outcom
             let entry = GpEntry::decode(u64::from_le_bytes(raw));
             if entry.length == 0 {
                 // A control entry (NOP/CRC opcodes): nothing to fetch.
-                advance(ch, core);
+                commit_entry(ch, core);
                 progress = true;
                 continue;
             }
@@ -199,10 +199,14 @@ pub(crate) fn run(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> Outcom
                 pos: 0,
                 method: None,
             });
+            // The segment begins: its entry is committed and GPGet moves past it, however long
+            // the segment then takes (dev_pbdma.ref.txt, GP_GET).
+            commit_entry(ch, core);
+            progress = true;
         }
         match run_segment(ch, core, ctx) {
             SegmentEnd::Done => {
-                advance(ch, core);
+                ch.cursor = None;
                 ch.stats.gp_entries += 1;
                 progress = true;
             }
@@ -232,8 +236,12 @@ pub(crate) fn run(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> Outcom
     }
 }
 
-fn advance(ch: &mut Channel, core: &mut SimCore) {
-    ch.cursor = None;
+/// Moves `GPGet` past the entry whose segment begins (or a control entry): "Once the next GP
+/// entry has begun processing, that GP entry is committed and will not be refetched, and
+/// NV_PPBDMA_GP_GET is incremented" (dev_pbdma.ref.txt). A segment blocked on an acquire or
+/// running a kernel that spins has therefore left the ring, as on the H200 (a hung kernel's
+/// timeout report shows `GPGet` = `GPPut`).
+fn commit_entry(ch: &mut Channel, core: &mut SimCore) {
     ch.gp_get = (ch.gp_get + 1) % ch.desc.entries;
     let _ = ch.desc.userd.write_u32(core, USERD_GP_GET, ch.gp_get);
 }

@@ -10,7 +10,8 @@
 //! goes through the channel's [`AddressSpace`].
 //!
 //! Execution is synchronous with the doorbell write, which keeps tests deterministic. A channel
-//! whose semaphore acquire is not satisfied stops there (its `GPGet` stays on that entry) and is
+//! whose semaphore acquire is not satisfied stops there (its `GPGet` is already past that entry:
+//! an entry is committed when its segment begins, as the manual's `GP_GET` says) and is
 //! retried on every later doorbell and after every semaphore release; it never blocks the
 //! process. Entries published in USERD without a doorbell stay unfetched, as on hardware, and a
 //! doorbell can be lost ([`Fifo::lose_doorbells`]): on the H200 one was whenever another
