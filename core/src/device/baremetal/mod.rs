@@ -29,6 +29,7 @@ mod memory;
 mod peer;
 mod rm;
 
+use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use core::fmt;
 
@@ -277,8 +278,12 @@ pub fn set_bar1_physical<M: Mmio + ?Sized>(bar0: &M, chip: &ChipInfo) {
 /// A GPU driven bare metal: GSP-RM, our page tables, our allocators. See the
 /// [module documentation](self).
 pub struct BareMetalBackend<H: BarePlatform> {
-    rm: BareRm<H>,
-    state: Option<BootState<DmaBuf<H>>>,
+    /// On the heap, as `state`: ~15 KiB (memory manager, GR setup, channel records).
+    rm: Box<BareRm<H>>,
+    /// On the heap: GSP-RM's static info and the boot records make it ~4 KiB, and a backend
+    /// is moved by value (into [`crate::device::Device::open`], and along every caller's
+    /// path, a slot per move in a debug build's frame).
+    state: Option<Box<BootState<DmaBuf<H>>>>,
     label: String,
     client_allocated: bool,
     /// From [`BareMetalOptions::peer`].
@@ -366,8 +371,8 @@ impl<H: BarePlatform> BareMetalBackend<H> {
         rm.gr.internal_subdevice = internal.1;
         rm.gr.next_internal = opts.internal_first_handle;
         let mut be = BareMetalBackend {
-            rm,
-            state: Some(state),
+            rm: Box::new(rm),
+            state: Some(Box::new(state)),
             label: opts.label.clone(),
             client_allocated: false,
             peer: opts.peer.clone(),
@@ -507,7 +512,7 @@ impl<H: BarePlatform> BareMetalBackend<H> {
             Err(e) => e.rpc,
         };
         let hw = &self.rm.hw;
-        Ok(Some(state.unload(rpc, &hw.bar0, &hw.clock, obs, None)?))
+        Ok(Some((*state).unload(rpc, &hw.bar0, &hw.clock, obs, None)?))
     }
 }
 
