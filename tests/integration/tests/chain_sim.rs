@@ -7,7 +7,11 @@
 use nvbare_integration::kernels_cubin as kernels;
 use std::time::Duration;
 
-use nvbare_core::device::{ChainStats, ChannelKind, Device, DeviceOptions, LaunchConfig};
+use nvbare_core::channel::pushbuf::PushBuffer;
+use nvbare_core::channel::qmd::Qmd;
+use nvbare_core::device::{
+    ChainStats, ChannelKind, Device, DeviceError, DeviceOptions, LaunchConfig, Recovery,
+};
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
@@ -382,4 +386,112 @@ fn a_chain_behind_a_spinning_kernel_runs_when_the_kernel_finishes() {
     dev.synchronize().unwrap();
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![3u32; n as usize]);
     assert_eq!(compute_stats(&dev).dependent_launches, 3);
+}
+
+/// GPU VAs of the last pair of QMDs the simulator's trace shows scheduled one after another.
+fn last_scheduled_pair(dev: &Device<SimBackend>) -> (u64, u64) {
+    let trace = dev.with_backend(|b| b.gpu().trace()).unwrap();
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    trace
+        .iter()
+        .rev()
+        .find_map(|l| {
+            let rest = l.strip_prefix("compute: QMD at ")?;
+            let (a, b) = rest.split_once(" completed, schedules the QMD at ")?;
+            Some((hex(a), hex(b)))
+        })
+        .expect("a chained pair in the trace")
+}
+
+#[test]
+fn qmds_that_schedule_each_other_in_a_cycle_hang_the_channel_not_the_simulator() {
+    // Two QMDs that schedule each other keep the engine busy for ever on hardware. The
+    // simulator must not loop in the doorbell write: after 100 000 dependent launches in a
+    // row it leaves the channel busy, and the wait times out and recovers as for a hung kernel.
+    // Nothing written ahead: the chain's QMDs stay in command memory after the wait.
+    let dev = open(
+        GH100,
+        DeviceOptions {
+            write_ahead: false,
+            ..deferred(8)
+        },
+    );
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let empty = m.function("empty").unwrap();
+    let cfg = LaunchConfig::for_num_elems(1);
+    dev.launch(&empty, cfg, &[]).unwrap();
+    dev.synchronize().unwrap();
+    for _ in 0..2 {
+        dev.launch(&empty, cfg, &[]).unwrap();
+    }
+    dev.synchronize().unwrap();
+    assert_eq!(dev.chain_stats().chained, 1);
+    // The chain's two QMDs as the device wrote them, copied to a buffer of the test's own,
+    // the second now scheduling the first.
+    let (a, b) = last_scheduled_pair(&dev);
+    let v = dev.info().qmd;
+    let read = |va: u64| {
+        let mut bytes = vec![0u8; v.size()];
+        dev.with_backend(|be| {
+            let space = be.address_space().unwrap();
+            be.gpu().with_core(|core| {
+                nvbare_sim::gpu_mem::gpu_read(
+                    core,
+                    &*space,
+                    va,
+                    &mut bytes,
+                    nvbare_sim::gpu_mem::Access::Read,
+                )
+                .unwrap()
+            })
+        })
+        .unwrap();
+        Qmd::from_bytes(v, &bytes).unwrap()
+    };
+    let (mut qa, mut qb) = (read(a), read(b));
+    let slot = (v.size() as u64).next_multiple_of(256);
+    let buf = dev.alloc_zeros::<u8>(2 * slot as usize).unwrap();
+    // (Zeroed by the copy channel, whose doorbell is deferred too: before the writes below.)
+    dev.synchronize().unwrap();
+    let (pa, pb) = (buf.gpu_va(), buf.gpu_va() + slot);
+    assert_eq!(pa % 256, 0);
+    qa.schedule_after(pb).unwrap();
+    qb.schedule_after(pa).unwrap();
+    for (va, q) in [(pa, &qa), (pb, &qb)] {
+        dev.with_backend(|be| be.write_gpu(va, q.as_bytes()))
+            .unwrap()
+            .unwrap();
+    }
+    let mut words = [0u32; 16];
+    let mut push = PushBuffer::new(&mut words);
+    push.invalidate_sked_caches().unwrap();
+    push.compute_launch(pa).unwrap();
+    let n = push.len();
+    dev.submit_raw(ChannelKind::Compute, &words[..n]).unwrap();
+    let err = dev.synchronize().unwrap_err();
+    let DeviceError::Timeout { report, .. } = &err else {
+        let trace = dev.with_backend(|b| b.gpu().trace()).unwrap();
+        panic!(
+            "expected a timeout, got {err}; trace ends {:#?}",
+            &trace[trace.len().saturating_sub(8)..]
+        );
+    };
+    assert_eq!(report.recovery, Recovery::ChannelsRecreated, "{err}");
+    let trace = dev.with_backend(|b| b.gpu().trace()).unwrap();
+    assert!(
+        trace
+            .iter()
+            .any(|l| l.contains("dependent QMDs scheduled one another 100000 times")),
+        "no cycle in the trace"
+    );
+    // The device is usable again.
+    let add1 = m.function("add1").unwrap();
+    let x = dev.htod_copy(&[1u32; 32]).unwrap();
+    dev.launch(
+        &add1,
+        LaunchConfig::for_num_elems(32),
+        &[x.arg(), 32u32.into()],
+    )
+    .unwrap();
+    assert_eq!(dev.dtoh_copy(&x).unwrap(), vec![2u32; 32]);
 }
