@@ -75,9 +75,13 @@ pub struct ChainStats {
 #[derive(Debug, Default)]
 pub(crate) struct ChainState {
     tail: Option<ChainTail>,
-    /// The tail's QMD as written. On the heap, allocated once: it keeps the device's state
-    /// (built on the stack when a device opens) small.
+    /// The head's QMD as written (the first chained launch patches it). On the heap,
+    /// allocated once: it keeps the device's state (built on the stack when a device opens)
+    /// small.
     qmd: Option<Box<Qmd>>,
+    /// A QMD box to reuse for the next chained launch (the chained tail's QMD itself waits in
+    /// [`super::chan::Chan::unwritten`]).
+    spare: Option<Box<Qmd>>,
     pub(super) stats: ChainStats,
 }
 
@@ -87,7 +91,7 @@ impl ChainState {
         self.tail = None;
     }
 
-    /// Keeps `q` as the tail's QMD.
+    /// Keeps `q` as the head's QMD.
     fn set_qmd(&mut self, q: &Qmd) {
         match self.qmd.as_mut() {
             Some(b) => (**b).clone_from(q),
@@ -224,9 +228,20 @@ impl<B: Backend> Inner<B> {
         let Some(tail) = self.chain.tail else {
             return Ok(false);
         };
-        let Some(mut tail_qmd) = self.chain.qmd.take() else {
-            return Ok(false);
+        // The tail's QMD in its final form: the head's as written, or a chained tail's, which
+        // is not written yet.
+        let head = tail.len == 1;
+        let known = if head {
+            self.chain.qmd.is_some()
+        } else {
+            self.chans[COMPUTE]
+                .unwritten
+                .as_ref()
+                .is_some_and(|(off, _)| *off == tail.qmd_off)
         };
+        if !known {
+            return Ok(false);
+        }
         // The tail's bank holds this launch's bytes: use it (the chain's command memory is
         // reused only after its last QMD releases).
         let shared = repeat.is_some() && tail.cb.1 == repeat;
@@ -237,53 +252,67 @@ impl<B: Backend> Inner<B> {
         // heads a new chain).
         let off = match self.arena_alloc_now(COMPUTE, n, value) {
             Ok(Some(off)) => off,
-            r => {
-                self.chain.qmd = Some(tail_qmd);
-                return r.map(|_| false);
-            }
+            r => return r.map(|_| false),
         };
         let cmds_va = self.chans[COMPUTE].cmds.gpu_va();
         let cb_va = if shared { tail.cb.0 } else { cmds_va + off };
         let qmd_off = off + cb_size;
-        let r = (|| -> Result<Qmd, DeviceError> {
-            let qmd = if shared {
+        let r = (|| -> Result<Box<Qmd>, DeviceError> {
+            let tail_qmd: &Qmd = match (head, &self.chain.qmd, &self.chans[COMPUTE].unwritten) {
+                (true, Some(q), _) | (false, _, Some((_, q))) => q,
+                _ => return Err(DeviceError::Dead("the chain's tail QMD".into())),
+            };
+            let mut inner = tail_qmd.clone();
+            let next = if shared {
                 // The same launch with the same bank: the tail's QMD with this release.
-                let mut q = (*tail_qmd).clone();
+                let mut q = match self.chain.spare.take() {
+                    Some(mut b) => {
+                        (*b).clone_from(tail_qmd);
+                        b
+                    }
+                    None => Box::new(tail_qmd.clone()),
+                };
                 self.qmd_patch.set_payload(&mut q, value)?;
                 q
             } else {
-                self.region_qmd(info, opts, l, cb_va, value)?
+                Box::new(self.region_qmd(info, opts, l, cb_va, value)?)
             };
-            let mut inner = (*tail_qmd).clone();
             self.qmd_patch
                 .make_inner(&mut inner, cmds_va + qmd_off, membar_overridden(opts))?;
             let c = &self.chans[COMPUTE];
-            // The tail's words that change first (a write to a line written long before costs
-            // the CPU more behind a burst of others). The GPU reads none of this before the
-            // doorbell, so the order is free.
-            for (a, b) in differing_runs(tail_qmd.as_bytes(), inner.as_bytes()) {
-                let bytes = inner.as_bytes().get(a..b).unwrap_or(&[]);
-                c.cmds.write(tail.qmd_off + a as u64, bytes)?;
+            if head {
+                // Written with the head's methods: only its words that change. First (a
+                // write to a line written long before costs the CPU more behind a burst of
+                // others); the GPU reads none of this before the doorbell, so the order is
+                // free.
+                let before = self.chain.qmd.as_deref().map_or(&[][..], |q| q.as_bytes());
+                for (a, b) in differing_runs(before, inner.as_bytes()) {
+                    let bytes = inner.as_bytes().get(a..b).unwrap_or(&[]);
+                    c.cmds.write(tail.qmd_off + a as u64, bytes)?;
+                }
+            } else {
+                // Not written yet: once, whole, in its final form.
+                c.cmds.write(tail.qmd_off, inner.as_bytes())?;
             }
             if !shared {
                 c.cmds.write(off, l.cb)?;
             }
-            c.cmds.write(qmd_off, qmd.as_bytes())?;
-            Ok(qmd)
+            Ok(next)
         })();
-        let qmd = match r {
+        let next = match r {
             Ok(q) => q,
             Err(e) => {
                 // The tail stays what it was (it may still have to be acquired after); a
                 // partly written patch is not read before the doorbell, and an error here
                 // means the mapping is gone.
                 self.chans[COMPUTE].arena.cancel_last();
-                self.chain.qmd = Some(tail_qmd);
                 return Err(e);
             }
         };
-        (*tail_qmd).clone_from(&qmd);
-        self.chain.qmd = Some(tail_qmd);
+        // This launch's QMD waits for the next launch, or for the doorbell.
+        if let Some((_, old)) = self.chans[COMPUTE].unwritten.replace((qmd_off, next)) {
+            self.chain.spare = Some(old);
+        }
         let len = tail.len + 1;
         self.chain.tail = Some(ChainTail {
             qmd_off,

@@ -1,10 +1,12 @@
 //! One channel of the device: ring, USERD, error notifier, command arena, timeline.
 
+use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 
 use super::backend::GpuMemory;
 use super::error::{ChannelKind, DeviceError};
 use crate::channel::gpfifo::{GpEntry, GpFifo, RingMemory, USERD_GP_GET, USERD_GP_PUT};
+use crate::channel::qmd::Qmd;
 use crate::hal::HalError;
 use crate::rm::Handle;
 
@@ -124,6 +126,10 @@ pub(super) struct Chan<M: GpuMemory> {
     pub synced_other: u64,
     /// Highest timeline value a wait has seen reached (the timeline must never read lower).
     pub seen: u64,
+    /// A chain's last QMD, not written to command memory yet (at this offset): the launch
+    /// after it may still chain, and the QMD is then written once, in its final form, instead
+    /// of written and patched (`device/chain.rs`). Written before anything is published.
+    pub unwritten: Option<(u64, Box<Qmd>)>,
 }
 
 impl<M: GpuMemory> Chan<M> {
@@ -148,6 +154,7 @@ impl<M: GpuMemory> Chan<M> {
         bar1_readback: bool,
         usermode: &U,
     ) -> Result<(), DeviceError> {
+        self.write_unwritten()?;
         self.read_back(bar1_readback, usermode)?;
         let view = RingView::of(&self.ring, self.userd_offset);
         self.fifo.kick(&view, usermode)?;
@@ -163,8 +170,19 @@ impl<M: GpuMemory> Chan<M> {
         timeout: core::time::Duration,
         entry: GpEntry,
     ) -> Result<(), DeviceError> {
+        // A full ring publishes what is queued while it waits.
+        self.write_unwritten()?;
         let view = RingView::of(&self.ring, self.userd_offset);
         self.fifo.push(&view, usermode, clock, timeout, entry)?;
+        Ok(())
+    }
+
+    /// Writes [`Chan::unwritten`] (the GPU may be about to see the chain).
+    pub fn write_unwritten(&mut self) -> Result<(), HalError> {
+        if let Some((off, q)) = &self.unwritten {
+            self.cmds.write(*off, q.as_bytes())?;
+            self.unwritten = None;
+        }
         Ok(())
     }
 

@@ -447,6 +447,7 @@ impl<B: Backend> Inner<B> {
                         sem_offset,
                         synced_other: 0,
                         seen: 0,
+                        unwritten: None,
                     }
                 };
             let chans = [
@@ -1191,6 +1192,7 @@ impl<B: Backend> Inner<B> {
             c.notifier.zero(0, c.notifier.size())?;
             c.ring.zero(0, c.ring.size())?;
             c.arena.reset();
+            c.unwritten = None;
             self.sem.write_u64(c.sem_offset, c.submitted)?;
             c.synced_other = subs[other(i)];
         }

@@ -495,3 +495,44 @@ fn qmds_that_schedule_each_other_in_a_cycle_hang_the_channel_not_the_simulator()
     .unwrap();
     assert_eq!(dev.dtoh_copy(&x).unwrap(), vec![2u32; 32]);
 }
+
+#[test]
+fn a_full_ring_publishing_a_chain_writes_its_last_qmd_first() {
+    // A chain's last QMD is written only when the next launch chains or when the GPU may see
+    // the chain: a submission that finds the ring full publishes what is queued while it
+    // waits for room, the chain included.
+    for (model, sm) in CHIPS {
+        let what = model.chipset;
+        let dev = open(
+            model,
+            DeviceOptions {
+                gpfifo_entries: 4,
+                ..deferred(64)
+            },
+        );
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 256u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let buf = dev.htod_copy(&vec![7u32; n as usize]).unwrap();
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        dev.synchronize().unwrap();
+        let chained = dev.chain_stats().chained;
+        for _ in 0..3 {
+            // Two raw submissions, then a head and two chained launches: with the head's,
+            // three entries wait in a ring of four, and the next raw submission finds it full.
+            dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
+            dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
+            for _ in 0..3 {
+                dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+            }
+        }
+        dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
+        assert_eq!(dev.chain_stats().chained - chained, 6, "{what:?}");
+        assert_eq!(
+            dev.dtoh_copy(&buf).unwrap(),
+            vec![17u32; n as usize],
+            "{what:?}"
+        );
+    }
+}
