@@ -96,7 +96,9 @@ fn a_chained_run_adds_its_back_to_back_row_without_counting_it() {
         .position(|l| l.starts_with("back-to-back, --defer 255"))
         .unwrap_or_else(|| panic!("no chained row in\n{text}"));
     assert!(
-        lines[at - 1].starts_with("back-to-back (us/launch)"),
+        lines[at - 2].starts_with("back-to-back (us/launch)")
+            && lines[at - 1].starts_with("  of which CPU")
+            && lines[at + 1].starts_with("  of which CPU"),
         "{text}"
     );
     let r = lines[at];
