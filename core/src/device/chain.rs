@@ -1,6 +1,6 @@
 //! Chained launches: with the doorbell deferred ([`DeviceOptions::deferred_submits`] > 0)
 //! and [`DeviceOptions::chain_launches`] on, a launch that follows another launch still
-//! waiting for its doorbell is not given methods of its own: the QMD before it is patched to
+//! waiting for its doorbell is not given methods of its own: the QMD before it is set to
 //! schedule it when its grid completes (dependent QMD 0, `QMD_SCHEDULE` + prefetch), as a CUDA
 //! graph's kernels are (docs/hw/2026-11-30-cuda-stream-pushbuffer.txt).
 //!
