@@ -190,6 +190,20 @@ impl<B: Backend> Inner<B> {
         }
     }
 
+    /// `tail`'s QMD in its final form: the head's as written, or a chained tail's, which is not
+    /// written yet.
+    fn tail_qmd(&self, tail: &ChainTail) -> Option<&Qmd> {
+        if tail.len == 1 {
+            self.chain.qmd.as_deref()
+        } else {
+            self.chans[COMPUTE]
+                .unwritten
+                .as_ref()
+                .filter(|(off, _)| *off == tail.qmd_off)
+                .map(|(_, q)| &**q)
+        }
+    }
+
     /// Chains a launch that repeats the remembered one (the caller checked that the call
     /// repeats the call that made it): its image is chained as it is, without building.
     pub(super) fn launch_chained_repeat(
@@ -233,18 +247,8 @@ impl<B: Backend> Inner<B> {
         let Some(tail) = self.chain.tail else {
             return Ok(false);
         };
-        // The tail's QMD in its final form: the head's as written, or a chained tail's, which
-        // is not written yet.
         let head = tail.len == 1;
-        let known = if head {
-            self.chain.qmd.is_some()
-        } else {
-            self.chans[COMPUTE]
-                .unwritten
-                .as_ref()
-                .is_some_and(|(off, _)| *off == tail.qmd_off)
-        };
-        if !known {
+        if self.tail_qmd(&tail).is_none() {
             return Ok(false);
         }
         // The tail's bank holds this launch's bytes: use it (the chain's command memory is
@@ -263,14 +267,18 @@ impl<B: Backend> Inner<B> {
         let cb_va = if shared { tail.cb.0 } else { cmds_va + off };
         let qmd_off = off + cb_size;
         let r = (|| -> Result<Box<Qmd>, DeviceError> {
-            let tail_qmd: &Qmd = match (head, &self.chain.qmd, &self.chans[COMPUTE].unwritten) {
-                (true, Some(q), _) | (false, _, Some((_, q))) => q,
-                _ => return Err(DeviceError::Dead("the chain's tail QMD".into())),
+            let spare = if shared {
+                self.chain.spare.take()
+            } else {
+                None
             };
+            let tail_qmd = self
+                .tail_qmd(&tail)
+                .ok_or_else(|| DeviceError::Dead("the chain's tail QMD".into()))?;
             let mut inner = tail_qmd.clone();
             let next = if shared {
                 // The same launch with the same bank: the tail's QMD with this release.
-                let mut q = match self.chain.spare.take() {
+                let mut q = match spare {
                     Some(mut b) => {
                         (*b).clone_from(tail_qmd);
                         b
