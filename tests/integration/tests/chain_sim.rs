@@ -10,7 +10,8 @@ use std::time::Duration;
 use nvbare_core::channel::pushbuf::PushBuffer;
 use nvbare_core::channel::qmd::Qmd;
 use nvbare_core::device::{
-    ChainStats, ChannelKind, Device, DeviceError, DeviceOptions, LaunchConfig, Recovery,
+    ChainStats, ChannelKind, Device, DeviceBuffer, DeviceError, DeviceOptions, Function,
+    LaunchConfig, Recovery,
 };
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
@@ -46,6 +47,36 @@ fn compute_stats(dev: &Device<SimBackend>) -> nvbare_sim::fifo::ChannelStats {
             .stats
     })
     .unwrap()
+}
+
+/// Elements of each buffer [`in_small_command_memory`] hands out.
+const SMALL_N: u32 = 32;
+
+/// Runs `body` on a device with 16 KiB of command memory (chains reuse it often) and `defer`
+/// deferred submissions, with `add1` loaded and two zeroed buffers of [`SMALL_N`] elements.
+fn in_small_command_memory(
+    model: ChipModel,
+    sm: u32,
+    defer: u32,
+    body: impl FnOnce(
+        &Device<SimBackend>,
+        &Function<'_, '_, SimBackend>,
+        [&DeviceBuffer<'_, SimBackend, u32>; 2],
+    ),
+) {
+    let dev = open(
+        model,
+        DeviceOptions {
+            command_bytes: 16 << 10,
+            ..deferred(defer)
+        },
+    );
+    let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let a = dev.htod_copy(&vec![0u32; SMALL_N as usize]).unwrap();
+    let b = dev.htod_copy(&vec![0u32; SMALL_N as usize]).unwrap();
+    dev.synchronize().unwrap();
+    body(&dev, &add1, [&a, &b]);
 }
 
 #[test]
@@ -138,38 +169,27 @@ fn chains_over_reused_command_memory_never_run_a_stale_cached_qmd() {
     // every QMD it fetched (`keep_stale_qmds`); only the head's INVALIDATE_SKED_CACHES keeps
     // the chained ones from running stale copies (older constant banks and timeline values).
     for (model, sm) in CHIPS {
-        let dev = open(
-            model,
-            DeviceOptions {
-                command_bytes: 16 << 10,
-                ..deferred(6)
-            },
-        );
-        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
-        let add1 = m.function("add1").unwrap();
-        let n = 32u32;
-        let cfg = LaunchConfig::for_num_elems(n);
-        let a = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-        let b = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-        dev.synchronize().unwrap();
-        let [compute, _] = dev.channel_handles().unwrap();
-        assert!(
-            dev.with_backend(|be| be.keep_stale_qmds(compute, true))
-                .unwrap()
-        );
-        for i in 0..300 {
-            let buf = if i % 3 == 0 { &a } else { &b };
-            dev.launch(&add1, cfg, &[buf.arg(), n.into()])
-                .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
-            if i % 50 == 49 {
-                dev.synchronize()
+        in_small_command_memory(model, sm, 6, |dev, add1, [a, b]| {
+            let cfg = LaunchConfig::for_num_elems(SMALL_N);
+            let [compute, _] = dev.channel_handles().unwrap();
+            assert!(
+                dev.with_backend(|be| be.keep_stale_qmds(compute, true))
+                    .unwrap()
+            );
+            for i in 0..300 {
+                let buf = if i % 3 == 0 { a } else { b };
+                dev.launch(add1, cfg, &[buf.arg(), SMALL_N.into()])
                     .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
+                if i % 50 == 49 {
+                    dev.synchronize()
+                        .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
+                }
             }
-        }
-        dev.synchronize().unwrap();
-        assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![100u32; n as usize]);
-        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![200u32; n as usize]);
-        assert!(dev.chain_stats().chained > 200, "{:?}", dev.chain_stats());
+            dev.synchronize().unwrap();
+            assert_eq!(dev.dtoh_copy(a).unwrap(), vec![100u32; SMALL_N as usize]);
+            assert_eq!(dev.dtoh_copy(b).unwrap(), vec![200u32; SMALL_N as usize]);
+            assert!(dev.chain_stats().chained > 200, "{:?}", dev.chain_stats());
+        });
     }
 }
 
@@ -331,29 +351,18 @@ fn chains_sharing_constant_banks_in_small_command_memory_run_every_launch_right(
     // be reused before its end. Buffers change every 5 launches, so a bank reused too early
     // would send increments to the wrong buffer.
     for (model, sm) in CHIPS {
-        let dev = open(
-            model,
-            DeviceOptions {
-                command_bytes: 16 << 10,
-                ..deferred(12)
-            },
-        );
-        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
-        let add1 = m.function("add1").unwrap();
-        let n = 32u32;
-        let cfg = LaunchConfig::for_num_elems(n);
-        let a = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-        let b = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-        dev.synchronize().unwrap();
-        for i in 0..400 {
-            let buf = if (i / 5) % 2 == 0 { &a } else { &b };
-            dev.launch(&add1, cfg, &[buf.arg(), n.into()])
-                .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
-        }
-        assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![200u32; n as usize]);
-        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![200u32; n as usize]);
-        let s = dev.chain_stats();
-        assert!(s.chained > 300 && s.shared_banks > 200, "{s:?}");
+        in_small_command_memory(model, sm, 12, |dev, add1, [a, b]| {
+            let cfg = LaunchConfig::for_num_elems(SMALL_N);
+            for i in 0..400 {
+                let buf = if (i / 5) % 2 == 0 { a } else { b };
+                dev.launch(add1, cfg, &[buf.arg(), SMALL_N.into()])
+                    .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
+            }
+            assert_eq!(dev.dtoh_copy(a).unwrap(), vec![200u32; SMALL_N as usize]);
+            assert_eq!(dev.dtoh_copy(b).unwrap(), vec![200u32; SMALL_N as usize]);
+            let s = dev.chain_stats();
+            assert!(s.chained > 300 && s.shared_banks > 200, "{s:?}");
+        });
     }
 }
 
