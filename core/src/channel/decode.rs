@@ -467,6 +467,41 @@ mod tests {
     }
 
     #[test]
+    fn a_prefetched_launch_fetches_its_qmd_before_the_wait_and_launches_it_after() {
+        let mut w = [0u32; 16];
+        let mut pb = PushBuffer::new(&mut w);
+        pb.set_object(SUBC_COMPUTE, HOPPER_COMPUTE_A).unwrap();
+        pb.compute_launch_prefetched(0x20_0000_0100).unwrap();
+        let n_words = pb.len();
+        let (ms, n) = methods(&w[..n_words]);
+        let mut got = [("", 0u32); 8];
+        assert_eq!(n, got.len());
+        for (g, m) in got.iter_mut().zip(ms.iter().flatten()) {
+            *g = (m.name().unwrap_or("?"), m.data);
+        }
+        assert_eq!(
+            got,
+            [
+                ("SET_OBJECT", HOPPER_COMPUTE_A),
+                ("SEND_PCAS_A", 0x2000_0001),
+                ("SEND_SIGNALING_PCAS2_B", compute::PCAS_ACTION_INVALIDATE),
+                ("SEND_PCAS_A", 0x2000_0001),
+                ("SEND_SIGNALING_PCAS2_B", compute::PCAS_ACTION_PREFETCH),
+                ("WAIT_FOR_IDLE", 0),
+                ("SEND_PCAS_A", 0x2000_0001),
+                (
+                    "SEND_SIGNALING_PCAS2_B",
+                    compute::PCAS_ACTION_PREFETCH_SCHEDULE
+                ),
+            ]
+        );
+        let mut s = FmtBuf::default();
+        let pf = ms[4].unwrap();
+        fmt::write(&mut s, format_args!("{}", Fields(pf))).unwrap();
+        assert_eq!(s.as_str(), "PCAS_ACTION=PREFETCH");
+    }
+
+    #[test]
     fn everything_the_helpers_emit_decodes_back() {
         let mut w = [0u32; 128];
         let mut pb = PushBuffer::new(&mut w);

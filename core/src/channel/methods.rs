@@ -160,10 +160,17 @@ pub mod compute {
     /// `NVC6C0_SET_REPORT_SEMAPHORE_D`.
     pub const SET_REPORT_SEMAPHORE_D: u32 = 0x1b0c;
 
+    /// `SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE`: drop any cached copy of the QMD at
+    /// this address.
+    pub const PCAS_ACTION_INVALIDATE: u32 = 0x1;
     /// `SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE`.
     pub const PCAS_ACTION_INVALIDATE_COPY_SCHEDULE: u32 = 0x3;
+    /// `SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH`: fetch the QMD at this address into the
+    /// scheduler's cache without launching it.
+    pub const PCAS_ACTION_PREFETCH: u32 = 0x8;
     /// `SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE` (what tinygrad sends; no
-    /// invalidate of the QMD cache: see [`PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE`]).
+    /// invalidate of the QMD cache: see [`PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE`]):
+    /// launch the cached copy, fetching it first if there is none.
     pub const PCAS_ACTION_PREFETCH_SCHEDULE: u32 = 0x9;
     /// `SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE`: drop any cached
     /// copy of the QMD at this address, fetch it, launch (what CUDA sends; Mesa NVK sends

@@ -433,7 +433,8 @@ impl<'a> PushBuffer<'a> {
     /// back to back over one buffer lost up to 11 increments per element, and two releases of
     /// the timeline landed out of order). It costs a round trip nothing, but back-to-back
     /// launches now run at the GPU's rate for grids in order (~1.05 µs per empty kernel on the
-    /// H200, 0.38 before).
+    /// H200, 0.38 before; ~0.85 with [`PushBuffer::compute_launch_prefetched`], which the
+    /// device sends behind a grid that may still run).
     pub fn compute_launch(&mut self, qmd_va: u64) -> Result<(), PushError> {
         if !qmd_va.is_multiple_of(256) || (qmd_va >> 8) >> 32 != 0 {
             return Err(PushError::AddressTooLarge(qmd_va));
@@ -444,6 +445,37 @@ impl<'a> PushBuffer<'a> {
             SUBC_COMPUTE,
             compute::SEND_SIGNALING_PCAS2_B,
             compute::PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
+        )
+    }
+
+    /// Launches the QMD at `qmd_va` behind a grid that may still be running, with its fetch
+    /// overlapping that grid: `SEND_PCAS_A` + `PCAS_ACTION` `INVALIDATE` (no older copy at this
+    /// address survives), `SEND_PCAS_A` + `PREFETCH`, then `WAIT_FOR_IDLE` (stream order as in
+    /// [`PushBuffer::compute_launch`]), then `SEND_PCAS_A` + `PREFETCH_SCHEDULE` (launch the
+    /// prefetched copy). On the H200 an empty kernel queued behind another took the GPU
+    /// 0.84 µs instead of 1.06; behind an idle engine the two extra actions cost ~0.2 µs, so
+    /// the device uses this form only when an earlier launch has not been seen complete
+    /// (docs/benchmarks.md). The QMD and what it prefetches (constant bank 0, written by the
+    /// CPU with it) must be final before this is published: the grid runs the copy fetched
+    /// here, not what memory holds at the wait's end.
+    pub fn compute_launch_prefetched(&mut self, qmd_va: u64) -> Result<(), PushError> {
+        if !qmd_va.is_multiple_of(256) || (qmd_va >> 8) >> 32 != 0 {
+            return Err(PushError::AddressTooLarge(qmd_va));
+        }
+        let shifted = (qmd_va >> 8) as u32;
+        for action in [
+            compute::PCAS_ACTION_INVALIDATE,
+            compute::PCAS_ACTION_PREFETCH,
+        ] {
+            self.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[shifted])?;
+            self.immd(SUBC_COMPUTE, compute::SEND_SIGNALING_PCAS2_B, action)?;
+        }
+        self.immd(SUBC_COMPUTE, compute::WAIT_FOR_IDLE, 0)?;
+        self.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[shifted])?;
+        self.immd(
+            SUBC_COMPUTE,
+            compute::SEND_SIGNALING_PCAS2_B,
+            compute::PCAS_ACTION_PREFETCH_SCHEDULE,
         )
     }
 
@@ -573,6 +605,8 @@ mod tests {
         );
         assert!(pb.compute_launch(0x1_0000_0100).is_ok());
         assert!(pb.compute_launch(0x1_0000_0180).is_err());
+        assert!(pb.compute_launch_prefetched(0x1_0000_0180).is_err());
+        assert!(pb.compute_launch_prefetched(1 << 41).is_err());
         assert!(pb.ce_release64(0x1004, 1, false).is_err());
         assert!(pb.ce_copy(0, 1 << 57, 4).is_err());
     }
