@@ -48,6 +48,12 @@ pub(crate) struct ComputeRegs {
     /// kept copy (the `INVALIDATE` PCAS actions exist for this cache; when the real one keeps
     /// entries is not known, so this keeps them all).
     pub(crate) stale_qmds: Option<std::collections::BTreeMap<u64, Vec<u8>>>,
+    /// QMDs fetched by `PCAS_ACTION` `PREFETCH`, by address, as they were then: a launch of
+    /// that address by an action that does not invalidate runs this copy, not what memory
+    /// holds by then. Invalidating actions and `INVALIDATE_SKED_CACHES` drop them.
+    pub(crate) prefetched: std::collections::BTreeMap<u64, Vec<u8>>,
+    /// Grids launched from a prefetched copy, ever.
+    pub(crate) prefetched_launches: u64,
     /// Fault injection ([`crate::fifo::Fifo::stale_release`]): the next launch's releases
     /// write their payload minus this, after the launch (an older launch's release).
     pub(crate) stale_release: Option<u64>,
@@ -135,6 +141,7 @@ pub(crate) fn method(
             if let Some(cache) = r.stale_qmds.as_mut() {
                 cache.clear();
             }
+            r.prefetched.clear();
         }
         m::NO_OPERATION
         | m::WAIT_FOR_IDLE
@@ -156,14 +163,16 @@ pub(crate) fn method(
         m::SEND_SIGNALING_PCAS2_B => {
             let action = data & 0xf;
             // INVALIDATE (1) and the INVALIDATE_..._COPY actions drop the cached copy.
-            if matches!(action, 1 | 3 | 10 | 11)
-                && let Some(cache) = r.stale_qmds.as_mut()
-            {
-                cache.remove(&r.qmd_addr);
+            if matches!(action, 1 | 3 | 10 | 11) {
+                if let Some(cache) = r.stale_qmds.as_mut() {
+                    cache.remove(&r.qmd_addr);
+                }
+                r.prefetched.remove(&r.qmd_addr);
             }
             return match action {
                 a if pcas_launches(a) => launch(r, core, space, ctx, engine, class),
-                0 | 1 | 8 => Step::Ok,
+                8 => prefetch(r, core, space, engine, class),
+                0 | 1 => Step::Ok,
                 a => sm_exception(
                     engine,
                     warp_esr::ILLEGAL_INSTR_PARAM,
@@ -300,6 +309,38 @@ fn dependent(q: &Qmd) -> Result<Option<u64>, String> {
     }
 }
 
+/// `PCAS_ACTION` `PREFETCH`: the QMD at the latched address is read now and kept.
+fn prefetch(
+    r: &mut ComputeRegs,
+    core: &mut SimCore,
+    space: &dyn AddressSpace,
+    engine: u32,
+    class: u32,
+) -> Step {
+    let qmd_va = r.qmd_addr;
+    let size = qmd_version_for_class(class).size();
+    // A copy the cache kept (fault injection) is a hit: nothing is fetched.
+    if let Some(b) = r.stale_qmds.as_ref().and_then(|c| c.get(&qmd_va))
+        && b.len() == size
+    {
+        core.trace(format!(
+            "compute: QMD at {qmd_va:#x} prefetched from the QMD cache"
+        ));
+        r.prefetched.insert(qmd_va, b.clone());
+        return Step::Ok;
+    }
+    let mut bytes = vec![0u8; size];
+    if let Err(f) = gpu_read(core, space, qmd_va, &mut bytes, Access::Read) {
+        return Step::Rc(RcInfo::mmu(engine, f, "QMD prefetch"));
+    }
+    core.trace(format!("compute: QMD at {qmd_va:#x} prefetched"));
+    if let Some(c) = r.stale_qmds.as_mut() {
+        c.insert(qmd_va, bytes.clone());
+    }
+    r.prefetched.insert(qmd_va, bytes);
+    Step::Ok
+}
+
 fn launch(
     r: &mut ComputeRegs,
     core: &mut SimCore,
@@ -394,14 +435,22 @@ fn launch_one(
         .and_then(|c| c.get(&qmd_va))
         .filter(|b| b.len() == v.size())
         .cloned();
-    let bytes = match cached {
-        Some(b) => {
+    let prefetched = r.prefetched.remove(&qmd_va).filter(|b| b.len() == v.size());
+    let bytes = match (prefetched, cached) {
+        (Some(b), _) => {
+            r.prefetched_launches += 1;
+            core.trace(format!(
+                "compute: QMD at {qmd_va:#x} launched from its prefetched copy"
+            ));
+            b
+        }
+        (None, Some(b)) => {
             core.trace(format!(
                 "compute: QMD at {qmd_va:#x} launched from the QMD cache"
             ));
             b
         }
-        None => {
+        (None, None) => {
             let mut bytes = vec![0u8; v.size()];
             if let Err(f) = gpu_read(core, space, qmd_va, &mut bytes, Access::Read) {
                 return Err(Step::Rc(RcInfo::mmu(engine, f, "QMD fetch")));

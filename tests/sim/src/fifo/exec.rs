@@ -135,10 +135,12 @@ pub(crate) fn run(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> Outcom
         ChannelState::Hung { .. } => {
             let space = ch.desc.space.clone();
             let before = ch.regs.compute.dependent_launches;
+            let prefetched_before = ch.regs.compute.prefetched_launches;
             let polled = compute::poll_pending(&mut ch.regs.compute, core, &*space, ctx, engine);
             let scheduled = ch.regs.compute.dependent_launches - before;
             ch.stats.launches += scheduled;
             ch.stats.dependent_launches += scheduled;
+            ch.stats.prefetched_launches += ch.regs.compute.prefetched_launches - prefetched_before;
             match polled {
                 None => return Outcome::Idle,
                 Some(Step::Rc(info)) => return Outcome::Rc(info),
@@ -383,6 +385,7 @@ fn exec_method(
                 ch.regs.compute.grid_unwaited = true;
             }
             let before = ch.regs.compute.dependent_launches;
+            let prefetched_before = ch.regs.compute.prefetched_launches;
             let r = compute::method(
                 &mut ch.regs.compute,
                 core,
@@ -393,12 +396,13 @@ fn exec_method(
                 method,
                 data,
             );
-            if method == nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS2_B {
+            if launches {
                 ch.stats.launches += 1;
             }
             let scheduled = ch.regs.compute.dependent_launches - before;
             ch.stats.launches += scheduled;
             ch.stats.dependent_launches += scheduled;
+            ch.stats.prefetched_launches += ch.regs.compute.prefetched_launches - prefetched_before;
             r
         }
         _ => Step::Rc(RcInfo::pbdma(

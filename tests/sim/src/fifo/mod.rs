@@ -215,6 +215,9 @@ pub struct ChannelStats {
     /// Grids (counted in `launches`) that a completed QMD scheduled (dependent QMD
     /// `QMD_SCHEDULE`) instead of a PCAS method: they start after the grid before ends.
     pub dependent_launches: u64,
+    /// Grids (counted in `launches`) launched from a QMD copy that `PCAS_ACTION` `PREFETCH`
+    /// fetched earlier (while the grid before could still run) rather than from memory.
+    pub prefetched_launches: u64,
     /// `NON_STALL_INTERRUPT`s raised.
     pub nonstall_interrupts: u64,
 }
