@@ -127,6 +127,15 @@ pub struct DeviceOptions {
     /// what a graph's kernels do rather than a `WAIT_FOR_IDLE` each. On by default; off for
     /// measurements. Ignored without deferral and with [`DeviceOptions::armed_launches`].
     pub chain_launches: bool,
+    /// A launch that follows a launch not yet seen complete (back to back, no wait between)
+    /// fetches its QMD while the grid before it still runs: `PCAS_ACTION` `PREFETCH` before
+    /// its `WAIT_FOR_IDLE`, `PREFETCH_SCHEDULE` after it
+    /// ([`crate::channel::pushbuf::PushBuffer::compute_launch_prefetched`]). On the H200 that
+    /// took the GPU's time per back-to-back empty kernel from 1.06 to 0.84 µs; a launch behind
+    /// an idle engine (a launch + sync round trip) keeps the single action, for which the
+    /// extra actions would cost ~0.2 µs. On by default; off for measurements. Launches that
+    /// are chained, armed or written ahead have their own forms and ignore it.
+    pub early_qmd_prefetch: bool,
     /// `MEMBAR_TYPE` of the QMD release semaphore that completes a launch: `NONE` (false, the
     /// default, as tinygrad leaves it) or `FE_SYSMEMBAR` (true). Every CTA already ends with a
     /// system-scope membar (`CWD_MEMBAR_TYPE` = `L1_SYSMEMBAR`), so a kernel's stores are
@@ -200,6 +209,7 @@ impl Default for DeviceOptions {
             doorbell_fence: DoorbellFence::StoreTwice,
             deferred_submits: 0,
             chain_launches: true,
+            early_qmd_prefetch: true,
             release_sysmembar: false,
             bar1_readback: false,
             kernel_copy_min_bytes: 256 << 10,
@@ -389,6 +399,12 @@ impl<B: Backend> Device<B> {
     /// into (a part of [`Device::armed_launches`]).
     pub fn repeated_launches(&self) -> u64 {
         self.inner().map_or(0, |i| i.ahead.repeated())
+    }
+
+    /// Launches since open that followed a launch not yet seen complete and so prefetched
+    /// their QMD before their `WAIT_FOR_IDLE` ([`DeviceOptions::early_qmd_prefetch`]).
+    pub fn early_prefetched_launches(&self) -> u64 {
+        self.inner().map_or(0, |i| i.early_prefetches)
     }
 
     /// What launch chaining did since open ([`DeviceOptions::chain_launches`]).

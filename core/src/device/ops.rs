@@ -91,6 +91,9 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) chain: super::chain::ChainState,
     /// Doorbells rung again by waits that saw no progress.
     pub(super) doorbell_retries: DoorbellRetries,
+    /// Launches submitted with their QMD prefetched before their `WAIT_FOR_IDLE`
+    /// ([`DeviceOptions::early_qmd_prefetch`]).
+    pub(super) early_prefetches: u64,
 }
 
 /// Doorbells rung again by waits that saw no progress (`Device::doorbell_retries`).
@@ -523,6 +526,7 @@ impl<B: Backend> Inner<B> {
             ahead: Default::default(),
             chain: Default::default(),
             doorbell_retries: DoorbellRetries::default(),
+            early_prefetches: 0,
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -1712,6 +1716,10 @@ impl<B: Backend> Inner<B> {
             }
         }
         let chaining = super::chain::chaining(opts);
+        // Behind a grid that may still run, the QMD's fetch can overlap it. No timeline read:
+        // a launch after a wait saw its predecessor done (`seen`), one without may not have.
+        let c = &self.chans[COMPUTE];
+        let prefetch = opts.early_qmd_prefetch && !chaining && c.submitted > c.seen;
         let mut head = None;
         let mut templates = core::mem::take(&mut self.templates);
         let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
@@ -1728,7 +1736,11 @@ impl<B: Backend> Inner<B> {
                 pb.invalidate_sked_caches()?;
                 head = Some((off + cb_size as u64, va, qmd));
             }
-            pb.compute_launch(qmd_va)?;
+            if prefetch {
+                pb.compute_launch_prefetched(qmd_va)?;
+            } else {
+                pb.compute_launch(qmd_va)?;
+            }
             Ok(true)
         });
         self.templates = templates;
@@ -1742,6 +1754,7 @@ impl<B: Backend> Inner<B> {
         if let Some((qmd_off, cb_va, qmd)) = head {
             self.chain_head(opts, qmd_off, cb_va, &qmd, value);
         }
+        self.early_prefetches += u64::from(prefetch);
         // Submitted: recorded before arming more (an error there leaves this launch counted).
         self.caches_dirty = false;
         self.last_kernel = Some((slot, kernel_index));

@@ -4,7 +4,7 @@
 //! which the simulator runs when that QMD's grid completes. Every result is checked, so a
 //! chained QMD run twice, not at all, out of order or from a stale QMD cache entry fails here.
 
-use nvbare_integration::kernels_cubin as kernels;
+use nvbare_integration::{compute_stats, kernels_cubin as kernels};
 use std::time::Duration;
 
 use nvbare_core::channel::pushbuf::PushBuffer;
@@ -34,19 +34,6 @@ fn deferred(n: u32) -> DeviceOptions {
 fn open(model: ChipModel, opts: DeviceOptions) -> Device<SimBackend> {
     let b = SimBackend::new(model, true).expect("simulated GPU");
     Device::open(b, opts).expect("device opens")
-}
-
-/// The compute channel's simulator statistics.
-fn compute_stats(dev: &Device<SimBackend>) -> nvbare_sim::fifo::ChannelStats {
-    let [compute, _] = dev.channel_handles().unwrap();
-    dev.with_backend(|b| {
-        let chid = b.chid(compute).expect("compute channel");
-        nvbare_sim::fifo::lock(&b.fifo())
-            .channel(chid)
-            .expect("channel")
-            .stats
-    })
-    .unwrap()
 }
 
 /// Elements of each buffer [`in_small_command_memory`] hands out.

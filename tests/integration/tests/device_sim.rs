@@ -1,7 +1,7 @@
 //! The device layer end to end on the simulated GPUs (AD102 / QMD V03, GH100 / V04, GB202 /
 //! V05): bring-up, copies, launches, faults, timeouts, back-pressure, bad input.
 
-use nvbare_integration::{cubin_fixture as fixture, kernels_cubin as kernels};
+use nvbare_integration::{compute_stats, cubin_fixture as fixture, kernels_cubin as kernels};
 use std::time::Duration;
 
 use nvbare_core::channel::gpfifo::GpFifoError;
@@ -796,16 +796,77 @@ fn closing_the_device_frees_everything() {
 
 /// The compute channel's count of grids launched while an earlier one could still run.
 fn overlapping_launches(dev: &Device<SimBackend>) -> u64 {
-    let [compute, _] = dev.channel_handles().unwrap();
-    dev.with_backend(|b| {
-        let chid = b.chid(compute).expect("compute channel");
-        nvbare_sim::fifo::lock(&b.fifo())
-            .channel(chid)
-            .expect("channel")
-            .stats
-            .overlapping_launches
-    })
-    .unwrap()
+    compute_stats(dev).overlapping_launches
+}
+
+#[test]
+fn back_to_back_launches_prefetch_their_qmd_and_round_trips_do_not() {
+    // A launch behind a grid that may still run fetches its QMD before its WAIT_FOR_IDLE
+    // (DeviceOptions::early_qmd_prefetch); one after a wait that saw everything done keeps the
+    // single PCAS action (on the H200 the extra actions cost an idle engine ~0.2 µs).
+    for (model, sm, _) in CHIPS {
+        for (opts, expect) in [
+            (DeviceOptions::default(), 29),
+            (
+                DeviceOptions {
+                    write_ahead: false,
+                    ..Default::default()
+                },
+                29,
+            ),
+            (
+                DeviceOptions {
+                    early_qmd_prefetch: false,
+                    ..Default::default()
+                },
+                0,
+            ),
+            // Chained launches are scheduled by the QMD before them, not by PCAS actions.
+            (
+                DeviceOptions {
+                    deferred_submits: 8,
+                    ..Default::default()
+                },
+                0,
+            ),
+            (
+                DeviceOptions {
+                    deferred_submits: 8,
+                    chain_launches: false,
+                    ..Default::default()
+                },
+                29,
+            ),
+        ] {
+            let dev = open_with(model, opts);
+            let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+            let add1 = m.function("add1").unwrap();
+            let n = 256u32;
+            let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+            let cfg = LaunchConfig::for_num_elems(n);
+            let args = [buf.arg(), n.into()];
+            let what = format!("{} {opts:?}", model.chipset);
+            for _ in 0..10 {
+                dev.launch(&add1, cfg, &args).unwrap();
+                dev.synchronize().unwrap();
+            }
+            assert_eq!(compute_stats(&dev).prefetched_launches, 0, "{what}");
+            for _ in 0..30 {
+                dev.launch(&add1, cfg, &args).unwrap();
+            }
+            dev.synchronize().unwrap();
+            let s = compute_stats(&dev);
+            assert_eq!(s.prefetched_launches, expect, "{what}");
+            assert_eq!(dev.early_prefetched_launches(), expect, "{what}");
+            assert_eq!(s.overlapping_launches, 0, "{what}");
+            // The prefetched copies were the launches' own: every grid added to its buffer.
+            assert_eq!(
+                dev.dtoh_copy(&buf).unwrap(),
+                vec![40u32; n as usize],
+                "{what}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -827,6 +888,15 @@ fn launches_back_to_back_wait_for_the_one_before() {
             },
             DeviceOptions {
                 deferred_submits: 8,
+                ..Default::default()
+            },
+            DeviceOptions {
+                deferred_submits: 8,
+                chain_launches: false,
+                ..Default::default()
+            },
+            DeviceOptions {
+                early_qmd_prefetch: false,
                 ..Default::default()
             },
         ] {

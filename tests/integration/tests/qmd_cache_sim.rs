@@ -5,11 +5,17 @@
 //! and nvbare before 2026-11-30 sent `PREFETCH_SCHEDULE`). The simulator keeps stale QMDs on
 //! request (`SimBackend::keep_stale_qmds`). On the H200 this change did not cure the stale
 //! timeline releases seen while another process set up its channels (docs/device.md).
+//! Launches behind a running grid prefetch their QMD (`INVALIDATE`, then `PREFETCH`, before
+//! the `WAIT_FOR_IDLE`): a prefetch that finds a cached copy keeps it, so the invalidate
+//! comes first there too.
 
-use nvbare_integration::kernels_cubin;
+use nvbare_integration::{compute_stats, kernels_cubin};
 use std::time::Duration;
 
-use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
+use nvbare_core::channel::methods::{SUBC_COMPUTE, compute};
+use nvbare_core::channel::pushbuf::PushBuffer;
+use nvbare_core::channel::qmd::Qmd;
+use nvbare_core::device::{ChannelKind, Device, DeviceOptions, LaunchConfig};
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
@@ -54,4 +60,160 @@ fn launches_reusing_command_memory_never_run_a_stale_cached_qmd() {
         assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![40u32; n as usize]);
         assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![80u32; n as usize]);
     }
+}
+
+#[test]
+fn back_to_back_launches_prefetch_no_stale_cached_qmd() {
+    for (model, sm) in CHIPS {
+        let b = SimBackend::new(model, true).expect("simulated GPU");
+        let dev = Device::open(
+            b,
+            DeviceOptions {
+                command_bytes: 16 << 10,
+                timeout: Duration::from_millis(500),
+                ..DeviceOptions::default()
+            },
+        )
+        .unwrap();
+        let m = dev.load_cubin(&kernels_cubin(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 32u32;
+        let a = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        let b = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        let cfg = LaunchConfig::for_num_elems(n);
+        dev.synchronize().unwrap();
+        let [compute, _] = dev.channel_handles().unwrap();
+        assert!(
+            dev.with_backend(|be| be.keep_stale_qmds(compute, true))
+                .unwrap()
+        );
+        // No waits but those for command memory: the arena wraps many times over addresses
+        // whose older QMDs the cache kept.
+        for i in 0..240 {
+            let buf = if i % 3 == 0 { &a } else { &b };
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()])
+                .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
+        }
+        dev.synchronize()
+            .unwrap_or_else(|e| panic!("{:?}: {e}", model.chipset));
+        assert!(compute_stats(&dev).prefetched_launches > 100);
+        assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![80u32; n as usize]);
+        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![160u32; n as usize]);
+    }
+}
+
+#[test]
+fn a_prefetched_qmd_runs_as_it_was_when_prefetched() {
+    // The model behind DeviceOptions::early_qmd_prefetch: `PREFETCH` reads the QMD then, and a
+    // launch of that address that does not invalidate runs that copy, whatever memory holds by
+    // then (so the device writes a QMD in full before publishing its prefetch). Two of the
+    // device's own add1 QMDs (one per buffer), copied to a test buffer at one address.
+    let b = SimBackend::new(GH100, true).expect("simulated GPU");
+    let dev = Device::open(
+        b,
+        DeviceOptions {
+            write_ahead: false,
+            timeout: Duration::from_millis(500),
+            ..DeviceOptions::default()
+        },
+    )
+    .unwrap();
+    let m = dev.load_cubin(&kernels_cubin(90, 13)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let n = 32u32;
+    let (a, b) = (
+        dev.htod_copy(&vec![0u32; n as usize]).unwrap(),
+        dev.htod_copy(&vec![0u32; n as usize]).unwrap(),
+    );
+    let cfg = LaunchConfig::for_num_elems(n);
+    dev.synchronize().unwrap();
+    for buf in [&a, &a, &b] {
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    }
+    dev.synchronize().unwrap();
+    let trace = dev.with_backend(|be| be.gpu().trace()).unwrap();
+    let prefetched: Vec<u64> = trace
+        .iter()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("compute: QMD at 0x")?;
+            let hex = rest.strip_suffix(" prefetched")?;
+            u64::from_str_radix(hex, 16).ok()
+        })
+        .collect();
+    let &[.., qa, qb] = prefetched.as_slice() else {
+        panic!("two prefetched launches in the trace: {prefetched:x?}");
+    };
+    let v = dev.info().qmd;
+    let read = |va: u64| {
+        let mut bytes = vec![0u8; v.size()];
+        dev.with_backend(|be| {
+            let space = be.address_space().unwrap();
+            be.gpu().with_core(|core| {
+                nvbare_sim::gpu_mem::gpu_read(
+                    core,
+                    &*space,
+                    va,
+                    &mut bytes,
+                    nvbare_sim::gpu_mem::Access::Read,
+                )
+                .unwrap()
+            })
+        })
+        .unwrap();
+        let mut q = Qmd::from_bytes(v, &bytes).unwrap();
+        // No timeline release from a copy: the raw submissions release their own values.
+        q.set("RELEASE_ENABLE(0)", 0).unwrap();
+        q
+    };
+    let (for_a, for_b) = (read(qa), read(qb));
+    let slot = dev
+        .alloc_zeros::<u8>(v.size().next_multiple_of(256))
+        .unwrap();
+    dev.synchronize().unwrap();
+    let p = slot.gpu_va();
+    let put = |q: &Qmd| {
+        dev.with_backend(|be| be.write_gpu(p, q.as_bytes()))
+            .unwrap()
+            .unwrap()
+    };
+    let pcas = |actions: &[u32]| {
+        let mut words = [0u32; 16];
+        let mut push = PushBuffer::new(&mut words);
+        for &act in actions {
+            if act == u32::MAX {
+                push.wfi().unwrap();
+                continue;
+            }
+            push.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[(p >> 8) as u32])
+                .unwrap();
+            push.immd(SUBC_COMPUTE, compute::SEND_SIGNALING_PCAS2_B, act)
+                .unwrap();
+        }
+        let len = push.len();
+        let v = dev.submit_raw(ChannelKind::Compute, &words[..len]).unwrap();
+        dev.wait_for(ChannelKind::Compute, v).unwrap();
+    };
+    put(&for_a);
+    pcas(&[
+        compute::PCAS_ACTION_INVALIDATE,
+        compute::PCAS_ACTION_PREFETCH,
+    ]);
+    put(&for_b);
+    // Launched from the prefetched copy: adds to `a`, not `b`.
+    pcas(&[u32::MAX, compute::PCAS_ACTION_PREFETCH_SCHEDULE]);
+    assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![3u32; n as usize]);
+    assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![1u32; n as usize]);
+    // The copy went with that launch; an invalidating launch reads memory.
+    pcas(&[compute::PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE]);
+    assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![2u32; n as usize]);
+    // A prefetch that is invalidated before the launch is not used either.
+    put(&for_a);
+    pcas(&[
+        compute::PCAS_ACTION_PREFETCH,
+        compute::PCAS_ACTION_INVALIDATE,
+    ]);
+    put(&for_b);
+    pcas(&[compute::PCAS_ACTION_PREFETCH_SCHEDULE]);
+    assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![3u32; n as usize]);
+    assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![3u32; n as usize]);
 }

@@ -69,6 +69,11 @@ pub struct GpuBenchArgs {
     /// methods and WAIT_FOR_IDLE; DeviceOptions::chain_launches = false).
     #[arg(long)]
     pub no_chain: bool,
+    /// Back-to-back launches fetch their QMD only after their WAIT_FOR_IDLE, as a launch
+    /// after a wait does (DeviceOptions::early_qmd_prefetch = false), to measure what the
+    /// early prefetch buys.
+    #[arg(long)]
+    pub no_early_prefetch: bool,
     /// QMD release semaphore with FE_SYSMEMBAR (DeviceOptions::release_sysmembar = true).
     #[arg(long)]
     pub release_sysmembar: bool,
@@ -179,6 +184,7 @@ impl GpuBenchArgs {
             },
             deferred_submits: self.defer,
             chain_launches: !self.no_chain,
+            early_qmd_prefetch: !self.no_early_prefetch,
             release_sysmembar: self.release_sysmembar,
             bar1_readback: self.bar1_readback,
             copy_kernel_block: self.copy_block.unwrap_or(d.copy_kernel_block),
@@ -271,6 +277,9 @@ pub struct GpuBench {
     pub chained_back_to_back: u64,
     /// DeviceOptions::deferred_submits of the run (--defer).
     pub deferred_submits: u32,
+    /// How many of the back-to-back launches prefetched their QMD before their
+    /// WAIT_FOR_IDLE (DeviceOptions::early_qmd_prefetch).
+    pub prefetched_back_to_back: u64,
     /// How many of the timed round trips' launches went through command memory written
     /// ahead during the wait before (DeviceOptions::write_ahead).
     pub written_ahead_round_trips: u64,
@@ -587,6 +596,7 @@ fn measure<B: CliBackend>(
     progress(&format!("back-to-back: {launches} launches"));
     let armed_before = dev.armed_launches();
     let chained_before = dev.chain_stats().chained;
+    let prefetched_before = dev.early_prefetched_launches();
     let t = Instant::now();
     for _ in 0..launches {
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
@@ -595,6 +605,7 @@ fn measure<B: CliBackend>(
     dev.synchronize().map_err(rt("synchronize"))?;
     let back_to_back_us = us(t.elapsed()) / f64::from(launches);
     let chained_back_to_back = dev.chain_stats().chained - chained_before;
+    let prefetched_back_to_back = dev.early_prefetched_launches() - prefetched_before;
     let armed_back_to_back = dev
         .options()
         .armed_launches
@@ -745,6 +756,7 @@ fn measure<B: CliBackend>(
         armed_back_to_back,
         chained_back_to_back,
         deferred_submits: dev.options().deferred_submits,
+        prefetched_back_to_back,
         written_ahead_round_trips,
         repeated_round_trips,
         doorbell_retries: dev.doorbell_retries(),
@@ -831,11 +843,12 @@ impl GpuBench {
         ));
         s.push_str(&format!(
             ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
-             \"chained_back_to_back\":{},\"deferred_submits\":{}",
+             \"chained_back_to_back\":{},\"deferred_submits\":{},\"prefetched_back_to_back\":{}",
             self.written_ahead_round_trips,
             self.repeated_round_trips,
             self.chained_back_to_back,
-            self.deferred_submits
+            self.deferred_submits,
+            self.prefetched_back_to_back
         ));
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
@@ -923,6 +936,13 @@ impl GpuBench {
                 "  written ahead              {} of the {} timed round trips' launches ({} \
                  repeated the call before)\n",
                 self.written_ahead_round_trips, self.launch_sync.n, self.repeated_round_trips
+            ));
+        }
+        if self.prefetched_back_to_back > 0 {
+            s.push_str(&format!(
+                "  QMD prefetched early       {} of the {} back-to-back launches (before \
+                 their WAIT_FOR_IDLE)\n",
+                self.prefetched_back_to_back, self.launches
             ));
         }
         if self.chained_back_to_back > 0 {
@@ -1086,6 +1106,7 @@ mod tests {
             qmd: vec![],
             armed,
             no_write_ahead: false,
+            no_early_prefetch: false,
             armed_timeslice_us: None,
             doorbell_retry_us: None,
             command_kib: None,
@@ -1112,7 +1133,7 @@ mod tests {
             "\"launch_call_us\":",
             // Every timed round trip repeats the launch before it.
             "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50,\
-             \"chained_back_to_back\":0,\"deferred_submits\":0",
+             \"chained_back_to_back\":0,\"deferred_submits\":0,\"prefetched_back_to_back\":199",
             "\"d2d_ce_gbps\":",
             "\"h2d_pageable_gbps\":",
             "\"d2h_pageable_gbps\":",
@@ -1192,6 +1213,19 @@ mod tests {
                 assert_eq!(n, 0, "{s}");
             }
         }
+    }
+
+    #[test]
+    fn no_early_prefetch_fetches_every_back_to_back_qmd_after_its_wait() {
+        let mut a = sim_args(false);
+        assert!(a.device_options().unwrap().early_qmd_prefetch);
+        a.no_early_prefetch = true;
+        a.probe = false;
+        assert!(!a.device_options().unwrap().early_qmd_prefetch);
+        let mut out = Vec::new();
+        run(&mut out, a).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("\"prefetched_back_to_back\":0"), "{s}");
     }
 
     #[test]
