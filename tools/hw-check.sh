@@ -211,7 +211,7 @@ else
     fi
 fi
 
-step "stress: 10,000 alloc/free cycles, 100,000 launches and 1000 dependent launches in stream order"
+step "stress: 10,000 alloc/free cycles, 100,000 launches, 1000 dependent launches in stream order, 200 round trips with changing arguments"
 if run_logged stress "$NVBARE" stress --device "$device" --alloc-free 10000 --launches 100000; then
     record "10k alloc/free + 100k launches, no leaks" PASS
 else

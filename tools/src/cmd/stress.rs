@@ -75,6 +75,62 @@ fn stream_order<B: nvbare_core::device::Backend>(
     Ok(())
 }
 
+/// Launch + sync round trips of `add1` whose arguments change at almost every launch (two
+/// buffers of `elems` u32s, every third launch on the first, the others on the second with a
+/// count that covers half of it; a launch that ran with the launch before's arguments changes
+/// the totals): after a wait the
+/// next launch is written ahead as a repeat of the last (DeviceOptions::write_ahead), so each
+/// of these writes only the words of constant bank 0 that differ. Checks every element and
+/// returns how many launches went through command memory written ahead.
+fn changing_round_trips<B: nvbare_core::device::Backend>(
+    dev: &nvbare_core::device::Device<B>,
+    add1: &nvbare_core::device::Function<'_, '_, B>,
+    rounds: u32,
+    elems: u32,
+) -> Result<u64, CliError> {
+    use nvbare_core::device::LaunchConfig;
+    let rt = |what: &'static str| {
+        move |e: nvbare_core::device::DeviceError| CliError::Runtime(format!("{what}: {e}"))
+    };
+    let start: Vec<u32> = (0..elems).collect();
+    let a = dev.htod_copy(&start).map_err(rt("copy in"))?;
+    let b = dev.htod_copy(&start).map_err(rt("copy in"))?;
+    let half = elems / 2;
+    let ahead = dev.written_ahead_launches();
+    for i in 0..rounds {
+        let (buf, n) = if i % 3 == 0 { (&a, elems) } else { (&b, half) };
+        // One shape for both: only the arguments (constant bank 0) change.
+        dev.launch(
+            add1,
+            LaunchConfig::for_num_elems(elems),
+            &[buf.arg(), n.into()],
+        )
+        .map_err(rt("launching add1"))?;
+        dev.synchronize().map_err(rt("running add1"))?;
+    }
+    let through_ahead = dev.written_ahead_launches() - ahead;
+    let ra = rounds.div_ceil(3);
+    let rb = rounds - ra;
+    let got_a = dev.dtoh_copy(&a).map_err(rt("copy out"))?;
+    let got_b = dev.dtoh_copy(&b).map_err(rt("copy out"))?;
+    let wrong_a = got_a
+        .iter()
+        .zip(&start)
+        .filter(|(g, s)| **g != *s + ra)
+        .count();
+    let wrong_b = (got_b.iter().zip(&start).enumerate())
+        .filter(|(i, (g, s))| **g != *s + if (*i as u32) < half { rb } else { 0 })
+        .count();
+    if wrong_a + wrong_b > 0 {
+        return Err(CliError::Runtime(format!(
+            "{rounds} add1 round trips over two buffers in turn left {wrong_a} and \
+             {wrong_b} of {elems} elements wrong: a launch ran with an earlier launch's \
+             arguments"
+        )));
+    }
+    Ok(through_ahead)
+}
+
 /// For each element of `back` that did not get `chain` added to `start`, how many it is short.
 fn short_by(back: &[u32], start: &[u32], chain: u32) -> Vec<u32> {
     back.iter()
@@ -215,6 +271,8 @@ mod kmod {
     const CHAIN_ELEMS: u32 = 4 << 20;
     /// Deferred doorbells of the second stream-order run.
     const CHAIN_DEFER: u32 = 16;
+    /// Round trips whose arguments change at every launch.
+    const ROUND_TRIPS: u32 = 200;
 
     /// Opens the GPU with the device layer, launches `empty` `n` times (waiting every 10 000),
     /// checks an `add1` at the end, then stream order ([`super::stream_order`] with [`CHAIN`]
@@ -263,6 +321,7 @@ mod kmod {
         }
         drop(buf);
         super::stream_order(&dev, &add1, CHAIN, CHAIN_ELEMS)?;
+        let ahead = super::changing_round_trips(&dev, &add1, ROUND_TRIPS, 4096)?;
         drop(m);
         drop(dev);
         // Again with deferred doorbells, where launches are chained (DeviceOptions::
@@ -290,7 +349,8 @@ mod kmod {
             out,
             "{n} launches of empty in {elapsed:.2?} ({:.3} µs each), then add1 verified; \
              {CHAIN} dependent add1 launches back to back in order, and again with doorbells \
-             deferred ({chained} chained)",
+             deferred ({chained} chained); {ROUND_TRIPS} round trips with changing arguments \
+             ({ahead} through command memory written ahead)",
             elapsed.as_secs_f64() * 1e6 / n as f64
         )
         .map_err(io)
@@ -455,7 +515,7 @@ mod tests {
     use nvbare_sim::models::GH100;
 
     #[test]
-    fn stream_order_passes_on_the_simulator_and_counts_what_is_short() {
+    fn stream_order_and_changing_round_trips_pass_on_the_simulator() {
         let dev = Device::open(
             SimBackend::new(GH100, true).expect("simulated GPU"),
             DeviceOptions::default(),
@@ -465,6 +525,10 @@ mod tests {
         let m = dev.load_cubin(cubin).expect("loads");
         let add1 = m.function("add1").expect("add1");
         stream_order(&dev, &add1, 20, 3000).expect("in order");
+        // Every launch after the first goes through a region written ahead (those whose
+        // arguments changed write the words that differ).
+        let ahead = changing_round_trips(&dev, &add1, 21, 3000).expect("right arguments");
+        assert_eq!(ahead, 20);
         // What the hardware did without a wait between launches: some elements short.
         assert_eq!(short_by(&[10, 8, 3, 19], &[0, 0, 0, 9], 10), vec![2, 7]);
         assert!(short_by(&[10, 12], &[0, 2], 10).is_empty());
