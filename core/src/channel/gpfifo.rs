@@ -323,6 +323,20 @@ impl GpFifo {
         (self.put + self.entries - self.cached_get) % self.entries
     }
 
+    /// Whether `n` more entries fit without waiting for the GPU (`GPGet` is read only when the
+    /// last value read says they do not).
+    pub fn has_room<M: RingMemory + ?Sized>(
+        &mut self,
+        mem: &M,
+        n: u32,
+    ) -> Result<bool, GpFifoError> {
+        if self.pending() + n < self.entries {
+            return Ok(true);
+        }
+        self.read_get(mem)?;
+        Ok(self.pending() + n < self.entries)
+    }
+
     /// Writes `entry` into the next slot ahead of time, without pushing it: the GPU fetches
     /// only up to `GPPut`, so the slot is inert until a [`GpFifo::push`] of the same entry,
     /// which then skips the store (a push of any other entry overwrites the slot). Returns
@@ -584,6 +598,34 @@ mod tests {
             self.0.set(value);
             self.1.set(self.1.get() + 1);
         }
+    }
+
+    #[test]
+    fn has_room_reads_gp_get_only_when_the_cached_value_says_no() {
+        let ring = Ring::new();
+        let bell = Doorbell(Cell::new(0), Cell::new(0));
+        let clock = FakeClock(Cell::new(Duration::ZERO));
+        let mut f = GpFifo::new(4, 0xa).unwrap();
+        let t = Duration::from_millis(5);
+        assert!(f.has_room(&ring, 3).unwrap());
+        assert!(!f.has_room(&ring, 4).unwrap(), "a ring of 4 holds 3");
+        for i in 0..2 {
+            let e = GpEntry::new(0x1000 * (i + 1), 4).unwrap();
+            f.submit(&ring, &bell, &clock, t, e).unwrap();
+        }
+        assert!(f.has_room(&ring, 1).unwrap());
+        assert!(!f.has_room(&ring, 2).unwrap(), "GPGet has not moved");
+        // The GPU fetched both: GPGet is read again and the room is back.
+        ring.get.set(2);
+        assert!(f.has_room(&ring, 3).unwrap());
+        // A GPGet the ring cannot hold is an error, not room.
+        let mut g = GpFifo::new(4, 0xa).unwrap();
+        for i in 0..3 {
+            let e = GpEntry::new(0x1000 * (i + 1), 4).unwrap();
+            g.submit(&ring, &bell, &clock, t, e).unwrap();
+        }
+        ring.get.set(9);
+        assert!(g.has_room(&ring, 1).is_err());
     }
 
     #[test]

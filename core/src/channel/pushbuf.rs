@@ -436,11 +436,9 @@ impl<'a> PushBuffer<'a> {
     /// H200, 0.38 before; ~0.85 with [`PushBuffer::compute_launch_prefetched`], which the
     /// device sends behind a grid that may still run).
     pub fn compute_launch(&mut self, qmd_va: u64) -> Result<(), PushError> {
-        if !qmd_va.is_multiple_of(256) || (qmd_va >> 8) >> 32 != 0 {
-            return Err(PushError::AddressTooLarge(qmd_va));
-        }
+        let shifted = Self::qmd_address(qmd_va)?;
         self.immd(SUBC_COMPUTE, compute::WAIT_FOR_IDLE, 0)?;
-        self.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[(qmd_va >> 8) as u32])?;
+        self.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[shifted])?;
         self.immd(
             SUBC_COMPUTE,
             compute::SEND_SIGNALING_PCAS2_B,
@@ -449,20 +447,23 @@ impl<'a> PushBuffer<'a> {
     }
 
     /// Launches the QMD at `qmd_va` behind a grid that may still be running, with its fetch
-    /// overlapping that grid: `SEND_PCAS_A` + `PCAS_ACTION` `INVALIDATE` (no older copy at this
-    /// address survives), `SEND_PCAS_A` + `PREFETCH`, then `WAIT_FOR_IDLE` (stream order as in
-    /// [`PushBuffer::compute_launch`]), then `SEND_PCAS_A` + `PREFETCH_SCHEDULE` (launch the
-    /// prefetched copy). On the H200 an empty kernel queued behind another took the GPU
-    /// 0.84 µs instead of 1.06; behind an idle engine the two extra actions cost ~0.2 µs, so
-    /// the device uses this form only when an earlier launch has not been seen complete
-    /// (docs/benchmarks.md). The QMD and what it prefetches (constant bank 0, written by the
-    /// CPU with it) must be final before this is published: the grid runs the copy fetched
-    /// here, not what memory holds at the wait's end.
+    /// overlapping that grid: [`PushBuffer::qmd_prefetch`], then
+    /// [`PushBuffer::compute_launch_after_prefetch`]. On the H200 an empty kernel queued behind
+    /// another took the GPU 0.85 µs instead of 1.06; behind an idle engine the two extra
+    /// actions cost ~0.2 µs, so the device uses this form only when an earlier launch has not
+    /// been seen complete (docs/benchmarks.md). The QMD and what it prefetches (constant bank
+    /// 0, written by the CPU with it) must be final before this is published: the grid runs the
+    /// copy fetched here, not what memory holds at the wait's end.
     pub fn compute_launch_prefetched(&mut self, qmd_va: u64) -> Result<(), PushError> {
-        if !qmd_va.is_multiple_of(256) || (qmd_va >> 8) >> 32 != 0 {
-            return Err(PushError::AddressTooLarge(qmd_va));
-        }
-        let shifted = (qmd_va >> 8) as u32;
+        self.qmd_prefetch(qmd_va)?;
+        self.compute_launch_after_prefetch(qmd_va)
+    }
+
+    /// Fetches the QMD at `qmd_va` into the scheduler's cache without launching it:
+    /// `SEND_PCAS_A` + `PCAS_ACTION` `INVALIDATE` (no older copy at this address survives: a
+    /// prefetch that finds one keeps it), then `SEND_PCAS_A` + `PREFETCH`.
+    pub fn qmd_prefetch(&mut self, qmd_va: u64) -> Result<(), PushError> {
+        let shifted = Self::qmd_address(qmd_va)?;
         for action in [
             compute::PCAS_ACTION_INVALIDATE,
             compute::PCAS_ACTION_PREFETCH,
@@ -470,6 +471,14 @@ impl<'a> PushBuffer<'a> {
             self.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[shifted])?;
             self.immd(SUBC_COMPUTE, compute::SEND_SIGNALING_PCAS2_B, action)?;
         }
+        Ok(())
+    }
+
+    /// Launches the QMD at `qmd_va` that [`PushBuffer::qmd_prefetch`] fetched earlier in the
+    /// channel: `WAIT_FOR_IDLE` (stream order), `SEND_PCAS_A`, `PREFETCH_SCHEDULE` (the cached
+    /// copy, fetched again if the cache lost it). The action is the last word written.
+    pub fn compute_launch_after_prefetch(&mut self, qmd_va: u64) -> Result<(), PushError> {
+        let shifted = Self::qmd_address(qmd_va)?;
         self.immd(SUBC_COMPUTE, compute::WAIT_FOR_IDLE, 0)?;
         self.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[shifted])?;
         self.immd(
@@ -477,6 +486,23 @@ impl<'a> PushBuffer<'a> {
             compute::SEND_SIGNALING_PCAS2_B,
             compute::PCAS_ACTION_PREFETCH_SCHEDULE,
         )
+    }
+
+    /// The word of a `SEND_SIGNALING_PCAS2_B` with `action` (immediate form), for rewriting
+    /// the last word of [`PushBuffer::compute_launch_after_prefetch`] in place.
+    pub fn pcas_action_word(action: u32) -> Result<u32, PushError> {
+        let mut w = [0u32; 1];
+        let mut pb = PushBuffer::new(&mut w);
+        pb.immd(SUBC_COMPUTE, compute::SEND_SIGNALING_PCAS2_B, action)?;
+        Ok(w[0])
+    }
+
+    /// `qmd_va >> 8`, refused unless 256-byte aligned and below 2^40.
+    fn qmd_address(qmd_va: u64) -> Result<u32, PushError> {
+        if !qmd_va.is_multiple_of(256) || (qmd_va >> 8) >> 32 != 0 {
+            return Err(PushError::AddressTooLarge(qmd_va));
+        }
+        Ok((qmd_va >> 8) as u32)
     }
 
     /// `INVALIDATE_SKED_CACHES`: QMDs scheduled after this (by a `SEND_PCAS` or by another
@@ -607,6 +633,17 @@ mod tests {
         assert!(pb.compute_launch(0x1_0000_0180).is_err());
         assert!(pb.compute_launch_prefetched(0x1_0000_0180).is_err());
         assert!(pb.compute_launch_prefetched(1 << 41).is_err());
+        assert!(pb.qmd_prefetch(0x1_0000_0180).is_err());
+        assert!(pb.compute_launch_after_prefetch(1 << 41).is_err());
+        // The action word rewritten in place is the one the launch wrote last.
+        let mut w = [0u32; 8];
+        let mut p = PushBuffer::new(&mut w);
+        p.compute_launch_after_prefetch(0x1_0000_0100).unwrap();
+        let last = p.len() - 1;
+        assert_eq!(
+            PushBuffer::pcas_action_word(compute::PCAS_ACTION_PREFETCH_SCHEDULE),
+            Ok(w[last])
+        );
         assert!(pb.ce_release64(0x1004, 1, false).is_err());
         assert!(pb.ce_copy(0, 1 << 57, 4).is_err());
     }
