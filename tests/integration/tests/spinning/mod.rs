@@ -11,9 +11,13 @@ pub fn finish_spinning_kernel(dev: &Device<SimBackend>) -> u64 {
     let fifo = dev.with_backend(|b| b.fifo()).unwrap();
     let chans = dev.channel_handles().unwrap();
     let chid = dev.with_backend(|b| b.chid(chans[0]).unwrap()).unwrap();
-    let what = match nvbare_sim::fifo::lock(&fifo).channel(chid).unwrap().state() {
-        ChannelState::Hung { what } => what.clone(),
-        s => panic!("{s:?}"),
+    let what = {
+        let f = nvbare_sim::fifo::lock(&fifo);
+        let ch = f.channel(chid).unwrap();
+        match (ch.running_grid(), ch.state()) {
+            (Some(what), ChannelState::Running | ChannelState::Hung { .. }) => what.to_string(),
+            (_, s) => panic!("no spinning grid: {s:?}"),
+        }
     };
     let va = u64::from_str_radix(what.rsplit("0x").next().unwrap(), 16)
         .unwrap_or_else(|e| panic!("{what}: {e}"));

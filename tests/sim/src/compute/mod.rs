@@ -63,6 +63,13 @@ pub(crate) struct ComputeRegs {
     pub(crate) dependent_launches: u64,
 }
 
+impl ComputeRegs {
+    /// The grid still running (a kernel that spins), if any.
+    pub(crate) fn running(&self) -> Option<&str> {
+        self.pending.as_ref().map(|p| p.what.as_str())
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Pending {
     /// The flag the kernel polls (`None`: it never finishes).

@@ -130,9 +130,13 @@ enum SegmentEnd {
 pub(crate) fn run(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> Outcome {
     let engine = ch.desc.engine_type;
     let mut progress = false;
-    match ch.state {
-        ChannelState::Faulted(_) => return Outcome::Idle,
-        ChannelState::Hung { .. } => {
+    if matches!(ch.state, ChannelState::Faulted(_)) {
+        return Outcome::Idle;
+    }
+    // A grid still running: has it finished? The channel went on with methods that do not wait
+    // for it, and stopped (Hung) at the first that does.
+    if ch.regs.compute.running().is_some() {
+        {
             let space = ch.desc.space.clone();
             let before = ch.regs.compute.dependent_launches;
             let prefetched_before = ch.regs.compute.prefetched_launches;
@@ -142,15 +146,19 @@ pub(crate) fn run(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> Outcom
             ch.stats.dependent_launches += scheduled;
             ch.stats.prefetched_launches += ch.regs.compute.prefetched_launches - prefetched_before;
             match polled {
-                None => return Outcome::Idle,
+                None if matches!(ch.state, ChannelState::Hung { .. }) => return Outcome::Idle,
+                None => {}
                 Some(Step::Rc(info)) => return Outcome::Rc(info),
                 Some(_) => {
-                    ch.state = ChannelState::Running;
+                    if matches!(ch.state, ChannelState::Hung { .. }) {
+                        ch.state = ChannelState::Running;
+                    }
                     progress = true;
                 }
             }
         }
-        ChannelState::Blocked { .. } | ChannelState::Running => {}
+    } else if matches!(ch.state, ChannelState::Hung { .. }) {
+        ch.state = ChannelState::Running;
     }
     loop {
         if ch.cursor.is_none() {
@@ -305,6 +313,11 @@ fn run_segment(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> SegmentEn
                 }
             }
         };
+        if let Some(what) = ch.regs.compute.running()
+            && waits_for_grid(ch, subc, method, data)
+        {
+            return SegmentEnd::Stop(Step::Hang(what.to_string()));
+        }
         match exec_method(ch, core, ctx, subc, method, data) {
             Step::Ok => {
                 ch.stats.methods += 1;
@@ -316,17 +329,48 @@ fn run_segment(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> SegmentEn
                 }
             }
             Step::Hang(what) => {
-                // The method itself was accepted; the engine never finishes it.
+                // The method was accepted and its grid runs on: the channel goes on with the
+                // methods after it until one waits for the grid (`waits_for_grid`).
+                core.trace(format!("compute: {what}: the grid keeps running"));
+                ch.stats.methods += 1;
                 if let Some(cur) = ch.cursor.as_mut() {
                     cur.pos += 1;
                     if let Some(next) = next {
                         cur.method = next;
                     }
                 }
-                return SegmentEnd::Stop(Step::Hang(what));
             }
             other => return SegmentEnd::Stop(other),
         }
+    }
+}
+
+/// Whether a method cannot run while a grid of the channel is still running: a wait for the
+/// engine to go idle (compute `WAIT_FOR_IDLE`, host `WFI`, a host release with `RELEASE_WFI`),
+/// a launch (the simulator runs one grid at a time), or work for another engine of the
+/// channel. Everything else (semaphore acquires and plain releases, QMD prefetches and
+/// invalidates, cache invalidates, state) is processed while the grid runs, as the front end
+/// does on hardware.
+fn waits_for_grid(ch: &Channel, subc: u8, method: u32, data: u32) -> bool {
+    use nvbare_core::channel::methods::{compute as cm, host as hm};
+    if method < 0x100 {
+        return method == hm::WFI
+            || (method == hm::SEM_EXECUTE
+                && data & 7 == hm::sem_execute::OPERATION_RELEASE
+                && data & hm::sem_execute::RELEASE_WFI_EN != 0);
+    }
+    match ch
+        .subchannels
+        .get(subc as usize)
+        .copied()
+        .flatten()
+        .and_then(class_kind)
+    {
+        Some(ClassKind::Compute) => {
+            method == cm::WAIT_FOR_IDLE
+                || (method == cm::SEND_SIGNALING_PCAS2_B && compute::pcas_launches(data & 0xf))
+        }
+        _ => true,
     }
 }
 

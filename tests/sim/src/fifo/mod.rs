@@ -142,7 +142,8 @@ pub enum ChannelState {
         /// Value waited for.
         payload: u64,
     },
-    /// Stuck in a kernel that does not finish.
+    /// Stopped at a method that waits for a grid that does not finish (methods that do not
+    /// wait for it went on: [`Channel::running_grid`]).
     Hung {
         /// What is running.
         what: String,
@@ -241,6 +242,12 @@ impl Channel {
     /// Execution state.
     pub fn state(&self) -> &ChannelState {
         &self.state
+    }
+
+    /// The grid still running on the channel (a kernel that spins), as the trace names it;
+    /// the channel is [`ChannelState::Hung`] only once a method waits for it.
+    pub fn running_grid(&self) -> Option<&str> {
+        self.regs.compute.running()
     }
 
     /// Fault records.
