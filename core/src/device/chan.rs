@@ -202,6 +202,12 @@ impl<M: GpuMemory> Chan<M> {
         Ok(())
     }
 
+    /// Whether `n` more entries fit in the ring without waiting ([`GpFifo::has_room`]).
+    pub fn has_room(&mut self, n: u32) -> Result<bool, DeviceError> {
+        let view = RingView::of(&self.ring, self.userd_offset);
+        Ok(self.fifo.has_room(&view, n)?)
+    }
+
     /// Writes `entry` into the ring's next slot ahead of the push that will publish it
     /// ([`GpFifo::stage`]); nothing if the ring is full.
     pub fn stage(&mut self, entry: GpEntry) -> Result<bool, DeviceError> {

@@ -127,14 +127,19 @@ pub struct DeviceOptions {
     /// what a graph's kernels do rather than a `WAIT_FOR_IDLE` each. On by default; off for
     /// measurements. Ignored without deferral and with [`DeviceOptions::armed_launches`].
     pub chain_launches: bool,
-    /// A launch that follows a launch not yet seen complete (back to back, no wait between)
-    /// fetches its QMD while the grid before it still runs: `PCAS_ACTION` `PREFETCH` before
-    /// its `WAIT_FOR_IDLE`, `PREFETCH_SCHEDULE` after it
-    /// ([`crate::channel::pushbuf::PushBuffer::compute_launch_prefetched`]). On the H200 that
-    /// took the GPU's time per back-to-back empty kernel from 1.06 to 0.84 µs; a launch behind
-    /// an idle engine (a launch + sync round trip) keeps the single action, for which the
-    /// extra actions would cost ~0.2 µs. On by default; off for measurements. Launches that
-    /// are chained, armed or written ahead have their own forms and ignore it.
+    /// Launches find their QMD already fetched into the scheduler's cache instead of fetching
+    /// it after their `WAIT_FOR_IDLE`: a launch that follows a launch not yet seen complete
+    /// (back to back, no wait between) sends `PCAS_ACTION` `PREFETCH` before its wait and
+    /// `PREFETCH_SCHEDULE` after it
+    /// ([`crate::channel::pushbuf::PushBuffer::compute_launch_prefetched`]); and a wait that
+    /// writes the next launch ahead ([`DeviceOptions::write_ahead`]) also publishes a prefetch
+    /// of that launch's QMD, which the GPU runs while the grid waited for finishes, so the
+    /// launch, if it repeats the last one, launches the cached copy (one that changes its
+    /// arguments launches from memory, as without this). On the H200: 0.85 µs of GPU per
+    /// back-to-back empty kernel instead of 1.06, and launch + sync ~0.25 µs shorter
+    /// (docs/benchmarks.md). A launch after a wait without a region written ahead keeps the
+    /// single action (behind an idle engine the split costs ~0.2 µs). On by default; off for
+    /// measurements. Chained and armed launches have their own forms and ignore it.
     pub early_qmd_prefetch: bool,
     /// `MEMBAR_TYPE` of the QMD release semaphore that completes a launch: `NONE` (false, the
     /// default, as tinygrad leaves it) or `FE_SYSMEMBAR` (true). Every CTA already ends with a
@@ -401,10 +406,13 @@ impl<B: Backend> Device<B> {
         self.inner().map_or(0, |i| i.ahead.repeated())
     }
 
-    /// Launches since open that followed a launch not yet seen complete and so prefetched
-    /// their QMD before their `WAIT_FOR_IDLE` ([`DeviceOptions::early_qmd_prefetch`]).
+    /// Launches since open whose QMD was prefetched early ([`DeviceOptions::early_qmd_prefetch`]):
+    /// those that followed a launch not yet seen complete (prefetch before their
+    /// `WAIT_FOR_IDLE`) and those through command memory written ahead whose QMD the wait
+    /// before had prefetched.
     pub fn early_prefetched_launches(&self) -> u64 {
-        self.inner().map_or(0, |i| i.early_prefetches)
+        self.inner()
+            .map_or(0, |i| i.early_prefetches + i.ahead.prefetched())
     }
 
     /// What launch chaining did since open ([`DeviceOptions::chain_launches`]).

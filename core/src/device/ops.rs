@@ -435,12 +435,18 @@ impl<B: Backend> Inner<B> {
             let [fifo0, fifo1] = fifos;
             let mk =
                 |kind, ring: B::Memory, notifier: B::Memory, cmds: B::Memory, fifo, sem_offset| {
+                    // The compute channel keeps the prefetch slots of launches written ahead
+                    // out of its arena (device/ahead.rs).
+                    let kept = match kind {
+                        ChannelKind::Compute => super::ahead::PREFETCH_AREA,
+                        ChannelKind::Copy => 0,
+                    };
                     Chan {
                         kind,
                         handle: Handle(0),
                         object: Handle(0),
                         class: 0,
-                        arena: Arena::new(cmds.size()),
+                        arena: Arena::new(cmds.size() - kept),
                         ring,
                         userd_offset,
                         notifier,

@@ -800,34 +800,36 @@ fn overlapping_launches(dev: &Device<SimBackend>) -> u64 {
 }
 
 #[test]
-fn back_to_back_launches_prefetch_their_qmd_and_round_trips_do_not() {
-    // A launch behind a grid that may still run fetches its QMD before its WAIT_FOR_IDLE
-    // (DeviceOptions::early_qmd_prefetch); one after a wait that saw everything done keeps the
-    // single PCAS action (on the H200 the extra actions cost an idle engine ~0.2 µs).
+fn launches_find_their_qmd_prefetched_by_the_wait_before_or_behind_a_running_grid() {
+    // DeviceOptions::early_qmd_prefetch: a launch behind a grid that may still run fetches its
+    // QMD before its WAIT_FOR_IDLE; a launch written ahead during a wait gets its QMD
+    // prefetched by a submission that wait publishes. Per option: (round trips, back to back)
+    // launched from a prefetched copy, after a first launch + sync.
     for (model, sm, _) in CHIPS {
         for (opts, expect) in [
-            (DeviceOptions::default(), 29),
+            (DeviceOptions::default(), (9, 30)),
             (
                 DeviceOptions {
                     write_ahead: false,
                     ..Default::default()
                 },
-                29,
+                (0, 29),
             ),
             (
                 DeviceOptions {
                     early_qmd_prefetch: false,
                     ..Default::default()
                 },
-                0,
+                (0, 0),
             ),
-            // Chained launches are scheduled by the QMD before them, not by PCAS actions.
+            // Chained launches are scheduled by the QMD before them, not by PCAS actions: only
+            // the first of the burst (written ahead) is prefetched.
             (
                 DeviceOptions {
                     deferred_submits: 8,
                     ..Default::default()
                 },
-                0,
+                (9, 1),
             ),
             (
                 DeviceOptions {
@@ -835,7 +837,7 @@ fn back_to_back_launches_prefetch_their_qmd_and_round_trips_do_not() {
                     chain_launches: false,
                     ..Default::default()
                 },
-                29,
+                (9, 30),
             ),
         ] {
             let dev = open_with(model, opts);
@@ -846,19 +848,26 @@ fn back_to_back_launches_prefetch_their_qmd_and_round_trips_do_not() {
             let cfg = LaunchConfig::for_num_elems(n);
             let args = [buf.arg(), n.into()];
             let what = format!("{} {opts:?}", model.chipset);
-            for _ in 0..10 {
+            let counts = |dev: &Device<SimBackend>| {
+                let sim = compute_stats(dev).prefetched_launches;
+                assert_eq!(dev.early_prefetched_launches(), sim, "{what}");
+                sim
+            };
+            dev.launch(&add1, cfg, &args).unwrap();
+            dev.synchronize().unwrap();
+            let before = counts(&dev);
+            for _ in 0..9 {
                 dev.launch(&add1, cfg, &args).unwrap();
                 dev.synchronize().unwrap();
             }
-            assert_eq!(compute_stats(&dev).prefetched_launches, 0, "{what}");
+            let round_trips = counts(&dev) - before;
             for _ in 0..30 {
                 dev.launch(&add1, cfg, &args).unwrap();
             }
             dev.synchronize().unwrap();
-            let s = compute_stats(&dev);
-            assert_eq!(s.prefetched_launches, expect, "{what}");
-            assert_eq!(dev.early_prefetched_launches(), expect, "{what}");
-            assert_eq!(s.overlapping_launches, 0, "{what}");
+            let back_to_back = counts(&dev) - before - round_trips;
+            assert_eq!((round_trips, back_to_back), expect, "{what}");
+            assert_eq!(compute_stats(&dev).overlapping_launches, 0, "{what}");
             // The prefetched copies were the launches' own: every grid added to its buffer.
             assert_eq!(
                 dev.dtoh_copy(&buf).unwrap(),

@@ -10,6 +10,9 @@
 //! comes first there too.
 
 use nvbare_integration::{compute_stats, kernels_cubin};
+
+mod spinning;
+use spinning::finish_spinning_kernel;
 use std::time::Duration;
 
 use nvbare_core::channel::methods::{SUBC_COMPUTE, compute};
@@ -216,4 +219,92 @@ fn a_prefetched_qmd_runs_as_it_was_when_prefetched() {
     pcas(&[compute::PCAS_ACTION_PREFETCH_SCHEDULE]);
     assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![3u32; n as usize]);
     assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![3u32; n as usize]);
+}
+
+#[test]
+fn a_launch_that_changes_its_arguments_does_not_run_the_prefetched_copy() {
+    // A wait writes the next launch ahead and publishes a prefetch of its QMD. A launch that
+    // repeats the last one runs the prefetched copy; one whose arguments differ rewrites
+    // constant bank 0 after the prefetch, and launches from memory instead (the prefetch may
+    // have read the bank; what the hardware does there is not documented).
+    for (model, sm) in CHIPS {
+        let dev = Device::open(
+            SimBackend::new(model, true).expect("simulated GPU"),
+            DeviceOptions::default(),
+        )
+        .unwrap();
+        let m = dev.load_cubin(&kernels_cubin(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 64u32;
+        let a = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        let b = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        let cfg = LaunchConfig::for_num_elems(n);
+        dev.launch(&add1, cfg, &[a.arg(), n.into()]).unwrap();
+        dev.synchronize().unwrap();
+        let count = |dev: &Device<SimBackend>| {
+            let sim = compute_stats(dev).prefetched_launches;
+            assert_eq!(dev.early_prefetched_launches(), sim);
+            sim
+        };
+        let before = count(&dev);
+        for i in 0..12 {
+            let buf = if i % 2 == 0 { &b } else { &a };
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+            dev.synchronize().unwrap();
+        }
+        assert_eq!(count(&dev), before, "{:?}: changed launches", model.chipset);
+        assert_eq!(dev.written_ahead_launches(), 12);
+        for _ in 0..5 {
+            dev.launch(&add1, cfg, &[a.arg(), n.into()]).unwrap();
+            dev.synchronize().unwrap();
+        }
+        // The last of the twelve was on `a` too: five repeats.
+        assert_eq!(count(&dev), before + 5, "{:?}: repeats", model.chipset);
+        assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![12u32; n as usize]);
+        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![6u32; n as usize]);
+    }
+}
+
+#[test]
+fn prefetch_slots_are_reused_only_after_the_gpu_has_read_them() {
+    // Eight prefetch pushbuffers live outside the command arena; a wait takes the next only
+    // once the timeline has passed the submission after its last use. Behind a kernel that
+    // spins nothing completes, so after eight waits the ninth publishes no prefetch.
+    let dev = Device::open(
+        SimBackend::new(GH100, true).expect("simulated GPU"),
+        DeviceOptions::default(),
+    )
+    .unwrap();
+    let m = dev.load_cubin(&kernels_cubin(90, 13)).unwrap();
+    let spin = m.function("spin_forever").unwrap();
+    let add1 = m.function("add1").unwrap();
+    let n = 64u32;
+    let a = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+    let cfg = LaunchConfig::for_num_elems(n);
+    dev.synchronize().unwrap();
+    let prefetches = |dev: &Device<SimBackend>| {
+        let trace = dev.with_backend(|b| b.gpu().trace()).unwrap();
+        trace.iter().filter(|l| l.ends_with(" prefetched")).count()
+    };
+    let traced = prefetches(&dev);
+    let [(done, _), _] = dev.timelines().unwrap();
+    dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
+        .unwrap();
+    for _ in 0..10 {
+        dev.launch(&add1, cfg, &[a.arg(), n.into()]).unwrap();
+        // Reached long ago: returns at once, after writing the next launch ahead.
+        dev.wait_for(ChannelKind::Compute, done).unwrap();
+    }
+    finish_spinning_kernel(&dev);
+    dev.synchronize().unwrap();
+    // The first add1 followed the spinning launch (its own pushbuffer prefetches its QMD);
+    // then ten waits, eight slots: eight more.
+    assert_eq!(prefetches(&dev) - traced, 1 + 8);
+    assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![10u32; n as usize]);
+    // Once the timeline has passed them, the slots serve again.
+    for _ in 0..3 {
+        dev.launch(&add1, cfg, &[a.arg(), n.into()]).unwrap();
+        dev.synchronize().unwrap();
+    }
+    assert_eq!(prefetches(&dev) - traced, 1 + 8 + 3);
 }

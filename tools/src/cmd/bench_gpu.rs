@@ -246,6 +246,9 @@ pub struct GpuBench {
     pub device: String,
     /// Launch + sync round trip.
     pub launch_sync: Spread,
+    /// Launch + sync round trips of `add1` whose arguments change at every launch (two
+    /// buffers in turn): a launch that repeats the kernel but not the call.
+    pub launch_sync_changing: Spread,
     /// Back-to-back launches, µs per launch.
     pub back_to_back_us: f64,
     /// Launches in the back-to-back run.
@@ -277,9 +280,13 @@ pub struct GpuBench {
     pub chained_back_to_back: u64,
     /// DeviceOptions::deferred_submits of the run (--defer).
     pub deferred_submits: u32,
-    /// How many of the back-to-back launches prefetched their QMD before their
-    /// WAIT_FOR_IDLE (DeviceOptions::early_qmd_prefetch).
+    /// How many of the back-to-back launches had their QMD prefetched early
+    /// (DeviceOptions::early_qmd_prefetch: before their WAIT_FOR_IDLE, or the first, written
+    /// ahead, by the wait before).
     pub prefetched_back_to_back: u64,
+    /// How many of the timed round trips' launches found their QMD prefetched by the wait
+    /// before (DeviceOptions::early_qmd_prefetch).
+    pub prefetched_round_trips: u64,
     /// How many of the timed round trips' launches went through command memory written
     /// ahead during the wait before (DeviceOptions::write_ahead).
     pub written_ahead_round_trips: u64,
@@ -581,10 +588,12 @@ fn measure<B: CliBackend>(
     let armed_before = dev.armed_launches();
     let ahead_before = dev.written_ahead_launches();
     let repeated_before = dev.repeated_launches();
+    let prefetched_rt_before = dev.early_prefetched_launches();
     let (mut samples, calls) =
         time_round_trips(round_trips as usize, Duration::ZERO, &mut timed_round_trip)?;
     let written_ahead_round_trips = dev.written_ahead_launches() - ahead_before;
     let repeated_round_trips = dev.repeated_launches() - repeated_before;
+    let prefetched_round_trips = dev.early_prefetched_launches() - prefetched_rt_before;
     let armed_round_trips = dev
         .options()
         .armed_launches
@@ -592,6 +601,54 @@ fn measure<B: CliBackend>(
     let launch_sync = Spread::of(&mut samples)
         .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
     let launch_call_us = median(calls);
+
+    // Round trips whose arguments change at every launch (add1 on one element of either of
+    // two buffers): what a launch costs when it repeats the kernel but not the call.
+    let changing_n = (round_trips / 4).max(1);
+    progress(&format!(
+        "launch + sync with changing arguments: {changing_n} timed (add1)"
+    ));
+    let add1 = m.function("add1").map_err(rt("add1"))?;
+    let bufs = [
+        dev.alloc_zeros::<u32>(1).map_err(rt("device memory"))?,
+        dev.alloc_zeros::<u32>(1).map_err(rt("device memory"))?,
+    ];
+    let mut turn = 0usize;
+    let mut changing_round_trip = || -> Result<RoundTrip, CliError> {
+        turn += 1;
+        let buf = &bufs[turn % 2];
+        let t = Instant::now();
+        dev.launch(&add1, one, &[buf.arg(), 1u32.into()])
+            .map_err(rt("launch"))?;
+        let call = t.elapsed();
+        dev.synchronize().map_err(rt("synchronize"))?;
+        Ok(RoundTrip {
+            call,
+            total: t.elapsed(),
+        })
+    };
+    for _ in 0..100 {
+        changing_round_trip()?;
+    }
+    let (mut changing, _) = time_round_trips(
+        changing_n as usize,
+        Duration::ZERO,
+        &mut changing_round_trip,
+    )?;
+    let launch_sync_changing = Spread::of(&mut changing)
+        .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
+    let done = turn as u32;
+    let got = [
+        dev.dtoh_copy(&bufs[0]).map_err(rt("copy out"))?[0],
+        dev.dtoh_copy(&bufs[1]).map_err(rt("copy out"))?[0],
+    ];
+    if got != [done / 2, done.div_ceil(2)] {
+        return Err(CliError::Runtime(format!(
+            "{done} add1 round trips over two buffers in turn counted {got:?}: a launch ran \
+             with another launch's arguments"
+        )));
+    }
+    drop(bufs);
 
     progress(&format!("back-to-back: {launches} launches"));
     let armed_before = dev.armed_launches();
@@ -740,6 +797,7 @@ fn measure<B: CliBackend>(
     Ok(GpuBench {
         device: dev.info().backend.clone(),
         launch_sync,
+        launch_sync_changing,
         back_to_back_us,
         launches,
         submit_us,
@@ -757,6 +815,7 @@ fn measure<B: CliBackend>(
         chained_back_to_back,
         deferred_submits: dev.options().deferred_submits,
         prefetched_back_to_back,
+        prefetched_round_trips,
         written_ahead_round_trips,
         repeated_round_trips,
         doorbell_retries: dev.doorbell_retries(),
@@ -823,6 +882,14 @@ impl GpuBench {
 
     /// Keys beyond the shared schema (tools/bench/README.md), as `,"key":value...}`.
     fn extra_json(&self) -> String {
+        let c = &self.launch_sync_changing;
+        let changing = format!(
+            ",\"launch_sync_changing_us\":{{\"median\":{},\"p10\":{},\"p90\":{},\"n\":{}}}",
+            num(c.median),
+            num(c.p10),
+            num(c.p90),
+            c.n
+        );
         let mut s = format!(
             ",\"launch_call_us\":{},\"doorbell_retries\":{},\"doorbell_retries_unfetched\":{},\
              \"d2d_ce_gbps\":{},\"d2d_path\":{}",
@@ -836,6 +903,7 @@ impl GpuBench {
                 "copy engine"
             })
         );
+        s.push_str(&changing);
         s.push_str(&format!(
             ",\"h2d_pageable_gbps\":{},\"d2h_pageable_gbps\":{}",
             num(self.h2d_pageable_gbps),
@@ -843,12 +911,14 @@ impl GpuBench {
         ));
         s.push_str(&format!(
             ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
-             \"chained_back_to_back\":{},\"deferred_submits\":{},\"prefetched_back_to_back\":{}",
+             \"chained_back_to_back\":{},\"deferred_submits\":{},\"prefetched_back_to_back\":{},\
+             \"prefetched_round_trips\":{}",
             self.written_ahead_round_trips,
             self.repeated_round_trips,
             self.chained_back_to_back,
             self.deferred_submits,
-            self.prefetched_back_to_back
+            self.prefetched_back_to_back,
+            self.prefetched_round_trips
         ));
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
@@ -906,6 +976,12 @@ impl GpuBench {
             "  launch + sync round trip   median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {})\n",
             l.median, l.p10, l.p90, l.n
         ));
+        let c = &self.launch_sync_changing;
+        s.push_str(&format!(
+            "    arguments changing       median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {}; add1 on \
+             two buffers in turn)\n",
+            c.median, c.p10, c.p90, c.n
+        ));
         s.push_str(&format!(
             "  back-to-back launches      {:.3} µs/launch ({} launches; CPU {:.3} µs/launch)\n",
             self.back_to_back_us, self.launches, self.submit_us
@@ -938,11 +1014,14 @@ impl GpuBench {
                 self.written_ahead_round_trips, self.launch_sync.n, self.repeated_round_trips
             ));
         }
-        if self.prefetched_back_to_back > 0 {
+        if self.prefetched_back_to_back + self.prefetched_round_trips > 0 {
             s.push_str(&format!(
-                "  QMD prefetched early       {} of the {} back-to-back launches (before \
-                 their WAIT_FOR_IDLE)\n",
-                self.prefetched_back_to_back, self.launches
+                "  QMD prefetched early       {} of the {} timed round trips (by the wait \
+                 before), {} of the {} back-to-back launches\n",
+                self.prefetched_round_trips,
+                self.launch_sync.n,
+                self.prefetched_back_to_back,
+                self.launches
             ));
         }
         if self.chained_back_to_back > 0 {
@@ -1121,6 +1200,7 @@ mod tests {
         for key in [
             "\"backend\":\"nvbare\"",
             "\"launch_sync_us\":{\"median\":",
+            "\"launch_sync_changing_us\":{\"median\":",
             "\"n\":50",
             "\"back_to_back_us_per_launch\":",
             "\"launches\":200",
@@ -1133,7 +1213,8 @@ mod tests {
             "\"launch_call_us\":",
             // Every timed round trip repeats the launch before it.
             "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50,\
-             \"chained_back_to_back\":0,\"deferred_submits\":0,\"prefetched_back_to_back\":199",
+             \"chained_back_to_back\":0,\"deferred_submits\":0,\"prefetched_back_to_back\":199,\
+             \"prefetched_round_trips\":50",
             "\"d2d_ce_gbps\":",
             "\"h2d_pageable_gbps\":",
             "\"d2h_pageable_gbps\":",
@@ -1225,7 +1306,10 @@ mod tests {
         let mut out = Vec::new();
         run(&mut out, a).unwrap();
         let s = String::from_utf8(out).unwrap();
-        assert!(s.contains("\"prefetched_back_to_back\":0"), "{s}");
+        assert!(
+            s.contains("\"prefetched_back_to_back\":0,\"prefetched_round_trips\":0"),
+            "{s}"
+        );
     }
 
     #[test]
