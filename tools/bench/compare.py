@@ -23,8 +23,9 @@ METRICS = [
     ("launch+sync median", ("launch_sync_us", "median"), "us", True, ("abs", 3.1)),
     ("launch+sync p10", ("launch_sync_us", "p10"), "us", True, None),
     ("launch+sync p90", ("launch_sync_us", "p90"), "us", True, None),
-    # nvbare only: add1 round trips whose arguments change at every launch.
-    ("  arguments changing", ("launch_sync_changing_us", "median"), "us", True, None),
+    # nvbare only: add1 round trips, the same arguments, then arguments that change each time.
+    ("  add1, same arguments", ("launch_sync_add1_us", "median"), "us", True, None),
+    ("  add1, arguments change", ("launch_sync_changing_us", "median"), "us", True, None),
     ("back-to-back", ("back_to_back_us_per_launch",), "us/launch", True, ("abs", 0.5)),
     ("  of which CPU", ("submit_us_per_launch",), "us/launch", True, None),
     ("H2D 1 GiB pinned", ("h2d_gbps",), "GB/s", False, ("cuda",)),

@@ -246,8 +246,10 @@ pub struct GpuBench {
     pub device: String,
     /// Launch + sync round trip.
     pub launch_sync: Spread,
-    /// Launch + sync round trips of `add1` whose arguments change at every launch (two
-    /// buffers in turn): a launch that repeats the kernel but not the call.
+    /// Launch + sync round trips of `add1` on one element, the same arguments every time.
+    pub launch_sync_add1: Spread,
+    /// The same with arguments that change at every launch (two buffers in turn): a launch
+    /// that repeats the kernel but not the call.
     pub launch_sync_changing: Spread,
     /// Back-to-back launches, µs per launch.
     pub back_to_back_us: f64,
@@ -602,11 +604,12 @@ fn measure<B: CliBackend>(
         .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
     let launch_call_us = median(calls);
 
-    // Round trips whose arguments change at every launch (add1 on one element of either of
-    // two buffers): what a launch costs when it repeats the kernel but not the call.
+    // Round trips of add1 on one element: with the same arguments every time, then with
+    // arguments that change at every launch (either of two buffers): what a launch costs when
+    // it repeats the kernel but not the call, against the same kernel repeated.
     let changing_n = (round_trips / 4).max(1);
     progress(&format!(
-        "launch + sync with changing arguments: {changing_n} timed (add1)"
+        "launch + sync of add1, same and changing arguments: {changing_n} timed each"
     ));
     let add1 = m.function("add1").map_err(rt("add1"))?;
     let bufs = [
@@ -614,9 +617,16 @@ fn measure<B: CliBackend>(
         dev.alloc_zeros::<u32>(1).map_err(rt("device memory"))?,
     ];
     let mut turn = 0usize;
-    let mut changing_round_trip = || -> Result<RoundTrip, CliError> {
-        turn += 1;
-        let buf = &bufs[turn % 2];
+    let mut same = 0u32;
+    let changing = std::cell::Cell::new(false);
+    let mut add1_round_trip = || -> Result<RoundTrip, CliError> {
+        let buf = if changing.get() {
+            turn += 1;
+            &bufs[turn % 2]
+        } else {
+            same += 1;
+            &bufs[0]
+        };
         let t = Instant::now();
         dev.launch(&add1, one, &[buf.arg(), 1u32.into()])
             .map_err(rt("launch"))?;
@@ -627,25 +637,26 @@ fn measure<B: CliBackend>(
             total: t.elapsed(),
         })
     };
-    for _ in 0..100 {
-        changing_round_trip()?;
-    }
-    let (mut changing, _) = time_round_trips(
-        changing_n as usize,
-        Duration::ZERO,
-        &mut changing_round_trip,
-    )?;
-    let launch_sync_changing = Spread::of(&mut changing)
-        .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
-    let done = turn as u32;
+    let mut add1_spread = |changes: bool| -> Result<Spread, CliError> {
+        changing.set(changes);
+        for _ in 0..100 {
+            add1_round_trip()?;
+        }
+        let (mut samples, _) =
+            time_round_trips(changing_n as usize, Duration::ZERO, &mut add1_round_trip)?;
+        Spread::of(&mut samples).ok_or_else(|| CliError::Runtime("no round trips measured".into()))
+    };
+    let launch_sync_add1 = add1_spread(false)?;
+    let launch_sync_changing = add1_spread(true)?;
+    let (done, same) = (turn as u32, same);
     let got = [
         dev.dtoh_copy(&bufs[0]).map_err(rt("copy out"))?[0],
         dev.dtoh_copy(&bufs[1]).map_err(rt("copy out"))?[0],
     ];
-    if got != [done / 2, done.div_ceil(2)] {
+    if got != [same + done / 2, done.div_ceil(2)] {
         return Err(CliError::Runtime(format!(
-            "{done} add1 round trips over two buffers in turn counted {got:?}: a launch ran \
-             with another launch's arguments"
+            "{same} add1 round trips on one buffer, then {done} over two buffers in turn, \
+             counted {got:?}: a launch ran with another launch's arguments"
         )));
     }
     drop(bufs);
@@ -797,6 +808,7 @@ fn measure<B: CliBackend>(
     Ok(GpuBench {
         device: dev.info().backend.clone(),
         launch_sync,
+        launch_sync_add1,
         launch_sync_changing,
         back_to_back_us,
         launches,
@@ -882,14 +894,17 @@ impl GpuBench {
 
     /// Keys beyond the shared schema (tools/bench/README.md), as `,"key":value...}`.
     fn extra_json(&self) -> String {
-        let c = &self.launch_sync_changing;
-        let changing = format!(
-            ",\"launch_sync_changing_us\":{{\"median\":{},\"p10\":{},\"p90\":{},\"n\":{}}}",
-            num(c.median),
-            num(c.p10),
-            num(c.p90),
-            c.n
-        );
+        let spread = |key: &str, c: &Spread| {
+            format!(
+                ",\"{key}\":{{\"median\":{},\"p10\":{},\"p90\":{},\"n\":{}}}",
+                num(c.median),
+                num(c.p10),
+                num(c.p90),
+                c.n
+            )
+        };
+        let changing = spread("launch_sync_add1_us", &self.launch_sync_add1)
+            + &spread("launch_sync_changing_us", &self.launch_sync_changing);
         let mut s = format!(
             ",\"launch_call_us\":{},\"doorbell_retries\":{},\"doorbell_retries_unfetched\":{},\
              \"d2d_ce_gbps\":{},\"d2d_path\":{}",
@@ -976,12 +991,15 @@ impl GpuBench {
             "  launch + sync round trip   median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {})\n",
             l.median, l.p10, l.p90, l.n
         ));
-        let c = &self.launch_sync_changing;
-        s.push_str(&format!(
-            "    arguments changing       median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {}; add1 on \
-             two buffers in turn)\n",
-            c.median, c.p10, c.p90, c.n
-        ));
+        for (what, c) in [
+            ("add1, same arguments", &self.launch_sync_add1),
+            ("add1, arguments change", &self.launch_sync_changing),
+        ] {
+            s.push_str(&format!(
+                "    {what:<22} median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {})\n",
+                c.median, c.p10, c.p90, c.n
+            ));
+        }
         s.push_str(&format!(
             "  back-to-back launches      {:.3} µs/launch ({} launches; CPU {:.3} µs/launch)\n",
             self.back_to_back_us, self.launches, self.submit_us
@@ -1200,6 +1218,7 @@ mod tests {
         for key in [
             "\"backend\":\"nvbare\"",
             "\"launch_sync_us\":{\"median\":",
+            "\"launch_sync_add1_us\":{\"median\":",
             "\"launch_sync_changing_us\":{\"median\":",
             "\"n\":50",
             "\"back_to_back_us_per_launch\":",
