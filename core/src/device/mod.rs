@@ -187,7 +187,8 @@ pub struct DeviceOptions {
     /// [`Device::wait_for`] first write a repeat of it (constant bank 0, QMD, pushbuffer) into
     /// the compute channel's next command memory (usually while the GPU still runs the kernel
     /// waited for), so that a following launch of the same kernel and shape only writes the
-    /// parameter words that changed and its GP entry (`device/ahead.rs`). Nothing reaches the GPU before that launch. On by
+    /// parameter words that changed and its GP entry (`device/ahead.rs`). None of it runs before that launch (with
+    /// [`DeviceOptions::early_qmd_prefetch`] the wait publishes a prefetch of its QMD). On by
     /// default; off, every launch writes its commands in full (for measurements). Ignored
     /// with [`DeviceOptions::armed_launches`], which write ahead themselves.
     pub write_ahead: bool,
