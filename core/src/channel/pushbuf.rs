@@ -436,14 +436,18 @@ impl<'a> PushBuffer<'a> {
     /// H200, 0.38 before; ~0.85 with [`PushBuffer::compute_launch_prefetched`], which the
     /// device sends behind a grid that may still run).
     pub fn compute_launch(&mut self, qmd_va: u64) -> Result<(), PushError> {
+        self.wait_then_pcas(
+            qmd_va,
+            compute::PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
+        )
+    }
+
+    /// `WAIT_FOR_IDLE`, `SEND_PCAS_A(qmd_va >> 8)`, `SEND_SIGNALING_PCAS2_B(action)`.
+    fn wait_then_pcas(&mut self, qmd_va: u64, action: u32) -> Result<(), PushError> {
         let shifted = Self::qmd_address(qmd_va)?;
         self.immd(SUBC_COMPUTE, compute::WAIT_FOR_IDLE, 0)?;
         self.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[shifted])?;
-        self.immd(
-            SUBC_COMPUTE,
-            compute::SEND_SIGNALING_PCAS2_B,
-            compute::PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
-        )
+        self.immd(SUBC_COMPUTE, compute::SEND_SIGNALING_PCAS2_B, action)
     }
 
     /// Launches the QMD at `qmd_va` behind a grid that may still be running, with its fetch
@@ -478,14 +482,7 @@ impl<'a> PushBuffer<'a> {
     /// channel: `WAIT_FOR_IDLE` (stream order), `SEND_PCAS_A`, `PREFETCH_SCHEDULE` (the cached
     /// copy, fetched again if the cache lost it). The action is the last word written.
     pub fn compute_launch_after_prefetch(&mut self, qmd_va: u64) -> Result<(), PushError> {
-        let shifted = Self::qmd_address(qmd_va)?;
-        self.immd(SUBC_COMPUTE, compute::WAIT_FOR_IDLE, 0)?;
-        self.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[shifted])?;
-        self.immd(
-            SUBC_COMPUTE,
-            compute::SEND_SIGNALING_PCAS2_B,
-            compute::PCAS_ACTION_PREFETCH_SCHEDULE,
-        )
+        self.wait_then_pcas(qmd_va, compute::PCAS_ACTION_PREFETCH_SCHEDULE)
     }
 
     /// The word of a `SEND_SIGNALING_PCAS2_B` with `action` (immediate form), for rewriting

@@ -29,3 +29,27 @@ pub fn compute_stats(
     })
     .expect("backend")
 }
+
+/// The QMD at GPU VA `va` of `dev`'s address space, as the simulated GPU reads it.
+pub fn read_qmd(
+    dev: &nvbare_core::device::Device<nvbare_sim::backend::SimBackend>,
+    va: u64,
+) -> nvbare_core::channel::qmd::Qmd {
+    let v = dev.info().qmd;
+    let mut bytes = vec![0u8; v.size()];
+    dev.with_backend(|be| {
+        let space = be.address_space().expect("address space");
+        be.gpu().with_core(|core| {
+            nvbare_sim::gpu_mem::gpu_read(
+                core,
+                &*space,
+                va,
+                &mut bytes,
+                nvbare_sim::gpu_mem::Access::Read,
+            )
+            .expect("QMD readable")
+        })
+    })
+    .expect("backend");
+    nvbare_core::channel::qmd::Qmd::from_bytes(v, &bytes).expect("a QMD")
+}

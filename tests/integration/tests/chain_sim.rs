@@ -4,11 +4,10 @@
 //! which the simulator runs when that QMD's grid completes. Every result is checked, so a
 //! chained QMD run twice, not at all, out of order or from a stale QMD cache entry fails here.
 
-use nvbare_integration::{compute_stats, kernels_cubin as kernels};
+use nvbare_integration::{compute_stats, kernels_cubin as kernels, read_qmd};
 use std::time::Duration;
 
 use nvbare_core::channel::pushbuf::PushBuffer;
-use nvbare_core::channel::qmd::Qmd;
 use nvbare_core::device::{
     ChainStats, ChannelKind, Device, DeviceBuffer, DeviceError, DeviceOptions, Function,
     LaunchConfig, Recovery,
@@ -426,25 +425,7 @@ fn qmds_that_schedule_each_other_in_a_cycle_hang_the_channel_not_the_simulator()
     // the second now scheduling the first.
     let (a, b) = last_scheduled_pair(&dev);
     let v = dev.info().qmd;
-    let read = |va: u64| {
-        let mut bytes = vec![0u8; v.size()];
-        dev.with_backend(|be| {
-            let space = be.address_space().unwrap();
-            be.gpu().with_core(|core| {
-                nvbare_sim::gpu_mem::gpu_read(
-                    core,
-                    &*space,
-                    va,
-                    &mut bytes,
-                    nvbare_sim::gpu_mem::Access::Read,
-                )
-                .unwrap()
-            })
-        })
-        .unwrap();
-        Qmd::from_bytes(v, &bytes).unwrap()
-    };
-    let (mut qa, mut qb) = (read(a), read(b));
+    let (mut qa, mut qb) = (read_qmd(&dev, a), read_qmd(&dev, b));
     let slot = (v.size() as u64).next_multiple_of(256);
     let buf = dev.alloc_zeros::<u8>(2 * slot as usize).unwrap();
     // (Zeroed by the copy channel, whose doorbell is deferred too: before the writes below.)

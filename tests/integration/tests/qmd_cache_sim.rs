@@ -9,7 +9,7 @@
 //! the `WAIT_FOR_IDLE`): a prefetch that finds a cached copy keeps it, so the invalidate
 //! comes first there too.
 
-use nvbare_integration::{compute_stats, kernels_cubin};
+use nvbare_integration::{compute_stats, kernels_cubin, read_qmd};
 
 mod spinning;
 use spinning::finish_spinning_kernel;
@@ -25,14 +25,18 @@ use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 
 const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
 
-#[test]
-fn launches_reusing_command_memory_never_run_a_stale_cached_qmd() {
+/// Runs `launches` add1 launches on each chip, every third on buffer `a` and the others on
+/// `b` (32 elements each), in 16 KiB of command memory (QMD addresses repeat every few
+/// launches) with the QMD cache keeping every QMD it fetched; `wait_each` synchronizes after
+/// every launch, otherwise only at the end. Checks both buffers and returns, per chip, the
+/// grids launched from prefetched copies.
+fn alternating_with_stale_cache(launches: u32, wait_each: bool) -> Vec<u64> {
+    let mut prefetched = Vec::new();
     for (model, sm) in CHIPS {
         let b = SimBackend::new(model, true).expect("simulated GPU");
         let dev = Device::open(
             b,
             DeviceOptions {
-                // A small arena: QMD addresses repeat every few launches.
                 command_bytes: 16 << 10,
                 timeout: Duration::from_millis(500),
                 ..DeviceOptions::default()
@@ -51,57 +55,41 @@ fn launches_reusing_command_memory_never_run_a_stale_cached_qmd() {
             dev.with_backend(|be| be.keep_stale_qmds(compute, true))
                 .unwrap()
         );
-        // Alternating buffers, each launch waited for: a stale QMD would add to the wrong
-        // buffer or release an older timeline value (and the wait would time out).
-        for i in 0..120 {
+        for i in 0..launches {
             let buf = if i % 3 == 0 { &a } else { &b };
             dev.launch(&add1, cfg, &[buf.arg(), n.into()])
                 .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
-            dev.synchronize()
-                .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
+            if wait_each {
+                dev.synchronize()
+                    .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
+            }
         }
-        assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![40u32; n as usize]);
-        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![80u32; n as usize]);
+        dev.synchronize()
+            .unwrap_or_else(|e| panic!("{:?}: {e}", model.chipset));
+        let on_a = launches.div_ceil(3);
+        assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![on_a; n as usize]);
+        assert_eq!(
+            dev.dtoh_copy(&b).unwrap(),
+            vec![launches - on_a; n as usize]
+        );
+        prefetched.push(compute_stats(&dev).prefetched_launches);
     }
+    prefetched
+}
+
+#[test]
+fn launches_reusing_command_memory_never_run_a_stale_cached_qmd() {
+    // Each launch waited for: a stale QMD would add to the wrong buffer or release an older
+    // timeline value (and the wait would time out).
+    alternating_with_stale_cache(120, true);
 }
 
 #[test]
 fn back_to_back_launches_prefetch_no_stale_cached_qmd() {
-    for (model, sm) in CHIPS {
-        let b = SimBackend::new(model, true).expect("simulated GPU");
-        let dev = Device::open(
-            b,
-            DeviceOptions {
-                command_bytes: 16 << 10,
-                timeout: Duration::from_millis(500),
-                ..DeviceOptions::default()
-            },
-        )
-        .unwrap();
-        let m = dev.load_cubin(&kernels_cubin(sm, 13)).unwrap();
-        let add1 = m.function("add1").unwrap();
-        let n = 32u32;
-        let a = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-        let b = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-        let cfg = LaunchConfig::for_num_elems(n);
-        dev.synchronize().unwrap();
-        let [compute, _] = dev.channel_handles().unwrap();
-        assert!(
-            dev.with_backend(|be| be.keep_stale_qmds(compute, true))
-                .unwrap()
-        );
-        // No waits but those for command memory: the arena wraps many times over addresses
-        // whose older QMDs the cache kept.
-        for i in 0..240 {
-            let buf = if i % 3 == 0 { &a } else { &b };
-            dev.launch(&add1, cfg, &[buf.arg(), n.into()])
-                .unwrap_or_else(|e| panic!("{:?} launch {i}: {e}", model.chipset));
-        }
-        dev.synchronize()
-            .unwrap_or_else(|e| panic!("{:?}: {e}", model.chipset));
-        assert!(compute_stats(&dev).prefetched_launches > 100);
-        assert_eq!(dev.dtoh_copy(&a).unwrap(), vec![80u32; n as usize]);
-        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![160u32; n as usize]);
+    // No waits but those for command memory: the arena wraps many times over addresses whose
+    // older QMDs the cache kept, and most launches prefetch behind a running grid.
+    for p in alternating_with_stale_cache(240, false) {
+        assert!(p > 100, "{p} prefetched");
     }
 }
 
@@ -148,22 +136,7 @@ fn a_prefetched_qmd_runs_as_it_was_when_prefetched() {
     };
     let v = dev.info().qmd;
     let read = |va: u64| {
-        let mut bytes = vec![0u8; v.size()];
-        dev.with_backend(|be| {
-            let space = be.address_space().unwrap();
-            be.gpu().with_core(|core| {
-                nvbare_sim::gpu_mem::gpu_read(
-                    core,
-                    &*space,
-                    va,
-                    &mut bytes,
-                    nvbare_sim::gpu_mem::Access::Read,
-                )
-                .unwrap()
-            })
-        })
-        .unwrap();
-        let mut q = Qmd::from_bytes(v, &bytes).unwrap();
+        let mut q = read_qmd(&dev, va);
         // No timeline release from a copy: the raw submissions release their own values.
         q.set("RELEASE_ENABLE(0)", 0).unwrap();
         q
