@@ -136,25 +136,19 @@ pub(crate) fn run(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> Outcom
     // A grid still running: has it finished? The channel went on with methods that do not wait
     // for it, and stopped (Hung) at the first that does.
     if ch.regs.compute.running().is_some() {
-        {
-            let space = ch.desc.space.clone();
-            let before = ch.regs.compute.dependent_launches;
-            let prefetched_before = ch.regs.compute.prefetched_launches;
-            let polled = compute::poll_pending(&mut ch.regs.compute, core, &*space, ctx, engine);
-            let scheduled = ch.regs.compute.dependent_launches - before;
-            ch.stats.launches += scheduled;
-            ch.stats.dependent_launches += scheduled;
-            ch.stats.prefetched_launches += ch.regs.compute.prefetched_launches - prefetched_before;
-            match polled {
-                None if matches!(ch.state, ChannelState::Hung { .. }) => return Outcome::Idle,
-                None => {}
-                Some(Step::Rc(info)) => return Outcome::Rc(info),
-                Some(_) => {
-                    if matches!(ch.state, ChannelState::Hung { .. }) {
-                        ch.state = ChannelState::Running;
-                    }
-                    progress = true;
+        let space = ch.desc.space.clone();
+        let before = engine_counts(ch);
+        let polled = compute::poll_pending(&mut ch.regs.compute, core, &*space, ctx, engine);
+        count_engine_launches(ch, before);
+        match polled {
+            None if matches!(ch.state, ChannelState::Hung { .. }) => return Outcome::Idle,
+            None => {}
+            Some(Step::Rc(info)) => return Outcome::Rc(info),
+            Some(_) => {
+                if matches!(ch.state, ChannelState::Hung { .. }) {
+                    ch.state = ChannelState::Running;
                 }
+                progress = true;
             }
         }
     } else if matches!(ch.state, ChannelState::Hung { .. }) {
@@ -319,19 +313,12 @@ fn run_segment(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> SegmentEn
             return SegmentEnd::Stop(Step::Hang(what.to_string()));
         }
         match exec_method(ch, core, ctx, subc, method, data) {
-            Step::Ok => {
-                ch.stats.methods += 1;
-                if let Some(cur) = ch.cursor.as_mut() {
-                    cur.pos += 1;
-                    if let Some(next) = next {
-                        cur.method = next;
-                    }
+            step @ (Step::Ok | Step::Hang(_)) => {
+                if let Step::Hang(what) = step {
+                    // The method was accepted and its grid runs on: the channel goes on with
+                    // the methods after it until one waits for the grid (`waits_for_grid`).
+                    core.trace(format!("compute: {what}: the grid keeps running"));
                 }
-            }
-            Step::Hang(what) => {
-                // The method was accepted and its grid runs on: the channel goes on with the
-                // methods after it until one waits for the grid (`waits_for_grid`).
-                core.trace(format!("compute: {what}: the grid keeps running"));
                 ch.stats.methods += 1;
                 if let Some(cur) = ch.cursor.as_mut() {
                     cur.pos += 1;
@@ -352,12 +339,9 @@ fn run_segment(ch: &mut Channel, core: &mut SimCore, ctx: &Ctx<'_>) -> SegmentEn
 /// invalidates, cache invalidates, state) is processed while the grid runs, as the front end
 /// does on hardware.
 fn waits_for_grid(ch: &Channel, subc: u8, method: u32, data: u32) -> bool {
-    use nvbare_core::channel::methods::{compute as cm, host as hm};
+    use nvbare_core::channel::methods::compute as cm;
     if method < 0x100 {
-        return method == hm::WFI
-            || (method == hm::SEM_EXECUTE
-                && data & 7 == hm::sem_execute::OPERATION_RELEASE
-                && data & hm::sem_execute::RELEASE_WFI_EN != 0);
+        return host_waits_for_idle(method, data);
     }
     match ch
         .subchannels
@@ -366,12 +350,43 @@ fn waits_for_grid(ch: &Channel, subc: u8, method: u32, data: u32) -> bool {
         .flatten()
         .and_then(class_kind)
     {
-        Some(ClassKind::Compute) => {
-            method == cm::WAIT_FOR_IDLE
-                || (method == cm::SEND_SIGNALING_PCAS2_B && compute::pcas_launches(data & 0xf))
-        }
+        Some(ClassKind::Compute) => method == cm::WAIT_FOR_IDLE || launches_grid(method, data),
         _ => true,
     }
+}
+
+/// A host `WFI`, or a release that waits for idle: waits for the grids launched before.
+fn host_waits_for_idle(method: u32, data: u32) -> bool {
+    use nvbare_core::channel::methods::host as hm;
+    method == hm::WFI
+        || (method == hm::SEM_EXECUTE
+            && data & 7 == hm::sem_execute::OPERATION_RELEASE
+            && data & hm::sem_execute::RELEASE_WFI_EN != 0)
+}
+
+/// A compute-class method that launches a grid: `SEND_SIGNALING_PCAS2_B` with a launching
+/// `PCAS_ACTION`.
+fn launches_grid(method: u32, data: u32) -> bool {
+    method == nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS2_B
+        && compute::pcas_launches(data & 0xf)
+}
+
+/// The compute engine's own launch counters (dependent QMDs, prefetched copies), for
+/// [`count_engine_launches`].
+fn engine_counts(ch: &Channel) -> (u64, u64) {
+    let r = &ch.regs.compute;
+    (r.dependent_launches, r.prefetched_launches)
+}
+
+/// Adds to `ch`'s statistics the grids the compute engine launched since `before`
+/// ([`engine_counts`]) without a PCAS method of its own: those dependent QMDs scheduled (also
+/// counted as launches), and those run from prefetched copies.
+fn count_engine_launches(ch: &mut Channel, before: (u64, u64)) {
+    let (dependent, prefetched) = engine_counts(ch);
+    let scheduled = dependent - before.0;
+    ch.stats.launches += scheduled;
+    ch.stats.dependent_launches += scheduled;
+    ch.stats.prefetched_launches += prefetched - before.1;
 }
 
 fn exec_method(
@@ -384,13 +399,7 @@ fn exec_method(
 ) -> Step {
     let engine = ch.desc.engine_type;
     if method < 0x100 {
-        use nvbare_core::channel::methods::host as hm;
-        // A host WFI, or a release that waits for idle, waits for the grids launched before.
-        if method == hm::WFI
-            || (method == hm::SEM_EXECUTE
-                && data & 7 == hm::sem_execute::OPERATION_RELEASE
-                && data & hm::sem_execute::RELEASE_WFI_EN != 0)
-        {
+        if host_waits_for_idle(method, data) {
             ch.regs.compute.grid_unwaited = false;
         }
         return host::method(ch, core, subc, method, data);
@@ -420,16 +429,14 @@ fn exec_method(
             if method == nvbare_core::channel::methods::compute::WAIT_FOR_IDLE {
                 ch.regs.compute.grid_unwaited = false;
             }
-            let launches = method == nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS2_B
-                && compute::pcas_launches(data & 0xf);
+            let launches = launches_grid(method, data);
             if launches {
                 if ch.regs.compute.grid_unwaited {
                     ch.stats.overlapping_launches += 1;
                 }
                 ch.regs.compute.grid_unwaited = true;
             }
-            let before = ch.regs.compute.dependent_launches;
-            let prefetched_before = ch.regs.compute.prefetched_launches;
+            let before = engine_counts(ch);
             let r = compute::method(
                 &mut ch.regs.compute,
                 core,
@@ -443,10 +450,7 @@ fn exec_method(
             if launches {
                 ch.stats.launches += 1;
             }
-            let scheduled = ch.regs.compute.dependent_launches - before;
-            ch.stats.launches += scheduled;
-            ch.stats.dependent_launches += scheduled;
-            ch.stats.prefetched_launches += ch.regs.compute.prefetched_launches - prefetched_before;
+            count_engine_launches(ch, before);
             r
         }
         _ => Step::Rc(RcInfo::pbdma(
