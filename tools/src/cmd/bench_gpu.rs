@@ -360,6 +360,25 @@ struct RoundTrip {
     total: Duration,
 }
 
+impl RoundTrip {
+    /// Launches `f` with `cfg` and `args`, then synchronizes: the timed round trip.
+    fn time<B: CliBackend>(
+        dev: &Device<B>,
+        f: &nvbare_core::device::Function<'_, '_, B>,
+        cfg: LaunchConfig,
+        args: &[nvbare_core::device::Arg<'_>],
+    ) -> Result<RoundTrip, CliError> {
+        let t = Instant::now();
+        dev.launch(f, cfg, args).map_err(rt("launch"))?;
+        let call = t.elapsed();
+        dev.synchronize().map_err(rt("synchronize"))?;
+        Ok(RoundTrip {
+            call,
+            total: t.elapsed(),
+        })
+    }
+}
+
 /// Round trips of `round_trip`, `n` after each of
 /// [`IDLE_GAPS_US`]; the gap is spun on the CPU so the process stays on its core.
 fn idle_gaps(
@@ -450,7 +469,7 @@ fn call_windows(
     Ok(medians)
 }
 
-fn rt(what: &str) -> impl Fn(nvbare_core::device::DeviceError) -> CliError + '_ {
+pub(super) fn rt(what: &str) -> impl Fn(nvbare_core::device::DeviceError) -> CliError + '_ {
     move |e| CliError::Runtime(format!("{what}: {e}"))
 }
 
@@ -574,16 +593,7 @@ fn measure<B: CliBackend>(
     progress(&format!(
         "launch + sync: 200 warm-up, {round_trips} timed ({name})"
     ));
-    let mut timed_round_trip = || -> Result<RoundTrip, CliError> {
-        let t = Instant::now();
-        dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
-        let call = t.elapsed();
-        dev.synchronize().map_err(rt("synchronize"))?;
-        Ok(RoundTrip {
-            call,
-            total: t.elapsed(),
-        })
-    };
+    let mut timed_round_trip = || RoundTrip::time(dev, &empty, one, &[]);
     for _ in 0..200 {
         timed_round_trip()?;
     }
@@ -619,7 +629,7 @@ fn measure<B: CliBackend>(
     let mut turn = 0usize;
     let mut same = 0u32;
     let changing = std::cell::Cell::new(false);
-    let mut add1_round_trip = || -> Result<RoundTrip, CliError> {
+    let mut add1_round_trip = || {
         let buf = if changing.get() {
             turn += 1;
             &bufs[turn % 2]
@@ -627,15 +637,7 @@ fn measure<B: CliBackend>(
             same += 1;
             &bufs[0]
         };
-        let t = Instant::now();
-        dev.launch(&add1, one, &[buf.arg(), 1u32.into()])
-            .map_err(rt("launch"))?;
-        let call = t.elapsed();
-        dev.synchronize().map_err(rt("synchronize"))?;
-        Ok(RoundTrip {
-            call,
-            total: t.elapsed(),
-        })
+        RoundTrip::time(dev, &add1, one, &[buf.arg(), 1u32.into()])
     };
     let mut add1_spread = |changes: bool| -> Result<Spread, CliError> {
         changing.set(changes);
@@ -648,7 +650,7 @@ fn measure<B: CliBackend>(
     };
     let launch_sync_add1 = add1_spread(false)?;
     let launch_sync_changing = add1_spread(true)?;
-    let (done, same) = (turn as u32, same);
+    let done = turn as u32;
     let got = [
         dev.dtoh_copy(&bufs[0]).map_err(rt("copy out"))?[0],
         dev.dtoh_copy(&bufs[1]).map_err(rt("copy out"))?[0],

@@ -8,6 +8,8 @@
 
 use std::io::Write;
 
+#[cfg(any(feature = "nvidia-kmod", test))]
+use super::bench_gpu::rt;
 use crate::{CliError, DeviceSpec};
 
 /// What `nvbare stress` was asked to do.
@@ -44,6 +46,7 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec, args: StressArgs) -> Result<
 /// over one buffer with no wait between them, then every element checked. Each grid reads what
 /// the one before wrote, so a grid that started before the one before it finished loses
 /// increments (the H200 lost up to 11 per element until every launch waited for idle first).
+#[cfg(any(feature = "nvidia-kmod", test))]
 fn stream_order<B: nvbare_core::device::Backend>(
     dev: &nvbare_core::device::Device<B>,
     add1: &nvbare_core::device::Function<'_, '_, B>,
@@ -51,9 +54,6 @@ fn stream_order<B: nvbare_core::device::Backend>(
     elems: u32,
 ) -> Result<(), CliError> {
     use nvbare_core::device::LaunchConfig;
-    let rt = |what: &'static str| {
-        move |e: nvbare_core::device::DeviceError| CliError::Runtime(format!("{what}: {e}"))
-    };
     let start: Vec<u32> = (0..elems).map(|i| i.wrapping_mul(7)).collect();
     let buf = dev.htod_copy(&start).map_err(rt("copy in"))?;
     let cfg = LaunchConfig::for_num_elems(elems);
@@ -82,6 +82,7 @@ fn stream_order<B: nvbare_core::device::Backend>(
 /// next launch is written ahead as a repeat of the last (DeviceOptions::write_ahead), so each
 /// of these writes only the words of constant bank 0 that differ. Checks every element and
 /// returns how many launches went through command memory written ahead.
+#[cfg(any(feature = "nvidia-kmod", test))]
 fn changing_round_trips<B: nvbare_core::device::Backend>(
     dev: &nvbare_core::device::Device<B>,
     add1: &nvbare_core::device::Function<'_, '_, B>,
@@ -89,9 +90,6 @@ fn changing_round_trips<B: nvbare_core::device::Backend>(
     elems: u32,
 ) -> Result<u64, CliError> {
     use nvbare_core::device::LaunchConfig;
-    let rt = |what: &'static str| {
-        move |e: nvbare_core::device::DeviceError| CliError::Runtime(format!("{what}: {e}"))
-    };
     let start: Vec<u32> = (0..elems).collect();
     let a = dev.htod_copy(&start).map_err(rt("copy in"))?;
     let b = dev.htod_copy(&start).map_err(rt("copy in"))?;
@@ -132,6 +130,7 @@ fn changing_round_trips<B: nvbare_core::device::Backend>(
 }
 
 /// For each element of `back` that did not get `chain` added to `start`, how many it is short.
+#[cfg(any(feature = "nvidia-kmod", test))]
 fn short_by(back: &[u32], start: &[u32], chain: u32) -> Vec<u32> {
     back.iter()
         .zip(start)
@@ -281,9 +280,6 @@ mod kmod {
         use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
         use nvbare_gsp_firmware::program::LoadCubin;
         use nvbare_pci_host::nvidia::KernelBackend;
-        let rt = |what: &'static str| {
-            move |e: nvbare_core::device::DeviceError| CliError::Runtime(format!("{what}: {e}"))
-        };
         let dev = Device::open(KernelBackend::open(index)?, DeviceOptions::default())
             .map_err(rt("opening the device"))?;
         let sm = dev.info().sm;
