@@ -251,6 +251,9 @@ pub struct GpuBench {
     /// The same with arguments that change at every launch (two buffers in turn): a launch
     /// that repeats the kernel but not the call.
     pub launch_sync_changing: Spread,
+    /// CPU time of the launch call in those two loops, median µs (same arguments, changing):
+    /// how much of the difference between them is the CPU's.
+    pub launch_call_add1_us: [f64; 2],
     /// Back-to-back launches, µs per launch.
     pub back_to_back_us: f64,
     /// Launches in the back-to-back run.
@@ -639,17 +642,19 @@ fn measure<B: CliBackend>(
         };
         RoundTrip::time(dev, &add1, one, &[buf.arg(), 1u32.into()])
     };
-    let mut add1_spread = |changes: bool| -> Result<Spread, CliError> {
+    let mut add1_spread = |changes: bool| -> Result<(Spread, f64), CliError> {
         changing.set(changes);
         for _ in 0..100 {
             add1_round_trip()?;
         }
-        let (mut samples, _) =
+        let (mut samples, calls) =
             time_round_trips(changing_n as usize, Duration::ZERO, &mut add1_round_trip)?;
-        Spread::of(&mut samples).ok_or_else(|| CliError::Runtime("no round trips measured".into()))
+        let spread = Spread::of(&mut samples)
+            .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
+        Ok((spread, median(calls)))
     };
-    let launch_sync_add1 = add1_spread(false)?;
-    let launch_sync_changing = add1_spread(true)?;
+    let (launch_sync_add1, call_same) = add1_spread(false)?;
+    let (launch_sync_changing, call_changing) = add1_spread(true)?;
     let done = turn as u32;
     let got = [
         dev.dtoh_copy(&bufs[0]).map_err(rt("copy out"))?[0],
@@ -812,6 +817,7 @@ fn measure<B: CliBackend>(
         launch_sync,
         launch_sync_add1,
         launch_sync_changing,
+        launch_call_add1_us: [call_same, call_changing],
         back_to_back_us,
         launches,
         submit_us,
@@ -906,7 +912,12 @@ impl GpuBench {
             )
         };
         let changing = spread("launch_sync_add1_us", &self.launch_sync_add1)
-            + &spread("launch_sync_changing_us", &self.launch_sync_changing);
+            + &spread("launch_sync_changing_us", &self.launch_sync_changing)
+            + &format!(
+                ",\"launch_call_add1_us\":{},\"launch_call_changing_us\":{}",
+                num(self.launch_call_add1_us[0]),
+                num(self.launch_call_add1_us[1])
+            );
         let mut s = format!(
             ",\"launch_call_us\":{},\"doorbell_retries\":{},\"doorbell_retries_unfetched\":{},\
              \"d2d_ce_gbps\":{},\"d2d_path\":{}",
@@ -993,13 +1004,13 @@ impl GpuBench {
             "  launch + sync round trip   median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {})\n",
             l.median, l.p10, l.p90, l.n
         ));
-        for (what, c) in [
-            ("add1, same arguments", &self.launch_sync_add1),
-            ("add1, arguments change", &self.launch_sync_changing),
+        for (what, c, call) in [
+            ("add1, same arguments", &self.launch_sync_add1, self.launch_call_add1_us[0]),
+            ("add1, arguments change", &self.launch_sync_changing, self.launch_call_add1_us[1]),
         ] {
             s.push_str(&format!(
-                "    {what:<22} median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {})\n",
-                c.median, c.p10, c.p90, c.n
+                "    {what:<22} median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {}; launch call {:.2})\n",
+                c.median, c.p10, c.p90, c.n, call
             ));
         }
         s.push_str(&format!(
@@ -1222,6 +1233,8 @@ mod tests {
             "\"launch_sync_us\":{\"median\":",
             "\"launch_sync_add1_us\":{\"median\":",
             "\"launch_sync_changing_us\":{\"median\":",
+            "\"launch_call_add1_us\":",
+            "\"launch_call_changing_us\":",
             "\"n\":50",
             "\"back_to_back_us_per_launch\":",
             "\"launches\":200",
