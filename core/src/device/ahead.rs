@@ -44,8 +44,9 @@ use zerocopy::IntoBytes;
 
 use super::backend::{Backend, GpuMemory};
 use super::chan::ARENA_ALIGN;
-use super::module::Arg;
+use super::module::{Arg, KernelInfo};
 use super::ops::{COMPUTE, Inner};
+use super::program::ParamDesc;
 use super::template::TemplateKey;
 use super::{DeviceError, DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::GpEntry;
@@ -232,6 +233,28 @@ impl Call {
     }
 
     /// Records `args` (no allocation once the buffer is large enough).
+    /// Whether `args` have this call's number and sizes of arguments, every pointer owned by
+    /// device `device_id`: a call that differs from this one only in argument values.
+    fn same_shape(&self, args: &[Arg<'_>], device_id: u32) -> bool {
+        let mut rest = self.args.as_slice();
+        for a in args {
+            if let Arg::Ptr { device, .. } = a
+                && *device != device_id
+            {
+                return false;
+            }
+            let Some((size, tail)) = rest.split_first_chunk::<4>() else {
+                return false;
+            };
+            let size = u32::from_le_bytes(*size) as usize;
+            if size != a.size() {
+                return false;
+            }
+            rest = tail.get(size..).unwrap_or(&[]);
+        }
+        rest.is_empty()
+    }
+
     fn set_args(&mut self, args: &[Arg<'_>]) {
         self.args.clear();
         for a in args {
@@ -276,6 +299,9 @@ pub(crate) struct AheadState {
     next_slot: usize,
     /// Launches through a region whose QMD a wait had prefetched.
     prefetched: u64,
+    /// Launches whose call differed from the last call only in argument values and which
+    /// wrote only those into a region written ahead ([`Inner::launch_changed_args`]).
+    args_only: u64,
 }
 
 impl AheadState {
@@ -294,6 +320,10 @@ impl AheadState {
 
     pub(super) fn used(&self) -> u64 {
         self.used
+    }
+
+    pub(super) fn args_only(&self) -> u64 {
+        self.args_only
     }
 
     pub(super) fn repeated(&self) -> u64 {
@@ -564,6 +594,89 @@ impl<B: Backend> Inner<B> {
             self.ahead.repeated += 1;
         }
         Ok(fired)
+    }
+
+    /// Submits the launch of a call that differs from the call which made the remembered
+    /// launch ([`Call`]) only in its argument values (same kernel, shape, number and sizes of
+    /// arguments) through the region written ahead for release `value`: the changed parameter
+    /// bytes go into the remembered image and, as whole 8-byte words, into the region's bank
+    /// 0, and nothing else is built. Everything the ordinary path checks depends only on the
+    /// kernel, the shape and the argument sizes, which the remembered call passed, except
+    /// that every pointer must belong to this device (`same_shape`); a call that fails that
+    /// goes the ordinary way, which names the error. Returns whether it did; if not, nothing
+    /// changed.
+    pub(super) fn launch_changed_args(
+        &mut self,
+        opts: &DeviceOptions,
+        call: &CallInputs<'_>,
+        k: &KernelInfo,
+        value: u64,
+    ) -> Result<bool, DeviceError> {
+        let c = &self.ahead.call;
+        if c.seq != self.last.seq
+            || c.key != Some(call.key)
+            || c.grid != call.grid
+            || c.block != call.block
+            || self.caches_dirty
+            || call.args.len() != k.params.len()
+            || !c.same_shape(call.args, call.device_id)
+        {
+            return Ok(false);
+        }
+        let Some(r) = self.ahead.region else {
+            return Ok(false);
+        };
+        if r.value != value || r.seq != self.last.seq || !self.other_done(COMPUTE) {
+            return Ok(false);
+        }
+        let Some(img) = self.last.image.as_mut() else {
+            return Ok(false);
+        };
+        // Where each argument goes in bank 0; all checked before anything is changed.
+        let at = |p: &ParamDesc| k.param_base as usize + p.offset as usize;
+        if k.params.iter().zip(call.args).any(|(p, a)| {
+            p.size as usize != a.size()
+                || p.offset as usize + a.size() > k.param_size as usize
+                || at(p) + a.size() > img.cb.len()
+        }) {
+            return Ok(false);
+        }
+        let mut dirty: Option<(usize, usize)> = None;
+        for (p, a) in k.params.iter().zip(call.args) {
+            let mut tmp = [0u8; 8];
+            let bytes = a.bytes(&mut tmp);
+            let (lo, hi) = (at(p), at(p) + bytes.len());
+            if let Some(old) = img.cb.get_mut(lo..hi)
+                && old != bytes
+            {
+                old.copy_from_slice(bytes);
+                dirty = Some(dirty.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+            }
+        }
+        // The image holds this launch now: nothing may take the old call for it, whatever
+        // happens below.
+        self.last.seq += 1;
+        self.ahead.region = None;
+        if let Some((lo, hi)) = dirty {
+            // Whole words (the bank is a multiple of 8 bytes long but for its last word): the
+            // words between two changed arguments are written too, unchanged.
+            let (a, b) = (lo & !7, hi.next_multiple_of(8).min(img.cb.len()));
+            let cmds = &self.chans[COMPUTE].cmds;
+            cmds.write(r.off + a as u64, img.cb.get(a..b).unwrap_or(&[]))?;
+            if let Some(at) = r.action_off {
+                // As in `launch_written_ahead`: not the copy the prefetch read.
+                let w = PushBuffer::pcas_action_word(
+                    compute::PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
+                )?;
+                cmds.write_u32(at, w)?;
+            }
+        }
+        self.publish_region(opts, &r, value, dirty.is_none())?;
+        let c = &mut self.ahead.call;
+        c.set_args(call.args);
+        c.seq = self.last.seq;
+        self.ahead.args_only += 1;
+        Ok(true)
     }
 
     /// Publishes region `r` as the compute submission with release `value`: its GP entry

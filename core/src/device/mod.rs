@@ -407,6 +407,14 @@ impl<B: Backend> Device<B> {
         self.inner().map_or(0, |i| i.ahead.repeated())
     }
 
+    /// Launches whose call differed from the previous launch's only in argument values (same
+    /// kernel, shape, number and sizes of arguments) and so wrote only the changed parameter
+    /// words into command memory written ahead, building nothing (a part of
+    /// [`Device::written_ahead_launches`]).
+    pub fn argument_only_launches(&self) -> u64 {
+        self.inner().map_or(0, |i| i.ahead.args_only())
+    }
+
     /// Launches since open whose QMD was prefetched early ([`DeviceOptions::early_qmd_prefetch`]):
     /// those that followed a launch not yet seen complete (prefetch before their
     /// `WAIT_FOR_IDLE`) and those through command memory written ahead whose QMD the wait

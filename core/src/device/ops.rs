@@ -1560,7 +1560,9 @@ impl<B: Backend> Inner<B> {
             device_id,
         };
         let value = self.chans[COMPUTE].submitted + 1;
-        if self.launch_repeated_call(info, opts, &call, value)? {
+        if self.launch_repeated_call(info, opts, &call, value)?
+            || self.launch_changed_args(opts, &call, k, value)?
+        {
             self.last_kernel = Some((slot, kernel_index));
             self.launched_ahead();
             return Ok(());

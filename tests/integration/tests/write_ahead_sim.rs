@@ -99,24 +99,26 @@ fn other_parameters_shapes_and_kernels_run_as_launched() {
             .unwrap();
         want_a[..64].iter_mut().for_each(|v| *v += 1);
         dev.synchronize().unwrap();
-        // (what, elements, through the region written ahead, repeating the last call)
-        let steps: [(&str, u32, bool, bool); 12] = [
-            ("a", 64, true, true),       // the same launch
-            ("b", 64, true, false),      // another buffer: one parameter word
-            ("b", 200, true, false),     // another count
-            ("a", 32, true, false),      // both
-            ("a-2", 300, false, false),  // another shape (two blocks)
-            ("a-2", 300, true, true),    // the same again
-            ("vadd", 256, false, false), // another kernel
-            ("a", 16, false, false),     // back to add1 (the region held vector_add)
-            ("a", 16, true, true),       // the same again
-            ("a-128", 16, false, false), // the same arguments, another block
-            ("a", 16, false, false),     // and back
-            ("a-2", 16, false, false),   // the same arguments, another grid
+        // (what, elements, through the region written ahead, repeating the last call, only
+        // the argument values changed since the last call)
+        let steps: [(&str, u32, bool, bool, bool); 12] = [
+            ("a", 64, true, true, false),       // the same launch
+            ("b", 64, true, false, true),       // another buffer: one parameter word
+            ("b", 200, true, false, true),      // another count
+            ("a", 32, true, false, true),       // both
+            ("a-2", 300, false, false, false),  // another shape (two blocks)
+            ("a-2", 300, true, true, false),    // the same again
+            ("vadd", 256, false, false, false), // another kernel
+            ("a", 16, false, false, false),     // back to add1 (the region held vector_add)
+            ("a", 16, true, true, false),       // the same again
+            ("a-128", 16, false, false, false), // the same arguments, another block
+            ("a", 16, false, false, false),     // and back
+            ("a-2", 16, false, false, false),   // the same arguments, another grid
         ];
-        for (i, (what, n, ahead, repeated)) in steps.into_iter().enumerate() {
+        for (i, (what, n, ahead, repeated, args_only)) in steps.into_iter().enumerate() {
             let used = dev.written_ahead_launches();
             let repeats = dev.repeated_launches();
+            let patched = dev.argument_only_launches();
             match what {
                 "a" => dev.launch(&add1, ONE_BLOCK, &[a.arg(), n.into()]),
                 "a-2" => dev.launch(
@@ -151,6 +153,12 @@ fn other_parameters_shapes_and_kernels_run_as_launched() {
                 dev.repeated_launches(),
                 repeats + u64::from(repeated),
                 "{:?} step {i} ({what}, {n}): repeated",
+                model.chipset
+            );
+            assert_eq!(
+                dev.argument_only_launches(),
+                patched + u64::from(args_only),
+                "{:?} step {i} ({what}, {n}): arguments only",
                 model.chipset
             );
             dev.synchronize().unwrap();

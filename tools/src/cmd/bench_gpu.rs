@@ -254,6 +254,10 @@ pub struct GpuBench {
     /// CPU time of the launch call in those two loops, median µs (same arguments, changing):
     /// how much of the difference between them is the CPU's.
     pub launch_call_add1_us: [f64; 2],
+    /// How many of the timed round trips with changing arguments wrote only the changed
+    /// argument words into command memory written ahead, building nothing
+    /// (`Device::argument_only_launches`).
+    pub argument_only_round_trips: u64,
     /// Back-to-back launches, µs per launch.
     pub back_to_back_us: f64,
     /// Launches in the back-to-back run.
@@ -642,19 +646,23 @@ fn measure<B: CliBackend>(
         };
         RoundTrip::time(dev, &add1, one, &[buf.arg(), 1u32.into()])
     };
-    let mut add1_spread = |changes: bool| -> Result<(Spread, f64), CliError> {
+    // Per loop: the spread, the launch call's median, and how many timed launches wrote only
+    // their changed arguments.
+    let mut add1_spread = |changes: bool| -> Result<(Spread, f64, u64), CliError> {
         changing.set(changes);
         for _ in 0..100 {
             add1_round_trip()?;
         }
+        let args_only = dev.argument_only_launches();
         let (mut samples, calls) =
             time_round_trips(changing_n as usize, Duration::ZERO, &mut add1_round_trip)?;
+        let args_only = dev.argument_only_launches() - args_only;
         let spread = Spread::of(&mut samples)
             .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
-        Ok((spread, median(calls)))
+        Ok((spread, median(calls), args_only))
     };
-    let (launch_sync_add1, call_same) = add1_spread(false)?;
-    let (launch_sync_changing, call_changing) = add1_spread(true)?;
+    let (launch_sync_add1, call_same, _) = add1_spread(false)?;
+    let (launch_sync_changing, call_changing, argument_only_round_trips) = add1_spread(true)?;
     let done = turn as u32;
     let got = [
         dev.dtoh_copy(&bufs[0]).map_err(rt("copy out"))?[0],
@@ -818,6 +826,7 @@ fn measure<B: CliBackend>(
         launch_sync_add1,
         launch_sync_changing,
         launch_call_add1_us: [call_same, call_changing],
+        argument_only_round_trips,
         back_to_back_us,
         launches,
         submit_us,
@@ -914,9 +923,11 @@ impl GpuBench {
         let changing = spread("launch_sync_add1_us", &self.launch_sync_add1)
             + &spread("launch_sync_changing_us", &self.launch_sync_changing)
             + &format!(
-                ",\"launch_call_add1_us\":{},\"launch_call_changing_us\":{}",
+                ",\"launch_call_add1_us\":{},\"launch_call_changing_us\":{},\
+                 \"argument_only_round_trips\":{}",
                 num(self.launch_call_add1_us[0]),
-                num(self.launch_call_add1_us[1])
+                num(self.launch_call_add1_us[1]),
+                self.argument_only_round_trips
             );
         let mut s = format!(
             ",\"launch_call_us\":{},\"doorbell_retries\":{},\"doorbell_retries_unfetched\":{},\
@@ -1005,8 +1016,16 @@ impl GpuBench {
             l.median, l.p10, l.p90, l.n
         ));
         for (what, c, call) in [
-            ("add1, same arguments", &self.launch_sync_add1, self.launch_call_add1_us[0]),
-            ("add1, arguments change", &self.launch_sync_changing, self.launch_call_add1_us[1]),
+            (
+                "add1, same arguments",
+                &self.launch_sync_add1,
+                self.launch_call_add1_us[0],
+            ),
+            (
+                "add1, arguments change",
+                &self.launch_sync_changing,
+                self.launch_call_add1_us[1],
+            ),
         ] {
             s.push_str(&format!(
                 "    {what:<22} median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {}; launch call {:.2})\n",
@@ -1038,6 +1057,13 @@ impl GpuBench {
             "  launch call (CPU)          {:.2} µs median in the round-trip loop\n",
             self.launch_call_us
         ));
+        if self.argument_only_round_trips > 0 {
+            s.push_str(&format!(
+                "  arguments only             {} of the {} add1 round trips with changing \
+                 arguments wrote only those\n",
+                self.argument_only_round_trips, self.launch_sync_changing.n
+            ));
+        }
         if self.written_ahead_round_trips > 0 {
             s.push_str(&format!(
                 "  written ahead              {} of the {} timed round trips' launches ({} \
@@ -1235,6 +1261,8 @@ mod tests {
             "\"launch_sync_changing_us\":{\"median\":",
             "\"launch_call_add1_us\":",
             "\"launch_call_changing_us\":",
+            // Every timed round trip with changing arguments writes only those.
+            "\"argument_only_round_trips\":12",
             "\"n\":50",
             "\"back_to_back_us_per_launch\":",
             "\"launches\":200",

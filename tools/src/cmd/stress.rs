@@ -80,21 +80,24 @@ fn stream_order<B: nvbare_core::device::Backend>(
 /// count that covers half of it; a launch that ran with the launch before's arguments changes
 /// the totals): after a wait the
 /// next launch is written ahead as a repeat of the last (DeviceOptions::write_ahead), so each
-/// of these writes only the words of constant bank 0 that differ. Checks every element and
-/// returns how many launches went through command memory written ahead.
+/// of these writes only the words of constant bank 0 that differ, and one whose call differs
+/// from the last only in argument values builds nothing else (`Device::argument_only_launches`).
+/// Checks every element and returns how many launches went through command memory written
+/// ahead, and how many of those wrote only their arguments.
 #[cfg(any(feature = "nvidia-kmod", test))]
 fn changing_round_trips<B: nvbare_core::device::Backend>(
     dev: &nvbare_core::device::Device<B>,
     add1: &nvbare_core::device::Function<'_, '_, B>,
     rounds: u32,
     elems: u32,
-) -> Result<u64, CliError> {
+) -> Result<(u64, u64), CliError> {
     use nvbare_core::device::LaunchConfig;
     let start: Vec<u32> = (0..elems).collect();
     let a = dev.htod_copy(&start).map_err(rt("copy in"))?;
     let b = dev.htod_copy(&start).map_err(rt("copy in"))?;
     let half = elems / 2;
     let ahead = dev.written_ahead_launches();
+    let args_only = dev.argument_only_launches();
     for i in 0..rounds {
         let (buf, n) = if i % 3 == 0 { (&a, elems) } else { (&b, half) };
         // One shape for both: only the arguments (constant bank 0) change.
@@ -107,6 +110,7 @@ fn changing_round_trips<B: nvbare_core::device::Backend>(
         dev.synchronize().map_err(rt("running add1"))?;
     }
     let through_ahead = dev.written_ahead_launches() - ahead;
+    let args_only = dev.argument_only_launches() - args_only;
     let ra = rounds.div_ceil(3);
     let rb = rounds - ra;
     let got_a = dev.dtoh_copy(&a).map_err(rt("copy out"))?;
@@ -126,7 +130,7 @@ fn changing_round_trips<B: nvbare_core::device::Backend>(
              arguments"
         )));
     }
-    Ok(through_ahead)
+    Ok((through_ahead, args_only))
 }
 
 /// For each element of `back` that did not get `chain` added to `start`, how many it is short.
@@ -317,7 +321,7 @@ mod kmod {
         }
         drop(buf);
         super::stream_order(&dev, &add1, CHAIN, CHAIN_ELEMS)?;
-        let ahead = super::changing_round_trips(&dev, &add1, ROUND_TRIPS, 4096)?;
+        let (ahead, args_only) = super::changing_round_trips(&dev, &add1, ROUND_TRIPS, 4096)?;
         drop(m);
         drop(dev);
         // Again with deferred doorbells, where launches are chained (DeviceOptions::
@@ -346,7 +350,8 @@ mod kmod {
             "{n} launches of empty in {elapsed:.2?} ({:.3} µs each), then add1 verified; \
              {CHAIN} dependent add1 launches back to back in order, and again with doorbells \
              deferred ({chained} chained); {ROUND_TRIPS} round trips with changing arguments \
-             ({ahead} through command memory written ahead)",
+             ({ahead} through command memory written ahead, {args_only} of them writing only \
+             their arguments)",
             elapsed.as_secs_f64() * 1e6 / n as f64
         )
         .map_err(io)
@@ -521,10 +526,10 @@ mod tests {
         let m = dev.load_cubin(cubin).expect("loads");
         let add1 = m.function("add1").expect("add1");
         stream_order(&dev, &add1, 20, 3000).expect("in order");
-        // Every launch after the first goes through a region written ahead (those whose
-        // arguments changed write the words that differ).
+        // Every launch after the first goes through a region written ahead; those whose
+        // arguments changed (buffer a, b, b, a, ...: two of every three) write only those.
         let ahead = changing_round_trips(&dev, &add1, 21, 3000).expect("right arguments");
-        assert_eq!(ahead, 20);
+        assert_eq!(ahead, (20, 13));
         // What the hardware did without a wait between launches: some elements short.
         assert_eq!(short_by(&[10, 8, 3, 19], &[0, 0, 0, 9], 10), vec![2, 7]);
         assert!(short_by(&[10, 12], &[0, 2], 10).is_empty());
