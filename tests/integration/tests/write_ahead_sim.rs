@@ -247,6 +247,105 @@ fn a_repeated_call_is_compared_argument_by_argument() {
 }
 
 #[test]
+fn launches_back_to_back_that_repeat_the_call_before_reuse_its_build() {
+    // No wait between them, so nothing is written ahead: a launch whose call repeats the one
+    // before (kernel, shape, arguments) reuses that launch's checks, constant bank 0 and
+    // description and writes its command memory in full; anything else builds it again.
+    for (model, sm) in CHIPS {
+        let dev = open(model, DeviceOptions::default());
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let a = dev.htod_copy(&[0u32; 256]).unwrap();
+        let b = dev.htod_copy(&[0u32; 256]).unwrap();
+        let block128 = LaunchConfig {
+            block: [128, 1, 1],
+            ..ONE_BLOCK
+        };
+        let (mut want_a, mut want_b) = (vec![0u32; 256], vec![0u32; 256]);
+        // (buffer, elements, shape, reuses the build before)
+        let steps = [
+            ('a', 64, ONE_BLOCK, false), // nothing remembered yet
+            ('a', 64, ONE_BLOCK, true),
+            ('a', 64, ONE_BLOCK, true),
+            ('b', 64, ONE_BLOCK, false), // another pointer
+            ('b', 64, ONE_BLOCK, true),
+            ('b', 32, ONE_BLOCK, false), // another count
+            ('b', 32, block128, false),  // another shape
+            ('b', 32, block128, true),
+            ('b', 32, ONE_BLOCK, false),
+            ('b', 32, ONE_BLOCK, true),
+        ];
+        for (i, (which, n, cfg, reuses)) in steps.into_iter().enumerate() {
+            let reused = dev.reused_launch_builds();
+            let (buf, want) = if which == 'a' {
+                (&a, &mut want_a)
+            } else {
+                (&b, &mut want_b)
+            };
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+            want[..n as usize].iter_mut().for_each(|v| *v += 1);
+            assert_eq!(
+                dev.reused_launch_builds(),
+                reused + u64::from(reuses),
+                "{:?} step {i}",
+                model.chipset
+            );
+        }
+        assert_eq!(
+            dev.written_ahead_launches(),
+            0,
+            "no wait, nothing written ahead"
+        );
+        // Bad input that repeats the call but for one argument still gets its error.
+        let Arg::Ptr { va, device } = b.arg() else {
+            panic!("a buffer's argument is a pointer")
+        };
+        let foreign = Arg::Ptr {
+            va,
+            device: device.wrapping_add(1),
+        };
+        let reused = dev.reused_launch_builds();
+        let e = dev
+            .launch(&add1, ONE_BLOCK, &[foreign, 32u32.into()])
+            .unwrap_err();
+        assert!(matches!(e, DeviceError::ForeignObject(_)), "{e}");
+        let e = dev
+            .launch(&add1, ONE_BLOCK, &[b.arg(), Arg::U64(32)])
+            .unwrap_err();
+        assert!(matches!(e, DeviceError::Arguments(_)), "{e}");
+        assert_eq!(dev.reused_launch_builds(), reused);
+        // After a wait the repeat goes through the region written ahead instead.
+        dev.synchronize().unwrap();
+        dev.launch(&add1, ONE_BLOCK, &[b.arg(), 32u32.into()])
+            .unwrap();
+        want_b[..32].iter_mut().for_each(|v| *v += 1);
+        assert_eq!(dev.reused_launch_builds(), reused);
+        assert_eq!(dev.written_ahead_launches(), 1);
+        assert_eq!(dev.dtoh_copy(&a).unwrap(), want_a, "{:?}", model.chipset);
+        assert_eq!(dev.dtoh_copy(&b).unwrap(), want_b, "{:?}", model.chipset);
+    }
+    // Without writing ahead nothing is remembered to reuse.
+    let dev = open(
+        GH100,
+        DeviceOptions {
+            write_ahead: false,
+            ..DeviceOptions::default()
+        },
+    );
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let a = dev.htod_copy(&[0u32; 256]).unwrap();
+    for _ in 0..3 {
+        dev.launch(&add1, ONE_BLOCK, &[a.arg(), 64u32.into()])
+            .unwrap();
+    }
+    assert_eq!(dev.reused_launch_builds(), 0);
+    let mut want = vec![0u32; 256];
+    want[..64].iter_mut().for_each(|v| *v = 3);
+    assert_eq!(dev.dtoh_copy(&a).unwrap(), want);
+}
+
+#[test]
 fn other_compute_work_copies_in_flight_and_module_loads_take_the_ordinary_path() {
     let dev = open(GH100, DeviceOptions::default());
     let m = dev.load_cubin(&kernels(90, 13)).unwrap();
