@@ -1528,22 +1528,26 @@ impl<B: Backend> Inner<B> {
         self.wait(info, opts, COMPUTE, v, "local memory setup")
     }
 
-    /// Checks launch `k` over `shape` (grid, block, dynamic shared memory) with `args` and
-    /// builds it: constant bank 0 in the scratch buffer, the description (no release yet) and
-    /// the bank's size. Makes sure local memory is large enough, and disarms when the armed
-    /// submissions cannot carry the launch.
+    /// Checks the launch of kernel `k` that `call` asks for and builds it: constant bank 0 in
+    /// the scratch buffer, the description (no release yet) and the bank's size. Makes sure
+    /// local memory is large enough, and disarms when the armed submissions cannot carry the
+    /// launch.
     fn build_launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
-        module: (usize, u32, u32),
+        sass_version: u32,
         k: &KernelInfo,
-        shape: ([u32; 3], [u32; 3], u32),
-        args: &[Arg<'_>],
-        device_id: u32,
+        call: &CallInputs<'_>,
     ) -> Result<(LaunchDesc, u32), DeviceError> {
-        let (slot, generation, sass_version) = module;
-        let (grid, block, dynamic_shared) = shape;
+        let &CallInputs {
+            key,
+            grid,
+            block,
+            args,
+            device_id,
+        } = call;
+        let (slot, generation, dynamic_shared) = (key.slot, key.generation, key.dynamic_shared);
         launch::validate_launch(block, grid, k.regcount, k.max_threads)?;
         if let Some(req) = k.required_block
             && req != block
@@ -1693,15 +1697,7 @@ impl<B: Backend> Inner<B> {
         // to write them ahead in).
         let (mut desc, cb_size) = match self.remembered_build(opts, &call) {
             Some(b) => b,
-            None => self.build_launch(
-                info,
-                opts,
-                module,
-                k,
-                (grid, block, dynamic_shared),
-                args,
-                device_id,
-            )?,
+            None => self.build_launch(info, opts, module.2, k, &call)?,
         };
         let qmd_size = info.qmd.size() as u64;
         let extra = cb_size as u64 + qmd_size.next_multiple_of(ARENA_ALIGN);
