@@ -1528,26 +1528,22 @@ impl<B: Backend> Inner<B> {
         self.wait(info, opts, COMPUTE, v, "local memory setup")
     }
 
-    /// Checks the launch of kernel `k` that `call` asks for and builds it: constant bank 0 in
-    /// the scratch buffer, the description (no release yet) and the bank's size. Makes sure
-    /// local memory is large enough, and disarms when the armed submissions cannot carry the
-    /// launch.
+    /// Checks launch `k` over `shape` (grid, block, dynamic shared memory) with `args` and
+    /// builds it: constant bank 0 in the scratch buffer, the description (no release yet) and
+    /// the bank's size. Makes sure local memory is large enough, and disarms when the armed
+    /// submissions cannot carry the launch.
     fn build_launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
-        sass_version: u32,
+        module: (usize, u32, u32),
         k: &KernelInfo,
-        call: &CallInputs<'_>,
+        shape: ([u32; 3], [u32; 3], u32),
+        args: &[Arg<'_>],
+        device_id: u32,
     ) -> Result<(LaunchDesc, u32), DeviceError> {
-        let &CallInputs {
-            key,
-            grid,
-            block,
-            args,
-            device_id,
-        } = call;
-        let (slot, generation, dynamic_shared) = (key.slot, key.generation, key.dynamic_shared);
+        let (slot, generation, sass_version) = module;
+        let (grid, block, dynamic_shared) = shape;
         launch::validate_launch(block, grid, k.regcount, k.max_threads)?;
         if let Some(req) = k.required_block
             && req != block
@@ -1697,7 +1693,15 @@ impl<B: Backend> Inner<B> {
         // to write them ahead in).
         let (mut desc, cb_size) = match self.remembered_build(opts, &call) {
             Some(b) => b,
-            None => self.build_launch(info, opts, module.2, k, &call)?,
+            None => self.build_launch(
+                info,
+                opts,
+                module,
+                k,
+                (grid, block, dynamic_shared),
+                args,
+                device_id,
+            )?,
         };
         let qmd_size = info.qmd.size() as u64;
         let extra = cb_size as u64 + qmd_size.next_multiple_of(ARENA_ALIGN);
