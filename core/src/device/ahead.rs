@@ -299,9 +299,6 @@ pub(crate) struct AheadState {
     next_slot: usize,
     /// Launches through a region whose QMD a wait had prefetched.
     prefetched: u64,
-    /// Launches on the ordinary path that reused the remembered launch's build
-    /// ([`Inner::remembered_build`]).
-    builds_reused: u64,
     /// Launches whose call differed from the last call only in argument values and which
     /// wrote only those into a region written ahead ([`Inner::launch_changed_args`]).
     args_only: u64,
@@ -323,10 +320,6 @@ impl AheadState {
 
     pub(super) fn used(&self) -> u64 {
         self.used
-    }
-
-    pub(super) fn builds_reused(&self) -> u64 {
-        self.builds_reused
     }
 
     pub(super) fn args_only(&self) -> u64 {
@@ -575,7 +568,14 @@ impl<B: Backend> Inner<B> {
         call: &CallInputs<'_>,
         value: u64,
     ) -> Result<bool, DeviceError> {
-        if self.caches_dirty || !self.repeats_last_call(call) {
+        let c = &self.ahead.call;
+        if c.seq != self.last.seq
+            || c.key != Some(call.key)
+            || c.grid != call.grid
+            || c.block != call.block
+            || self.caches_dirty
+            || !c.same_args(call.args, call.device_id)
+        {
             return Ok(false);
         }
         let fired = if let Some(r) = self.ahead.region {
@@ -594,37 +594,6 @@ impl<B: Backend> Inner<B> {
             self.ahead.repeated += 1;
         }
         Ok(fired)
-    }
-
-    /// Whether `call` is the call that made the remembered launch ([`Call`]): same kernel,
-    /// shape and arguments, every pointer this device's.
-    fn repeats_last_call(&self, call: &CallInputs<'_>) -> bool {
-        let c = &self.ahead.call;
-        c.seq == self.last.seq
-            && c.key == Some(call.key)
-            && c.grid == call.grid
-            && c.block == call.block
-            && c.same_args(call.args, call.device_id)
-    }
-
-    /// For a call that repeats the call which made the remembered launch, on the ordinary
-    /// path (launches back to back: no wait wrote the launch ahead): that launch's build, its
-    /// description (normalized) and bank 0 size, with the bank's bytes put in the scratch
-    /// buffer. Every check of the build depends only on the call, and the call passed them.
-    /// `None` otherwise (and with armed launches, whose disarming the build decides).
-    pub(super) fn remembered_build(
-        &mut self,
-        opts: &DeviceOptions,
-        call: &CallInputs<'_>,
-    ) -> Option<(LaunchDesc, u32)> {
-        if !opts.write_ahead || opts.armed_launches || !self.repeats_last_call(call) {
-            return None;
-        }
-        let img = self.last.image.as_ref()?;
-        self.scratch.clear();
-        self.scratch.extend_from_slice(&img.cb);
-        self.ahead.builds_reused += 1;
-        Some((img.desc, img.cb_size))
     }
 
     /// Submits the launch of a call that differs from the call which made the remembered

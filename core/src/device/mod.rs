@@ -407,14 +407,6 @@ impl<B: Backend> Device<B> {
         self.inner().map_or(0, |i| i.ahead.repeated())
     }
 
-    /// Launches on the ordinary path (nothing written ahead: launches back to back) whose
-    /// call repeated the previous launch's (same kernel, shape and arguments) and so reused
-    /// its checks, constant bank 0 and description instead of building them again; they
-    /// write their command memory in full.
-    pub fn reused_launch_builds(&self) -> u64 {
-        self.inner().map_or(0, |i| i.ahead.builds_reused())
-    }
-
     /// Launches whose call differed from the previous launch's only in argument values (same
     /// kernel, shape, number and sizes of arguments) and so wrote only the changed parameter
     /// words into command memory written ahead, building nothing (a part of

@@ -1528,22 +1528,45 @@ impl<B: Backend> Inner<B> {
         self.wait(info, opts, COMPUTE, v, "local memory setup")
     }
 
-    /// Checks launch `k` over `shape` (grid, block, dynamic shared memory) with `args` and
-    /// builds it: constant bank 0 in the scratch buffer, the description (no release yet) and
-    /// the bank's size. Makes sure local memory is large enough, and disarms when the armed
-    /// submissions cannot carry the launch.
-    fn build_launch(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
         module: (usize, u32, u32),
+        kernel_index: usize,
         k: &KernelInfo,
-        shape: ([u32; 3], [u32; 3], u32),
+        grid: [u32; 3],
+        block: [u32; 3],
+        dynamic_shared: u32,
         args: &[Arg<'_>],
         device_id: u32,
-    ) -> Result<(LaunchDesc, u32), DeviceError> {
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
         let (slot, generation, sass_version) = module;
-        let (grid, block, dynamic_shared) = shape;
+        self.slot_va(slot, generation)
+            .map_err(|_| DeviceError::ForeignObject("module"))?;
+        let key = TemplateKey {
+            slot,
+            generation,
+            kernel: kernel_index,
+            dynamic_shared,
+        };
+        let call = CallInputs {
+            key,
+            grid,
+            block,
+            args,
+            device_id,
+        };
+        let value = self.chans[COMPUTE].submitted + 1;
+        if self.launch_repeated_call(info, opts, &call, value)?
+            || self.launch_changed_args(opts, &call, k, value)?
+        {
+            self.last_kernel = Some((slot, kernel_index));
+            self.launched_ahead();
+            return Ok(());
+        }
         launch::validate_launch(block, grid, k.regcount, k.max_threads)?;
         if let Some(req) = k.required_block
             && req != block
@@ -1614,6 +1637,10 @@ impl<B: Backend> Inner<B> {
             )?;
         }
 
+        let qmd_size = info.qmd.size() as u64;
+        let extra = cb_size as u64 + qmd_size.next_multiple_of(ARENA_ALIGN);
+        let own_sem = self.sem.gpu_va() + self.chans[COMPUTE].sem_offset;
+        let value = self.chans[COMPUTE].submitted + 1;
         let mut cbufs = [None; 8];
         for b in &k.const_banks {
             let slot_b = cbufs.get_mut(b.bank as usize).ok_or_else(|| {
@@ -1636,6 +1663,7 @@ impl<B: Backend> Inner<B> {
             shader_local_memory_high_size: per_thread,
             barrier_count: k.num_barriers,
             sass_version,
+            release: [Some((own_sem, value)), None],
             dependent_qmd: None,
             program_size: k.code_size.min(u32::MAX as u64) as u32,
             sm_config,
@@ -1646,69 +1674,6 @@ impl<B: Backend> Inner<B> {
                 *d = Some((module_base + off, *size));
             }
         }
-        Ok((desc, cb_size))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn launch(
-        &mut self,
-        info: &DeviceInfo,
-        opts: &DeviceOptions,
-        module: (usize, u32, u32),
-        kernel_index: usize,
-        k: &KernelInfo,
-        grid: [u32; 3],
-        block: [u32; 3],
-        dynamic_shared: u32,
-        args: &[Arg<'_>],
-        device_id: u32,
-    ) -> Result<(), DeviceError> {
-        self.check_alive()?;
-        let (slot, generation, _) = module;
-        self.slot_va(slot, generation)
-            .map_err(|_| DeviceError::ForeignObject("module"))?;
-        let key = TemplateKey {
-            slot,
-            generation,
-            kernel: kernel_index,
-            dynamic_shared,
-        };
-        let call = CallInputs {
-            key,
-            grid,
-            block,
-            args,
-            device_id,
-        };
-        let value = self.chans[COMPUTE].submitted + 1;
-        if self.launch_repeated_call(info, opts, &call, value)?
-            || self.launch_changed_args(opts, &call, k, value)?
-        {
-            self.last_kernel = Some((slot, kernel_index));
-            self.launched_ahead();
-            return Ok(());
-        }
-        // A call that repeats the call which made the remembered launch passed every check of
-        // `build_launch` and built that launch: reuse it (launches back to back, with no wait
-        // to write them ahead in).
-        let (mut desc, cb_size) = match self.remembered_build(opts, &call) {
-            Some(b) => b,
-            None => self.build_launch(
-                info,
-                opts,
-                module,
-                k,
-                (grid, block, dynamic_shared),
-                args,
-                device_id,
-            )?,
-        };
-        let qmd_size = info.qmd.size() as u64;
-        let extra = cb_size as u64 + qmd_size.next_multiple_of(ARENA_ALIGN);
-        let own_sem = self.sem.gpu_va() + self.chans[COMPUTE].sem_offset;
-        // Read after the build: a disarming launch there takes timeline values.
-        let value = self.chans[COMPUTE].submitted + 1;
-        desc.release = [Some((own_sem, value)), None];
         let qmd_version = info.qmd;
         let release_membar = opts.release_sysmembar;
         let overrides = opts.qmd_overrides;

@@ -293,9 +293,6 @@ pub struct GpuBench {
     /// (DeviceOptions::early_qmd_prefetch: before their WAIT_FOR_IDLE, or the first, written
     /// ahead, by the wait before).
     pub prefetched_back_to_back: u64,
-    /// How many of the back-to-back launches repeated the call before and so reused its build
-    /// instead of checking and building the launch again (`Device::reused_launch_builds`).
-    pub reused_back_to_back: u64,
     /// How many of the timed round trips' launches found their QMD prefetched by the wait
     /// before (DeviceOptions::early_qmd_prefetch).
     pub prefetched_round_trips: u64,
@@ -683,7 +680,6 @@ fn measure<B: CliBackend>(
     let armed_before = dev.armed_launches();
     let chained_before = dev.chain_stats().chained;
     let prefetched_before = dev.early_prefetched_launches();
-    let reused_before = dev.reused_launch_builds();
     let t = Instant::now();
     for _ in 0..launches {
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
@@ -693,7 +689,6 @@ fn measure<B: CliBackend>(
     let back_to_back_us = us(t.elapsed()) / f64::from(launches);
     let chained_back_to_back = dev.chain_stats().chained - chained_before;
     let prefetched_back_to_back = dev.early_prefetched_launches() - prefetched_before;
-    let reused_back_to_back = dev.reused_launch_builds() - reused_before;
     let armed_back_to_back = dev
         .options()
         .armed_launches
@@ -849,7 +844,6 @@ fn measure<B: CliBackend>(
         chained_back_to_back,
         deferred_submits: dev.options().deferred_submits,
         prefetched_back_to_back,
-        reused_back_to_back,
         prefetched_round_trips,
         written_ahead_round_trips,
         repeated_round_trips,
@@ -957,14 +951,13 @@ impl GpuBench {
         s.push_str(&format!(
             ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
              \"chained_back_to_back\":{},\"deferred_submits\":{},\"prefetched_back_to_back\":{},\
-             \"prefetched_round_trips\":{},\"reused_back_to_back\":{}",
+             \"prefetched_round_trips\":{}",
             self.written_ahead_round_trips,
             self.repeated_round_trips,
             self.chained_back_to_back,
             self.deferred_submits,
             self.prefetched_back_to_back,
-            self.prefetched_round_trips,
-            self.reused_back_to_back
+            self.prefetched_round_trips
         ));
         if let Some(n) = self.armed_round_trips {
             s.push_str(&format!(
@@ -1086,13 +1079,6 @@ impl GpuBench {
                 self.launch_sync.n,
                 self.prefetched_back_to_back,
                 self.launches
-            ));
-        }
-        if self.reused_back_to_back > 0 {
-            s.push_str(&format!(
-                "  builds reused              {} of the {} back-to-back launches (the call \
-                 repeated the one before)\n",
-                self.reused_back_to_back, self.launches
             ));
         }
         if self.chained_back_to_back > 0 {
@@ -1290,7 +1276,7 @@ mod tests {
             // Every timed round trip repeats the launch before it.
             "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50,\
              \"chained_back_to_back\":0,\"deferred_submits\":0,\"prefetched_back_to_back\":199,\
-             \"prefetched_round_trips\":50,\"reused_back_to_back\":199",
+             \"prefetched_round_trips\":50",
             "\"d2d_ce_gbps\":",
             "\"h2d_pageable_gbps\":",
             "\"d2h_pageable_gbps\":",
