@@ -13,11 +13,13 @@
 //! one with other parameters only the 8-byte words of bank 0 that differ, and both go straight
 //! to `GPPut` and the doorbell (with the store barriers of every submission). A launch call
 //! with the same kernel, shape and arguments as the call that made the remembered launch
-//! ([`Call`]) does not even build its launch to compare it. Anything else (another kernel or
-//! shape, a submission in between, a module load that needs a cache invalidate, copy-channel
-//! work still running) leaves the region unused, to be reused once the timeline passes its
-//! value (or given back at once when the arena needs its room for the submission that
-//! replaced it), and takes the ordinary path; its own GP entry overwrites the staged one.
+//! ([`Call`]) does not even build its launch to compare it, and one that differs from it only
+//! in argument values writes just those into the bank ([`Inner::launch_changed_args`]: on the
+//! H200 the checks and rebuilding had cost such a launch ~1 µs of CPU). Anything else (another
+//! kernel or shape, a submission in between, a module load that needs a cache invalidate,
+//! copy-channel work still running) leaves the region unused, to be reused once the timeline
+//! passes its value (or given back at once when the arena needs its room for the submission
+//! that replaced it), and takes the ordinary path; its own GP entry overwrites the staged one.
 //!
 //! With [`DeviceOptions::early_qmd_prefetch`] (the default) the wait also publishes a prefetch
 //! of the region's QMD (`PushBuffer::qmd_prefetch`, from one of [`PREFETCH_SLOTS`] slots kept
