@@ -133,8 +133,10 @@ impl AnyDevice {
                 d.close().map_err(closed)?.unload(obs).map_err(unloaded)?;
                 Ok(())
             }
-            other => {
-                drop(other);
+            // Closed by dropping it (the kernel driver frees what it holds).
+            #[cfg(feature = "nvidia-kmod")]
+            AnyDevice::Kernel(d) => {
+                drop(d);
                 Ok(())
             }
         }
