@@ -209,52 +209,45 @@ struct Call {
 }
 
 impl Call {
-    /// Whether `args` are this call's arguments, every pointer owned by device `device_id`
-    /// (one that is not goes the ordinary way, which names the error).
-    fn same_args(&self, args: &[Arg<'_>], device_id: u32) -> bool {
+    /// How `call` compares with this call, the one that made launch `seq` of the record: not
+    /// at all (another kernel or shape, another number or size of arguments, a pointer not
+    /// owned by the device launched on: that one goes the ordinary way, which names the
+    /// error), in argument values only, or not at all different.
+    fn compare(&self, seq: u64, call: &CallInputs<'_>) -> CallMatch {
+        if self.seq != seq
+            || self.key != Some(call.key)
+            || self.grid != call.grid
+            || self.block != call.block
+        {
+            return CallMatch::Other;
+        }
         let mut rest = self.args.as_slice();
-        for a in args {
+        let mut same = true;
+        for a in call.args {
             if let Arg::Ptr { device, .. } = a
-                && *device != device_id
+                && *device != call.device_id
             {
-                return false;
+                return CallMatch::Other;
             }
             let mut tmp = [0u8; 8];
             let bytes = a.bytes(&mut tmp);
             let Some((size, tail)) = rest.split_first_chunk::<4>() else {
-                return false;
+                return CallMatch::Other;
             };
-            if u32::from_le_bytes(*size) as usize != bytes.len()
-                || tail.get(..bytes.len()) != Some(bytes)
-            {
-                return false;
-            }
-            rest = tail.get(bytes.len()..).unwrap_or(&[]);
-        }
-        rest.is_empty()
-    }
-
-    /// Records `args` (no allocation once the buffer is large enough).
-    /// Whether `args` have this call's number and sizes of arguments, every pointer owned by
-    /// device `device_id`: a call that differs from this one only in argument values.
-    fn same_shape(&self, args: &[Arg<'_>], device_id: u32) -> bool {
-        let mut rest = self.args.as_slice();
-        for a in args {
-            if let Arg::Ptr { device, .. } = a
-                && *device != device_id
-            {
-                return false;
-            }
-            let Some((size, tail)) = rest.split_first_chunk::<4>() else {
-                return false;
+            let Some((old, tail)) = tail.split_at_checked(bytes.len()) else {
+                return CallMatch::Other;
             };
-            let size = u32::from_le_bytes(*size) as usize;
-            if size != a.size() {
-                return false;
+            if u32::from_le_bytes(*size) as usize != bytes.len() {
+                return CallMatch::Other;
             }
-            rest = tail.get(size..).unwrap_or(&[]);
+            same &= old == bytes;
+            rest = tail;
         }
-        rest.is_empty()
+        match (rest.is_empty(), same) {
+            (false, _) => CallMatch::Other,
+            (true, true) => CallMatch::Same,
+            (true, false) => CallMatch::Values,
+        }
     }
 
     fn set_args(&mut self, args: &[Arg<'_>]) {
@@ -267,6 +260,17 @@ impl Call {
             self.args.extend_from_slice(bytes);
         }
     }
+}
+
+/// How a launch call compares with the [`Call`] that made the remembered launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallMatch {
+    /// The same kernel, shape and argument bytes.
+    Same,
+    /// The same kernel, shape, number and sizes of arguments; other values.
+    Values,
+    /// Anything else.
+    Other,
 }
 
 /// What a launch call is given, as [`Inner::launch_repeated_call`] and [`Inner::note_call`]
@@ -525,29 +529,14 @@ impl<B: Backend> Inner<B> {
         let Some(r) = self.ahead.region.take() else {
             return Ok(false);
         };
-        if r.value != value
-            || r.seq != self.last.seq
-            || self.caches_dirty
-            || !self.other_done(COMPUTE)
-        {
+        if self.caches_dirty || !self.region_serves(&r, value) {
             return Ok(false);
         }
         let change = self.last.compare(l);
         match (change, self.last.image.as_ref()) {
             (Change::Same, _) => {}
             (Change::Bank, Some(img)) => {
-                let cmds = &self.chans[COMPUTE].cmds;
-                for (a, b) in differing_runs(&img.cb, l.cb) {
-                    cmds.write(r.off + a as u64, l.cb.get(a..b).unwrap_or(&[]))?;
-                }
-                // The prefetch read bank 0 before these words changed (if it reads the bank
-                // at all): launch from memory instead of the cached copy.
-                if let Some(at) = r.action_off {
-                    let w = PushBuffer::pcas_action_word(
-                        compute::PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
-                    )?;
-                    cmds.write_u32(at, w)?;
-                }
+                self.rewrite_bank(&r, l.cb, differing_runs(&img.cb, l.cb))?
             }
             _ => return Ok(false),
         }
@@ -570,18 +559,11 @@ impl<B: Backend> Inner<B> {
         call: &CallInputs<'_>,
         value: u64,
     ) -> Result<bool, DeviceError> {
-        let c = &self.ahead.call;
-        if c.seq != self.last.seq
-            || c.key != Some(call.key)
-            || c.grid != call.grid
-            || c.block != call.block
-            || self.caches_dirty
-            || !c.same_args(call.args, call.device_id)
-        {
+        if self.caches_dirty || self.ahead.call.compare(self.last.seq, call) != CallMatch::Same {
             return Ok(false);
         }
         let fired = if let Some(r) = self.ahead.region {
-            if r.value != value || r.seq != self.last.seq || !self.other_done(COMPUTE) {
+            if !self.region_serves(&r, value) {
                 return Ok(false);
             }
             self.ahead.region = None;
@@ -604,7 +586,7 @@ impl<B: Backend> Inner<B> {
     /// bytes go into the remembered image and, as whole 8-byte words, into the region's bank
     /// 0, and nothing else is built. Everything the ordinary path checks depends only on the
     /// kernel, the shape and the argument sizes, which the remembered call passed, except
-    /// that every pointer must belong to this device (`same_shape`); a call that fails that
+    /// that every pointer must belong to this device ([`Call::compare`]); a call that fails that
     /// goes the ordinary way, which names the error. Returns whether it did; if not, nothing
     /// changed.
     pub(super) fn launch_changed_args(
@@ -614,21 +596,16 @@ impl<B: Backend> Inner<B> {
         k: &KernelInfo,
         value: u64,
     ) -> Result<bool, DeviceError> {
-        let c = &self.ahead.call;
-        if c.seq != self.last.seq
-            || c.key != Some(call.key)
-            || c.grid != call.grid
-            || c.block != call.block
-            || self.caches_dirty
+        if self.caches_dirty
             || call.args.len() != k.params.len()
-            || !c.same_shape(call.args, call.device_id)
+            || self.ahead.call.compare(self.last.seq, call) != CallMatch::Values
         {
             return Ok(false);
         }
         let Some(r) = self.ahead.region else {
             return Ok(false);
         };
-        if r.value != value || r.seq != self.last.seq || !self.other_done(COMPUTE) {
+        if !self.region_serves(&r, value) {
             return Ok(false);
         }
         let Some(img) = self.last.image.as_mut() else {
@@ -659,19 +636,11 @@ impl<B: Backend> Inner<B> {
         // happens below.
         self.last.seq += 1;
         self.ahead.region = None;
-        if let Some((lo, hi)) = dirty {
+        if let (Some((lo, hi)), Some(img)) = (dirty, self.last.image.as_ref()) {
             // Whole words (the bank is a multiple of 8 bytes long but for its last word): the
             // words between two changed arguments are written too, unchanged.
-            let (a, b) = (lo & !7, hi.next_multiple_of(8).min(img.cb.len()));
-            let cmds = &self.chans[COMPUTE].cmds;
-            cmds.write(r.off + a as u64, img.cb.get(a..b).unwrap_or(&[]))?;
-            if let Some(at) = r.action_off {
-                // As in `launch_written_ahead`: not the copy the prefetch read.
-                let w = PushBuffer::pcas_action_word(
-                    compute::PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
-                )?;
-                cmds.write_u32(at, w)?;
-            }
+            let run = (lo & !7, hi.next_multiple_of(8).min(img.cb.len()));
+            self.rewrite_bank(&r, &img.cb, [run])?;
         }
         self.publish_region(opts, &r, value, dirty.is_none())?;
         let c = &mut self.ahead.call;
@@ -679,6 +648,36 @@ impl<B: Backend> Inner<B> {
         c.seq = self.last.seq;
         self.ahead.args_only += 1;
         Ok(true)
+    }
+
+    /// Writes `bank[a..b]` for each run `(a, b)` into region `r`'s constant bank 0. When the
+    /// wait prefetched the region's QMD, its launch then takes the invalidating action: the
+    /// prefetch ran before these words changed, and whether it read the bank is not
+    /// documented, so nothing it fetched is used.
+    fn rewrite_bank(
+        &self,
+        r: &Region,
+        bank: &[u8],
+        runs: impl IntoIterator<Item = (usize, usize)>,
+    ) -> Result<(), DeviceError> {
+        let cmds = &self.chans[COMPUTE].cmds;
+        for (a, b) in runs {
+            cmds.write(r.off + a as u64, bank.get(a..b).unwrap_or(&[]))?;
+        }
+        if let Some(at) = r.action_off {
+            let w = PushBuffer::pcas_action_word(
+                compute::PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
+            )?;
+            cmds.write_u32(at, w)?;
+        }
+        Ok(())
+    }
+
+    /// Whether region `r` can carry the launch with release `value`: written for that value
+    /// and for the remembered launch, and nothing on the copy channel left to wait for (its
+    /// pushbuffer has no acquire).
+    fn region_serves(&mut self, r: &Region, value: u64) -> bool {
+        r.value == value && r.seq == self.last.seq && self.other_done(COMPUTE)
     }
 
     /// Publishes region `r` as the compute submission with release `value`: its GP entry
@@ -749,6 +748,70 @@ impl<B: Backend> Inner<B> {
 mod tests {
     use super::*;
     use alloc::vec;
+
+    #[test]
+    fn a_call_compares_by_kernel_shape_argument_sizes_and_values() {
+        let key = TemplateKey {
+            slot: 1,
+            generation: 2,
+            kernel: 0,
+            dynamic_shared: 0,
+        };
+        let ptr = |va, device| Arg::Ptr { va, device };
+        let made = [ptr(0x1000, 7), Arg::U32(64)];
+        let mut c = Call {
+            key: Some(key),
+            grid: [1, 1, 1],
+            block: [256, 1, 1],
+            seq: 5,
+            ..Call::default()
+        };
+        c.set_args(&made);
+        let cmp = |c: &Call, seq, key, grid, args: &[Arg<'_>]| {
+            c.compare(
+                seq,
+                &CallInputs {
+                    key,
+                    grid,
+                    block: [256, 1, 1],
+                    args,
+                    device_id: 7,
+                },
+            )
+        };
+        let one = [1, 1, 1];
+        assert_eq!(cmp(&c, 5, key, one, &made), CallMatch::Same);
+        // The same bytes as another type of the same size.
+        assert_eq!(
+            cmp(&c, 5, key, one, &[ptr(0x1000, 7), Arg::I32(64)]),
+            CallMatch::Same
+        );
+        assert_eq!(
+            cmp(&c, 5, key, one, &[ptr(0x2000, 7), Arg::U32(64)]),
+            CallMatch::Values
+        );
+        assert_eq!(
+            cmp(&c, 5, key, one, &[ptr(0x1000, 7), Arg::U32(65)]),
+            CallMatch::Values
+        );
+        let other: [&[Arg<'_>]; 5] = [
+            &[ptr(0x1000, 8), Arg::U32(64)], // another device's pointer
+            &[ptr(0x1000, 7), Arg::U64(64)], // another size
+            &[ptr(0x1000, 7)],               // one fewer
+            &[ptr(0x1000, 7), Arg::U32(64), Arg::U32(1)],
+            &[],
+        ];
+        for args in other {
+            assert_eq!(cmp(&c, 5, key, one, args), CallMatch::Other, "{args:?}");
+        }
+        // Another record, kernel or shape.
+        assert_eq!(cmp(&c, 6, key, one, &made), CallMatch::Other);
+        let k2 = TemplateKey { kernel: 1, ..key };
+        assert_eq!(cmp(&c, 5, k2, one, &made), CallMatch::Other);
+        assert_eq!(cmp(&c, 5, key, [2, 1, 1], &made), CallMatch::Other);
+        // Nothing remembered.
+        assert_eq!(cmp(&Call::default(), 0, key, one, &made), CallMatch::Other);
+    }
 
     #[test]
     fn differing_runs_cover_exactly_the_changed_words() {
