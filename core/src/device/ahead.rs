@@ -48,10 +48,10 @@ use super::backend::{Backend, GpuMemory};
 use super::chan::ARENA_ALIGN;
 use super::module::{Arg, KernelInfo};
 use super::ops::{COMPUTE, Inner};
-use super::program::ParamDesc;
 use super::template::TemplateKey;
 use super::{DeviceError, DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::GpEntry;
+use crate::channel::launch;
 use crate::channel::methods::compute;
 use crate::channel::pushbuf::PushBuffer;
 use crate::channel::qmd::{LaunchDesc, Qmd};
@@ -250,6 +250,7 @@ impl Call {
         }
     }
 
+    /// Records `args` (no allocation once the buffer is large enough).
     fn set_args(&mut self, args: &[Arg<'_>]) {
         self.args.clear();
         for a in args {
@@ -611,31 +612,23 @@ impl<B: Backend> Inner<B> {
         let Some(img) = self.last.image.as_mut() else {
             return Ok(false);
         };
-        // Where each argument goes in bank 0; all checked before anything is changed.
-        let at = |p: &ParamDesc| k.param_base as usize + p.offset as usize;
-        if k.params.iter().zip(call.args).any(|(p, a)| {
-            p.size as usize != a.size()
-                || p.offset as usize + a.size() > k.param_size as usize
-                || at(p) + a.size() > img.cb.len()
-        }) {
-            return Ok(false);
-        }
+        // The image is about to hold this launch: nothing may take the old call for it,
+        // whatever happens below.
+        self.last.seq += 1;
+        self.ahead.region = None;
+        // The sizes are the remembered call's, which `write_param` checked against the kernel
+        // when that launch was built.
         let mut dirty: Option<(usize, usize)> = None;
         for (p, a) in k.params.iter().zip(call.args) {
             let mut tmp = [0u8; 8];
             let bytes = a.bytes(&mut tmp);
-            let (lo, hi) = (at(p), at(p) + bytes.len());
-            if let Some(old) = img.cb.get_mut(lo..hi)
-                && old != bytes
-            {
-                old.copy_from_slice(bytes);
+            let lo = k.param_base as usize + p.offset as usize;
+            let hi = lo + bytes.len();
+            if img.cb.get(lo..hi) != Some(bytes) {
+                launch::write_param(&mut img.cb, k.param_base, k.param_size, p.offset, bytes)?;
                 dirty = Some(dirty.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
             }
         }
-        // The image holds this launch now: nothing may take the old call for it, whatever
-        // happens below.
-        self.last.seq += 1;
-        self.ahead.region = None;
         if let (Some((lo, hi)), Some(img)) = (dirty, self.last.image.as_ref()) {
             // Whole words (the bank is a multiple of 8 bytes long but for its last word): the
             // words between two changed arguments are written too, unchanged.
