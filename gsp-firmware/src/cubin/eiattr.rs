@@ -19,6 +19,7 @@
 //! | `EIATTR_KPARAM_INFO` 0x17 | `.nv.info.<k>` | SVAL 12 | u32 index, u16 ordinal, u16 offset, u32 (log2 align 0..7, space 8..11, cbank 12..16, size 18..31) |
 //! | `EIATTR_MAX_THREADS` 0x05 | `.nv.info.<k>` | SVAL 12 | u32 x, y, z (`.maxntid`) |
 //! | `EIATTR_REQNTID` 0x10 | `.nv.info.<k>` | SVAL 12 | u32 x, y, z (`.reqntid`) |
+//! | `EIATTR_CTA_PER_CLUSTER` 0x3d | `.nv.info.<k>` | SVAL 12 | u32 x, y, z (`__cluster_dims__`) |
 //! | `EIATTR_NUM_BARRIERS` 0x4c | `.nv.info.<k>` | BVAL | u8 count (low byte of the u16) |
 
 /// Record without a value.
@@ -52,6 +53,8 @@ pub const EIATTR_EXIT_INSTR_OFFSETS: u8 = 0x1c;
 pub const EIATTR_REGCOUNT: u8 = 0x2f;
 /// The CUDA API version the code was built for.
 pub const EIATTR_CUDA_API_VERSION: u8 = 0x37;
+/// Compile-time thread-block cluster shape (`.reqnctapercluster`, CUDA `__cluster_dims__`).
+pub const EIATTR_CTA_PER_CLUSTER: u8 = 0x3d;
 /// Named barriers used.
 pub const EIATTR_NUM_BARRIERS: u8 = 0x4c;
 

@@ -19,14 +19,17 @@
 //! Both cubin ABIs are supported: ELF ABI v7 (OS-ABI 0x33, SM in `e_flags` bits 0..7; CUDA 12
 //! for sm_80..sm_90) and ABI v8 (OS-ABI 0x41, SM in `e_flags` bits 8..15; CUDA 13, and CUDA
 //! 12.9 for sm_100/sm_120). v8 no longer stores the register count in `.text` `sh_info` bits
-//! 24..31, so the register count comes from `EIATTR_REGCOUNT` and is cross-checked against
-//! `sh_info` where that is non-zero.
+//! 24..31, so the register count comes from `EIATTR_REGCOUNT`; where `sh_info` has one too, the
+//! larger of the two is used (`sh_info` leaves out the registers of called functions).
 //!
 //! Relocatable objects (`ptxas -c`, `ET_REL`) parse too; [`Cubin::load_image`] applies the
 //! relocation types in [`reloc`] it knows (`R_CUDA_64`, `R_CUDA_ABS32_LO_32`,
-//! `R_CUDA_ABS32_HI_32`) and rejects any other type in a loaded section with
-//! [`CubinError::UnsupportedRelocation`]. Relocations of sections that are not loaded
-//! (`.debug_frame`, ...) are ignored.
+//! `R_CUDA_ABS32_HI_32`, and the call targets `R_CUDA_ABS47_34` / `R_CUDA_ABS55_16_34` that
+//! debug builds, `nvcc -G`, and calls between sections need) and rejects any other type in a
+//! loaded section with [`CubinError::UnsupportedRelocation`]. Relocations of sections that are
+//! not loaded (`.debug_frame`, ...) are ignored. Symbols the CUDA driver itself provides at
+//! load time (`vprintf` for device-side `printf`, `__assertfail` for `assert`, `malloc`,
+//! `free`) are undefined here and refused with [`CubinError::UndefinedSymbol`].
 //!
 //! Every malformed input gives a [`CubinError`]; nothing here panics on file contents.
 
@@ -67,6 +70,9 @@ pub const IMAGE_TAIL_PAD: u64 = 4096;
 /// Largest image [`Cubin::parse`] accepts (sum of section sizes, including zero-filled
 /// `.nv.global`), so a corrupt size cannot make a loader allocate without bound.
 pub const MAX_IMAGE_SIZE: u64 = 1 << 30;
+/// `EIATTR_MIN_STACK_SIZE` of a kernel whose stack ptxas cannot size ("Stack size ... cannot
+/// be statically determined": recursion).
+pub const STACK_SIZE_UNKNOWN: u32 = u32::MAX;
 
 const SHN_UNDEF: usize = 0;
 const SHN_ABS: usize = 0xfff1;
@@ -131,8 +137,16 @@ pub struct Kernel {
     /// 5024); for sm_80/sm_89 it does not (4000 give 4000).
     pub shared_size: u32,
     /// Local memory per thread the compiler needs: the larger of `EIATTR_FRAME_SIZE` and
-    /// `EIATTR_MIN_STACK_SIZE` (the stack includes the kernel's frame and its callees').
+    /// `EIATTR_MIN_STACK_SIZE` (the stack includes the kernel's frame and its callees'); only
+    /// the frame when ptxas could not size the stack ([`Kernel::stack_unknown`]).
     pub local_size: u32,
+    /// ptxas could not size the stack (recursion: `EIATTR_MIN_STACK_SIZE` is
+    /// [`STACK_SIZE_UNKNOWN`]): a launch adds its stack limit to [`Kernel::local_size`], as CUDA
+    /// adds `cudaLimitStackSize` (`DeviceOptions::stack_size` in nvbare-core).
+    pub stack_unknown: bool,
+    /// Compile-time thread-block cluster shape (`__cluster_dims__`, `EIATTR_CTA_PER_CLUSTER`);
+    /// such a kernel only runs right in a cluster launch.
+    pub cluster_dims: Option<[u32; 3]>,
     /// `EIATTR_FRAME_SIZE`: the kernel's own stack frame.
     pub frame_size: u32,
     /// `EIATTR_MIN_STACK_SIZE`: stack needed by the kernel and the functions it calls.
@@ -323,15 +337,6 @@ pub enum CubinError {
         /// What is wrong.
         reason: &'static str,
     },
-    /// `EIATTR_REGCOUNT` and the `.text` section's `sh_info` disagree.
-    RegisterCountMismatch {
-        /// The kernel.
-        kernel: String,
-        /// From `EIATTR_REGCOUNT`.
-        nv_info: u32,
-        /// From `sh_info` bits 24..31.
-        sh_info: u32,
-    },
     /// A relocation of a loaded section has a type the loader does not implement.
     UnsupportedRelocation {
         /// `R_CUDA_*` type number.
@@ -366,6 +371,18 @@ pub enum CubinError {
     RelocationOverflow {
         /// The symbol.
         symbol: String,
+    },
+    /// A relocated value does not fit its instruction field (a call target that is not
+    /// 4-byte aligned or wider than the field).
+    RelocationValue {
+        /// The symbol.
+        symbol: String,
+        /// The relocation type's name.
+        name: Option<&'static str>,
+        /// The value.
+        value: u64,
+        /// What is wrong with it.
+        error: reloc::FieldError,
     },
     /// The image would exceed [`MAX_IMAGE_SIZE`] (or the host's address space).
     ImageTooLarge {
@@ -438,15 +455,6 @@ impl fmt::Display for CubinError {
                 let name = eiattr::name(*attribute).unwrap_or("unknown attribute");
                 write!(f, "malformed {section}: {name} ({attribute:#04x}) {reason}")
             }
-            Self::RegisterCountMismatch {
-                kernel,
-                nv_info,
-                sh_info,
-            } => write!(
-                f,
-                "kernel {kernel}: EIATTR_REGCOUNT says {nv_info} registers but its .text \
-                 section header says {sh_info}; the cubin is corrupt"
-            ),
             Self::UnsupportedRelocation {
                 r_type,
                 name,
@@ -455,7 +463,7 @@ impl fmt::Display for CubinError {
             } => write!(
                 f,
                 "relocation {} ({r_type:#x}) at {section}+{offset:#x} is not supported by the \
-                 loader; link the object with nvlink or compile without -c",
+                 loader; link the object with nvlink first, or compile without -c / -rdc=true",
                 name.unwrap_or("of unknown type")
             ),
             Self::RelocationOutOfBounds { section, offset } => write!(
@@ -463,11 +471,19 @@ impl fmt::Display for CubinError {
                 "malformed cubin: relocation at {section}+{offset:#x} patches bytes outside the \
                  section"
             ),
-            Self::UndefinedSymbol { symbol } => write!(
-                f,
-                "relocation against undefined symbol {symbol}: link the object (nvlink) before \
-                 loading it"
-            ),
+            Self::UndefinedSymbol { symbol } => match driver_provided(symbol) {
+                Some(feature) => write!(
+                    f,
+                    "the code calls {symbol}, which the CUDA driver links in at load time for \
+                     device-side {feature}; nvbare does not provide it: remove {feature} from \
+                     the device code (or build it only for debugging with CUDA)"
+                ),
+                None => write!(
+                    f,
+                    "relocation against undefined symbol {symbol}: link the object (nvlink) \
+                     before loading it"
+                ),
+            },
             Self::SymbolNotLoaded { symbol, section } => write!(
                 f,
                 "relocation against {symbol} in section {section}, which is not part of the \
@@ -478,6 +494,31 @@ impl fmt::Display for CubinError {
                 "relocation against {symbol} overflows 64-bit address arithmetic; load the \
                  image at a lower address"
             ),
+            Self::RelocationValue {
+                symbol,
+                name,
+                value,
+                error,
+            } => {
+                let name = name.unwrap_or("relocation");
+                match error {
+                    reloc::FieldError::Misaligned => write!(
+                        f,
+                        "{name} against {symbol}: the call target {value:#x} is not 4-byte \
+                         aligned; the cubin is corrupt"
+                    ),
+                    reloc::FieldError::TooWide => write!(
+                        f,
+                        "{name} against {symbol}: the call target {value:#x} does not fit the \
+                         instruction's field; load the image at a lower address"
+                    ),
+                    reloc::FieldError::Unsupported | reloc::FieldError::Length => write!(
+                        f,
+                        "{name} against {symbol} cannot be applied (a loader bug: please report \
+                         it with the cubin)"
+                    ),
+                }
+            }
             Self::ImageTooLarge { size } => write!(
                 f,
                 "cubin image would be {size} bytes, more than nvbare loads ({MAX_IMAGE_SIZE}); \
@@ -544,10 +585,15 @@ fn le_u32(b: &[u8], at: usize) -> Option<u32> {
     ))
 }
 
-fn le_u64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
+/// The device-side feature behind a symbol the CUDA driver provides when it loads a module
+/// (calls that `nvcc` leaves undefined in every cubin that uses the feature).
+fn driver_provided(symbol: &str) -> Option<&'static str> {
+    Some(match symbol {
+        "vprintf" => "printf",
+        "__assertfail" => "assert",
+        "malloc" | "free" => "malloc/free",
+        _ => return None,
+    })
 }
 
 /// A section header with its name.
@@ -704,6 +750,7 @@ struct KernelInfo {
     max_block: Option<[u32; 3]>,
     required_block: Option<[u32; 3]>,
     num_barriers: Option<u32>,
+    cluster_dims: Option<[u32; 3]>,
 }
 
 impl KernelInfo {
@@ -746,6 +793,7 @@ impl KernelInfo {
                 eiattr::EIATTR_MAX_THREADS => k.max_block = Some(dims(&a, sn)?),
                 eiattr::EIATTR_REQNTID => k.required_block = Some(dims(&a, sn)?),
                 eiattr::EIATTR_NUM_BARRIERS => k.num_barriers = Some(u32::from(a.value & 0xff)),
+                eiattr::EIATTR_CTA_PER_CLUSTER => k.cluster_dims = Some(dims(&a, sn)?),
                 _ => {}
             }
         }
@@ -1014,7 +1062,7 @@ impl Cubin {
                     .get(r.r_sym)
                     .ok_or_else(|| malformed("relocation symbol index out of range", &s.name))?;
                 let symbol = sym_name(r.r_sym, sym.st_name)?;
-                let field = reloc::field(r.r_type);
+                let field = reloc::span(r.r_type);
                 if let Some((at, width)) = field {
                     let fits = r
                         .r_offset
@@ -1039,23 +1087,15 @@ impl Cubin {
                     (_, Some(_)) if target_data.is_empty() => 0,
                     (_, Some((at, width))) => {
                         let pos = to_usize(r.r_offset + at, "relocation offset", &s.name)?;
-                        let v = if width == 8 {
-                            le_u64(target_data, pos)
-                        } else {
-                            le_u32(target_data, pos).map(u64::from)
-                        }
-                        .ok_or_else(|| {
-                            CubinError::RelocationOutOfBounds {
+                        let bytes = pos
+                            .checked_add(width as usize)
+                            .and_then(|e| target_data.get(pos..e));
+                        bytes
+                            .and_then(|b| reloc::read(r.r_type, b))
+                            .ok_or_else(|| CubinError::RelocationOutOfBounds {
                                 section: target.name.clone(),
                                 offset: r.r_offset,
-                            }
-                        })?;
-                        let v = if r.r_type == reloc::R_CUDA_ABS32_HI_32 {
-                            v << 32
-                        } else {
-                            v
-                        };
-                        v as i64
+                            })? as i64
                     }
                     _ => 0,
                 };
@@ -1173,16 +1213,12 @@ impl Cubin {
                 .map(|(_, f)| *f)
                 .unwrap_or_default();
             let sh_info_regs = text.hdr.sh_info >> 24;
+            // Where both are given they can differ: `sh_info` counts the kernel's own
+            // registers, `EIATTR_REGCOUNT` (what cuobjdump reports) also those of the functions
+            // it calls (`nvcc -G`, or calls between sections: 38 against 26 in a kernel
+            // calling `sin`). A launch needs the larger.
             let regcount = match (fi.regcount, sh_info_regs) {
-                (Some(r), 0) => r,
-                (Some(r), s) if r == s => r,
-                (Some(r), s) => {
-                    return Err(CubinError::RegisterCountMismatch {
-                        kernel: name,
-                        nv_info: r,
-                        sh_info: s,
-                    });
-                }
+                (Some(r), s) => r.max(s),
                 (None, 0) => {
                     return Err(CubinError::MissingAttribute {
                         kernel: name,
@@ -1273,7 +1309,13 @@ impl Cubin {
                 param_size,
                 params: info.params,
                 shared_size,
-                local_size: fi.frame_size.max(fi.min_stack_size),
+                local_size: if fi.min_stack_size == STACK_SIZE_UNKNOWN {
+                    fi.frame_size
+                } else {
+                    fi.frame_size.max(fi.min_stack_size)
+                },
+                stack_unknown: fi.min_stack_size == STACK_SIZE_UNKNOWN,
+                cluster_dims: info.cluster_dims,
                 frame_size: fi.frame_size,
                 min_stack_size: fi.min_stack_size,
                 cbank0_size: if cbank0_size == 0 {
@@ -1353,7 +1395,7 @@ impl Cubin {
         }
         for r in &self.relocations {
             let (at, width) =
-                reloc::field(r.r_type).ok_or_else(|| CubinError::UnsupportedRelocation {
+                reloc::span(r.r_type).ok_or_else(|| CubinError::UnsupportedRelocation {
                     r_type: r.r_type,
                     name: reloc::name(r.r_type),
                     section: r.section.clone(),
@@ -1384,10 +1426,6 @@ impl Cubin {
                 .ok_or_else(|| CubinError::RelocationOverflow {
                     symbol: r.symbol.clone(),
                 })?;
-            let bytes: [u8; 8] = match r.r_type {
-                reloc::R_CUDA_ABS32_HI_32 => ((value >> 32) as u32 as u64).to_le_bytes(),
-                _ => value.to_le_bytes(),
-            };
             let pos = usize::try_from(r.image_offset + at).ok();
             let dst = pos
                 .and_then(|p| img.get_mut(p..p.checked_add(width as usize)?))
@@ -1395,7 +1433,12 @@ impl Cubin {
                     section: r.section.clone(),
                     offset: r.image_offset,
                 })?;
-            dst.copy_from_slice(&bytes[..width as usize]);
+            reloc::write(r.r_type, dst, value).map_err(|e| CubinError::RelocationValue {
+                symbol: r.symbol.clone(),
+                name: reloc::name(r.r_type),
+                value,
+                error: e,
+            })?;
         }
         Ok(img)
     }

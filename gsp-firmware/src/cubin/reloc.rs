@@ -1,11 +1,17 @@
 //! `R_CUDA_*` relocation types.
 //!
 //! Numbers and names as `cuobjdump -elf` (CUDA 13.5) prints them: [`name`] was filled by
-//! feeding cuobjdump a cubin with each type number in turn. The loader implements the three
-//! types ptxas 12.9/13.5 put into loadable sections of the fixtures (see [`field`]); the
-//! others seen there are `R_CUDA_UNUSED_CLEAR64` (0x49, only in `.debug_frame`, not loaded),
-//! and `R_CUDA_ABS47_34` (0x3a, sm_80/89) / `R_CUDA_ABS55_16_34` (0x4b, sm_90 on) on calls in
-//! `ptxas -c` objects, which the loader rejects.
+//! feeding cuobjdump a cubin with each type number in turn. The loader implements the types
+//! ptxas and nvcc (12.9/13.5) put into loadable sections of executables (`nvcc -cubin`, with
+//! and without `-G`) and of `ptxas -c` objects without external calls: the absolute addresses
+//! below ([`span`], [`read`], [`write`]). Another seen in loadable sections is
+//! `R_CUDA_UNUSED_CLEAR64` (0x49, only in `.debug_frame`, not loaded); `nvcc -rdc` objects also
+//! carry `R_CUDA_ABS32_32` (0x37) and `R_CUDA_ABS16_32` (0x3b), which the loader rejects (link
+//! them with nvlink).
+//!
+//! The call-target layouts are what NVIDIA's `nvdisasm` (13.5) decodes: setting each bit of a
+//! `CALL.ABS.NOINC` instruction in turn and reading the target it prints (sm_80 for
+//! `R_CUDA_ABS47_34`; sm_90, sm_100 and sm_120 for `R_CUDA_ABS55_16_34`).
 
 /// 64-bit absolute address, written as a whole u64 (constant bank 4 entries, `.debug_frame`).
 pub const R_CUDA_64: u32 = 0x02;
@@ -14,15 +20,109 @@ pub const R_CUDA_64: u32 = 0x02;
 pub const R_CUDA_ABS32_LO_32: u32 = 0x38;
 /// High 32 bits of an absolute address, into bits 32..63 of a 128-bit instruction.
 pub const R_CUDA_ABS32_HI_32: u32 = 0x39;
+/// A call target (sm_80, sm_89: `CALL.ABS`): address bits 2..48 in instruction bits 34..80.
+pub const R_CUDA_ABS47_34: u32 = 0x3a;
+/// A call target (sm_90 on: `CALL.ABS`): address bits 2..9 in instruction bits 16..23 and
+/// bits 10..56 in instruction bits 34..80.
+pub const R_CUDA_ABS55_16_34: u32 = 0x4b;
 
-/// Where the loader writes a relocation it implements: (byte offset from `r_offset`, width in
-/// bytes). `None` for types it does not implement.
-pub fn field(r_type: u32) -> Option<(u64, u64)> {
+/// Why [`write`] cannot store a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldError {
+    /// The type is not one the loader implements.
+    Unsupported,
+    /// The patched bytes are not the length [`span`] gives.
+    Length,
+    /// A call target that is not 4-byte aligned.
+    Misaligned,
+    /// A call target wider than the instruction field.
+    TooWide,
+}
+
+/// The bytes a relocation type the loader implements patches: (byte offset from `r_offset`,
+/// length). `None` for types it does not implement.
+pub fn span(r_type: u32) -> Option<(u64, u64)> {
     match r_type {
         R_CUDA_64 => Some((0, 8)),
         R_CUDA_ABS32_LO_32 | R_CUDA_ABS32_HI_32 => Some((4, 4)),
+        R_CUDA_ABS47_34 | R_CUDA_ABS55_16_34 => Some((0, 16)),
         _ => None,
     }
+}
+
+/// A call target's bit ranges in the 128-bit instruction, (first instruction bit, width),
+/// lowest address bits (after the 2 alignment bits) first.
+fn call_fields(r_type: u32) -> Option<&'static [(u32, u32)]> {
+    match r_type {
+        R_CUDA_ABS47_34 => Some(&[(34, 47)]),
+        R_CUDA_ABS55_16_34 => Some(&[(16, 8), (34, 47)]),
+        _ => None,
+    }
+}
+
+fn mask(width: u32) -> u128 {
+    (1u128 << width) - 1
+}
+
+/// The value a field holds now (a REL relocation's addend), from the bytes [`span`] gives.
+pub fn read(r_type: u32, bytes: &[u8]) -> Option<u64> {
+    if let Some(fields) = call_fields(r_type) {
+        let insn = u128::from_le_bytes(bytes.try_into().ok()?);
+        let mut v = 0u64;
+        let mut at = 0;
+        for &(first, width) in fields {
+            v |= (((insn >> first) & mask(width)) as u64) << at;
+            at += width;
+        }
+        return Some(v << 2);
+    }
+    let v = match bytes.len() {
+        8 => u64::from_le_bytes(bytes.try_into().ok()?),
+        4 => u64::from(u32::from_le_bytes(bytes.try_into().ok()?)),
+        _ => return None,
+    };
+    Some(if r_type == R_CUDA_ABS32_HI_32 {
+        v << 32
+    } else {
+        v
+    })
+}
+
+/// Stores `value` (symbol address + addend) into the bytes [`span`] gives, keeping the
+/// instruction's other bits.
+pub fn write(r_type: u32, bytes: &mut [u8], value: u64) -> Result<(), FieldError> {
+    let (_, len) = span(r_type).ok_or(FieldError::Unsupported)?;
+    if bytes.len() as u64 != len {
+        return Err(FieldError::Length);
+    }
+    if let Some(fields) = call_fields(r_type) {
+        if value & 3 != 0 {
+            return Err(FieldError::Misaligned);
+        }
+        let total: u32 = fields.iter().map(|f| f.1).sum();
+        let v = value >> 2;
+        if v >> total != 0 {
+            return Err(FieldError::TooWide);
+        }
+        let arr: [u8; 16] = (&*bytes).try_into().map_err(|_| FieldError::Length)?;
+        let mut insn = u128::from_le_bytes(arr);
+        let mut at = 0;
+        for &(first, width) in fields {
+            let part = (u128::from(v) >> at) & mask(width);
+            insn = (insn & !(mask(width) << first)) | (part << first);
+            at += width;
+        }
+        bytes.copy_from_slice(&insn.to_le_bytes());
+        return Ok(());
+    }
+    let v = if r_type == R_CUDA_ABS32_HI_32 {
+        value >> 32
+    } else {
+        value
+    };
+    let le = v.to_le_bytes();
+    bytes.copy_from_slice(le.get(..bytes.len()).ok_or(FieldError::Length)?);
+    Ok(())
 }
 
 /// cuobjdump's name for a relocation type, if it has one.
@@ -145,4 +245,102 @@ pub fn name(r_type: u32) -> Option<&'static str> {
         0x73 => "R_CUDA_CONST_FIELD22_37",
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `CALL.ABS.NOINC 0x0` as ptxas 13.5 emits it before relocation (sm_80 to sm_120).
+    const CALL_ABS: [u8; 16] = [
+        0x43, 0x79, 0, 0, 0, 0, 0, 0, 0, 0, 0xc0, 0x03, 0x00, 0xc0, 0x0f, 0x00,
+    ];
+
+    fn hex(s: &str) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        for (i, o) in b.iter_mut().enumerate() {
+            *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
+        }
+        b
+    }
+
+    #[test]
+    fn call_targets_match_what_nvdisasm_decodes() {
+        // Each patched instruction below was fed to nvdisasm 13.5 (`-b SM80` / `SM90` /
+        // `SM120`), which printed `CALL.ABS.NOINC <target>` with exactly this target.
+        let cases = [
+            (
+                R_CUDA_ABS55_16_34,
+                0x123_4568_1d00,
+                "437940001c6845230100c00300c00f00",
+            ),
+            (
+                R_CUDA_ABS55_16_34,
+                0x1ff_ffff_ffff_fffc,
+                "4379ff00fcffffffffffc10300c00f00",
+            ),
+            (
+                R_CUDA_ABS55_16_34,
+                0x7fff_f123_4560,
+                "437958004423f1ff7f00c00300c00f00",
+            ),
+            (
+                R_CUDA_ABS47_34,
+                0x123_4568_1d00,
+                "43790000001d68452301c00300c00f00",
+            ),
+            (
+                R_CUDA_ABS47_34,
+                0x1_ffff_ffff_fffc,
+                "43790000fcffffffffffc10300c00f00",
+            ),
+        ];
+        for (t, target, want) in cases {
+            let mut insn = CALL_ABS;
+            write(t, &mut insn, target).unwrap();
+            assert_eq!(insn, hex(want), "{t:#x} {target:#x}");
+            assert_eq!(read(t, &insn), Some(target));
+            // Writing again replaces the field rather than merging into it.
+            write(t, &mut insn, 0).unwrap();
+            assert_eq!(insn, CALL_ABS);
+        }
+    }
+
+    #[test]
+    fn call_targets_that_do_not_fit_are_refused() {
+        let mut insn = CALL_ABS;
+        assert_eq!(
+            write(R_CUDA_ABS55_16_34, &mut insn, 0x1000_0002),
+            Err(FieldError::Misaligned)
+        );
+        assert_eq!(
+            write(R_CUDA_ABS55_16_34, &mut insn, 1 << 57),
+            Err(FieldError::TooWide)
+        );
+        assert_eq!(
+            write(R_CUDA_ABS47_34, &mut insn, 1 << 49),
+            Err(FieldError::TooWide)
+        );
+        assert_eq!(insn, CALL_ABS, "a refused value changed the instruction");
+        assert_eq!(
+            write(R_CUDA_ABS47_34, &mut insn[..8], 0),
+            Err(FieldError::Length)
+        );
+        assert_eq!(write(0x37, &mut insn, 0), Err(FieldError::Unsupported));
+    }
+
+    #[test]
+    fn whole_word_fields() {
+        let mut b = [0xaau8; 8];
+        write(R_CUDA_64, &mut b, 0x0102_0304_0506_0708).unwrap();
+        assert_eq!(b, [8, 7, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(read(R_CUDA_64, &b), Some(0x0102_0304_0506_0708));
+        let mut w = [0u8; 4];
+        write(R_CUDA_ABS32_HI_32, &mut w, 0x1234_5678_9abc_def0).unwrap();
+        assert_eq!(u32::from_le_bytes(w), 0x1234_5678);
+        assert_eq!(read(R_CUDA_ABS32_HI_32, &w), Some(0x1234_5678_0000_0000));
+        write(R_CUDA_ABS32_LO_32, &mut w, 0x1234_5678_9abc_def0).unwrap();
+        assert_eq!(u32::from_le_bytes(w), 0x9abc_def0);
+        assert_eq!(span(0x37), None);
+    }
 }
