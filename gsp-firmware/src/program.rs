@@ -62,6 +62,8 @@ impl Program for Cubin {
                     .collect(),
                 shared_size: k.shared_size,
                 local_size: k.local_size,
+                stack_unknown: k.stack_unknown,
+                cluster_dims: k.cluster_dims,
                 max_threads: k.max_threads,
                 required_block: k.required_block,
                 num_barriers: k.num_barriers,

@@ -69,6 +69,7 @@ fn add1_launch_end_to_end() {
                 grid,
                 shared_window: DEFAULT_SHARED_WINDOW,
                 local_window: DEFAULT_LOCAL_WINDOW,
+                const_bank3: 0,
             },
         )
         .unwrap();

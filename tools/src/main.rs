@@ -80,6 +80,10 @@ enum Command {
         /// Write every buffer afterwards to DIR/arg<N>.bin (raw little-endian).
         #[arg(long, value_name = "DIR")]
         save: Option<std::path::PathBuf>,
+        /// Stack per thread, in bytes, for a kernel whose stack the compiler could not size
+        /// (recursion), as CUDA's cudaLimitStackSize.
+        #[arg(long, value_name = "BYTES", default_value_t = nvbare_core::device::DEFAULT_STACK_SIZE)]
+        stack_size: u32,
     },
     /// Decode raw GPU data structures (QMDs) with NVIDIA's field names.
     Decode {
@@ -176,6 +180,7 @@ fn main() -> ExitCode {
             print,
             timeout_ms,
             save,
+            stack_size,
         } => cmd::run::run(
             &mut out,
             device,
@@ -189,6 +194,7 @@ fn main() -> ExitCode {
                 print,
                 timeout: std::time::Duration::from_millis(timeout_ms),
                 save,
+                stack_size,
             },
         ),
         Command::Bind {

@@ -366,15 +366,20 @@ pub fn slm_size(per_thread: u32, g: &SlmGeometry) -> Result<SlmSize, LaunchError
     })
 }
 
-/// Where the driver's values live in constant bank 0. Two layouts: before Blackwell
-/// (sm_8x, sm_90) and Blackwell (sm_100, sm_120).
+/// Where the driver's values live in constant bank 0: one layout before Blackwell (sm_8x and
+/// sm_90 differ only in where constant bank 3's address goes) and one for Blackwell (sm_100,
+/// sm_120).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DriverArea {
-    /// sm_80..sm_90: `%ntid` at 0x00, `%nctaid` at 0x0c, shared window 0x18, local window
-    /// 0x20, stack pointer 0x28. Parameters start at 0x160 (sm_8x) or 0x210 (sm_90).
-    PreBlackwell,
-    /// sm_100 and later: shared window 0x2f0, local window 0x2f8, `%ntid` at 0x360,
-    /// `%nctaid` at 0x370, stack pointer 0x37c. Parameters start at 0x380.
+    /// sm_80..sm_89: `%ntid` at 0x00, `%nctaid` at 0x0c, shared window 0x18, local window
+    /// 0x20, stack pointer 0x28, constant bank 3's address 0x50. Parameters start at 0x160.
+    Ampere,
+    /// sm_90: as [`DriverArea::Ampere`], constant bank 3's address at 0xd0. Parameters start
+    /// at 0x210.
+    Hopper,
+    /// sm_100 and later: constant bank 3's address 0x120, shared window 0x2f0, local window
+    /// 0x2f8, `%ntid` at 0x360, `%nctaid` at 0x370, stack pointer 0x37c. Parameters start at
+    /// 0x380.
     Blackwell,
 }
 
@@ -389,6 +394,9 @@ pub struct DriverAreaValues {
     pub shared_window: u64,
     /// The local-memory window (`SET_SHADER_LOCAL_MEMORY_WINDOW_A`).
     pub local_window: u64,
+    /// GPU address of the kernel's constant bank 3 (its module's `__constant__` data), 0 if it
+    /// has none.
+    pub const_bank3: u64,
 }
 
 impl DriverArea {
@@ -396,15 +404,17 @@ impl DriverArea {
     pub fn for_sm(sm: u32) -> DriverArea {
         if sm >= 100 {
             DriverArea::Blackwell
+        } else if sm >= 90 {
+            DriverArea::Hopper
         } else {
-            DriverArea::PreBlackwell
+            DriverArea::Ampere
         }
     }
 
     /// Byte offset of `%ntid.x` (then y, z).
     pub const fn block_dim_offset(self) -> usize {
         match self {
-            Self::PreBlackwell => 0x00,
+            Self::Ampere | Self::Hopper => 0x00,
             Self::Blackwell => 0x360,
         }
     }
@@ -412,7 +422,7 @@ impl DriverArea {
     /// Byte offset of `%nctaid.x` (then y, z).
     pub const fn grid_dim_offset(self) -> usize {
         match self {
-            Self::PreBlackwell => 0x0c,
+            Self::Ampere | Self::Hopper => 0x0c,
             Self::Blackwell => 0x370,
         }
     }
@@ -420,7 +430,7 @@ impl DriverArea {
     /// Byte offset of the shared-memory window (u64).
     pub const fn shared_window_offset(self) -> usize {
         match self {
-            Self::PreBlackwell => 0x18,
+            Self::Ampere | Self::Hopper => 0x18,
             Self::Blackwell => 0x2f0,
         }
     }
@@ -428,7 +438,7 @@ impl DriverArea {
     /// Byte offset of the local-memory window (u64).
     pub const fn local_window_offset(self) -> usize {
         match self {
-            Self::PreBlackwell => 0x20,
+            Self::Ampere | Self::Hopper => 0x20,
             Self::Blackwell => 0x2f8,
         }
     }
@@ -436,15 +446,28 @@ impl DriverArea {
     /// Byte offset of the initial stack pointer (u32, [`STACK_POINTER_INIT`]).
     pub const fn stack_pointer_offset(self) -> usize {
         match self {
-            Self::PreBlackwell => 0x28,
+            Self::Ampere | Self::Hopper => 0x28,
             Self::Blackwell => 0x37c,
+        }
+    }
+
+    /// Byte offset of constant bank 3's GPU address (u64): code that takes the address of a
+    /// `__constant__` variable (any access in a `nvcc -G` build) adds the variable's offset in
+    /// bank 3 to it and loads through the generic address space. Read off ptxas 13.5 output
+    /// (`LDC.64 c[0x0][0x50]` / `[0xd0]` / `[0x120]` before such loads); CUDA fills it.
+    pub const fn const_bank3_offset(self) -> usize {
+        match self {
+            Self::Ampere => 0x50,
+            Self::Hopper => 0xd0,
+            Self::Blackwell => 0x120,
         }
     }
 
     /// Bytes the driver area needs at least (end of its last field).
     pub const fn size(self) -> u32 {
         match self {
-            Self::PreBlackwell => 0x30,
+            Self::Ampere => 0x58,
+            Self::Hopper => 0xd8,
             Self::Blackwell => 0x380,
         }
     }
@@ -476,8 +499,8 @@ fn put(buf: &mut [u8], at: usize, bytes: &[u8], what: &'static str) -> Result<()
 }
 
 /// Writes the driver's part of constant bank 0: block and grid dimensions, the shared and
-/// local windows and the initial stack pointer. Other bytes are left as they are (zero them
-/// first).
+/// local windows, constant bank 3's address and the initial stack pointer. Other bytes are
+/// left as they are (zero them first).
 pub fn write_driver_area(
     area: DriverArea,
     cb0: &mut [u8],
@@ -508,6 +531,12 @@ pub fn write_driver_area(
         cb0,
         area.local_window_offset(),
         &v.local_window.to_le_bytes(),
+        W,
+    )?;
+    put(
+        cb0,
+        area.const_bank3_offset(),
+        &v.const_bank3.to_le_bytes(),
         W,
     )?;
     put(
@@ -717,10 +746,23 @@ mod tests {
             grid: [40, 5, 3],
             shared_window: DEFAULT_SHARED_WINDOW,
             local_window: DEFAULT_LOCAL_WINDOW,
+            const_bank3: 0x12_3456_7800,
         };
+        let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+        // sm_80 / sm_89: bank 3's address at 0x50.
+        let area = DriverArea::for_sm(89);
+        assert_eq!(
+            (area, DriverArea::for_sm(80)),
+            (DriverArea::Ampere, DriverArea::Ampere)
+        );
+        let mut cb = [0u8; 0x200];
+        write_driver_area(area, &mut cb, &v).unwrap();
+        assert_eq!(u64_at(&cb, 0x50), 0x12_3456_7800);
+        assert_eq!(u32_at(&cb, 10 * 4), 0xfffdc0);
+        assert!(write_driver_area(area, &mut cb[..0x57], &v).is_err());
         // sm_90: parameters at 0x210 (ptxas's EIATTR_PARAM_CBANK for the fixtures).
         let area = DriverArea::for_sm(90);
-        assert_eq!(area, DriverArea::PreBlackwell);
+        assert_eq!(area, DriverArea::Hopper);
         let size = cbuf0_size(area, 0x210, 0xc).unwrap();
         assert_eq!(size, 0x300);
         let mut cb = [0u8; 0x300];
@@ -738,6 +780,7 @@ mod tests {
         assert_eq!(u32_at(&cb, 7 * 4), 0x7294);
         assert_eq!(u32_at(&cb, 9 * 4), 0x7293);
         assert_eq!(u32_at(&cb, 10 * 4), 0xfffdc0);
+        assert_eq!(u64_at(&cb, 0xd0), 0x12_3456_7800);
         write_param(
             &mut cb,
             0x210,
@@ -768,6 +811,7 @@ mod tests {
         assert_eq!(cbuf0_size(area, 0x380, 0), Ok(0x400));
         let mut cb = [0u8; 0x400];
         write_driver_area(area, &mut cb, &v).unwrap();
+        assert_eq!(u64_at(&cb, 0x120), 0x12_3456_7800);
         assert_eq!(u32_at(&cb, 0x360), 128);
         assert_eq!(u32_at(&cb, 0x378), 3);
         assert_eq!(u32_at(&cb, 223 * 4), 0xfffdc0);

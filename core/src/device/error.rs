@@ -263,6 +263,9 @@ pub enum DeviceError {
     ForeignObject(&'static str),
     /// Sizes or ranges that do not fit.
     BadRange(String),
+    /// The kernel needs something nvbare does not do (the message says what, and what to
+    /// change).
+    Unsupported(String),
     /// The device is unusable after an earlier failure; reopen it.
     Dead(String),
     /// Two devices cannot reach each other's memory directly (no P2P path, different IOMMU
@@ -318,6 +321,7 @@ impl fmt::Display for DeviceError {
                  device that created them"
             ),
             DeviceError::BadRange(s) => f.write_str(s),
+            DeviceError::Unsupported(s) => f.write_str(s),
             DeviceError::Dead(s) => write!(f, "the device is unusable ({s}): reopen it"),
             DeviceError::PeerUnavailable { from, to, reason } => write!(
                 f,

@@ -85,6 +85,9 @@ use crate::chip::{ChipInfo, Chipset, QmdVersion};
 use crate::rm::Handle;
 use crate::rm::class::{BLACKWELL_COMPUTE_A, ClassKind, HOPPER_COMPUTE_A, class_kind};
 
+/// [`DeviceOptions::stack_size`]'s default: CUDA's default `cudaLimitStackSize`.
+pub const DEFAULT_STACK_SIZE: u32 = 1024;
+
 /// Tunables of a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceOptions {
@@ -192,6 +195,15 @@ pub struct DeviceOptions {
     /// default; off, every launch writes its commands in full (for measurements). Ignored
     /// with [`DeviceOptions::armed_launches`], which write ahead themselves.
     pub write_ahead: bool,
+    /// Stack per thread, in bytes, every launch provides: CUDA's `cudaLimitStackSize`, with the
+    /// same default (1 KiB). A kernel gets the larger of this and the local memory its compiler
+    /// reports, or its frame plus this when the compiler could not size its stack (recursion;
+    /// ptxas warns "Stack size ... cannot be statically determined"). Not only for those:
+    /// ptxas 13.0 reports no stack at all for some recursive kernels, which CUDA runs within
+    /// this limit (seen on the H200). Deeper recursion overflows it and the kernel faults. The
+    /// device's local memory is sized for it when it opens (0.44 GiB of the H200's VRAM at
+    /// 1 KiB, against 0.16 GiB without a stack limit); a value no thread can have fails the open.
+    pub stack_size: u32,
     /// The channel group's timeslice with [`DeviceOptions::armed_launches`]
     /// (`NVA06C_CTRL_CMD_SET_TIMESLICE`, whole µs, at least 1): how long another process's
     /// work waits for an armed channel group that has nothing to run. Shorter is kinder to an
@@ -228,6 +240,7 @@ impl Default for DeviceOptions {
             armed_launches: false,
             write_ahead: true,
             armed_timeslice: ARMED_TIMESLICE,
+            stack_size: DEFAULT_STACK_SIZE,
         }
     }
 }

@@ -161,6 +161,10 @@ pub struct KernelInfo {
     pub shared_size: u32,
     /// Local memory per thread the compiler needs.
     pub local_size: u32,
+    /// The compiler could not size the stack (recursion).
+    pub stack_unknown: bool,
+    /// Compile-time thread-block cluster shape (`__cluster_dims__`).
+    pub cluster_dims: Option<[u32; 3]>,
     /// `.maxntid` / `EIATTR_MAX_THREADS`.
     pub max_threads: Option<u32>,
     /// `.reqntid`.
@@ -183,6 +187,8 @@ impl KernelInfo {
             param_size: k.param_size,
             shared_size: k.shared_size,
             local_size: k.local_size,
+            stack_unknown: k.stack_unknown,
+            cluster_dims: k.cluster_dims,
             max_threads: k.max_threads,
             required_block: k.required_block,
             num_barriers: k.num_barriers,

@@ -546,9 +546,16 @@ impl<B: Backend> Inner<B> {
             tokens: [0; 2],
         };
         let started = inner.create_channels(&info, opts).and_then(|()| {
-            // Local memory for kernels that need only the stack reserve, so the first launch
-            // does not have to stop the pipeline to set it up.
-            let base_local = launch::local_memory_per_thread(0)?;
+            // Local memory for kernels that need no more than the stack limit every launch
+            // provides, so the first launch does not have to stop the pipeline to set it up.
+            let base_local = launch::local_memory_per_thread(opts.stack_size).map_err(|_| {
+                DeviceError::BadRange(alloc::format!(
+                    "DeviceOptions::stack_size {} is more than a thread's local memory can \
+                     hold ({} bytes with the reserve above the stack); choose a smaller one",
+                    opts.stack_size,
+                    launch::STACK_POINTER_INIT
+                ))
+            })?;
             let mut phases = Phases::new(inner.backend.clock().now());
             inner.ensure_local_memory(&info, opts, base_local)?;
             phases.done(inner.backend.clock().now(), "local memory");
@@ -1584,9 +1591,28 @@ impl<B: Backend> Inner<B> {
                 args.len()
             )));
         }
+        if let Some(c) = k.cluster_dims
+            && c != [1, 1, 1]
+        {
+            // Launched as ordinary blocks it would run, wrongly (every block its own
+            // cluster: `cluster.block_rank()` 0 everywhere, seen on the H200).
+            return Err(DeviceError::Unsupported(alloc::format!(
+                "kernel `{}` is compiled for thread-block clusters of {c:?} (__cluster_dims__); \
+                 nvbare does not launch clusters yet: build it without __cluster_dims__",
+                k.name
+            )));
+        }
         let shared = launch::block_shared_memory(info.sm, k.shared_size, dynamic_shared)?;
         let sm_config = launch::sm_shared_config(info.sm, shared)?;
-        let per_thread = launch::local_memory_per_thread(k.local_size)?;
+        // Every kernel gets the stack limit, as under CUDA (ptxas 13.0 reports no stack for
+        // some recursive kernels, which then need it); one whose stack the compiler could not
+        // size gets it on top of its frame.
+        let local = if k.stack_unknown {
+            k.local_size.saturating_add(opts.stack_size)
+        } else {
+            k.local_size.max(opts.stack_size)
+        };
+        let per_thread = launch::local_memory_per_thread(local)?;
         self.ensure_local_memory(info, opts, per_thread)?;
 
         // Constant bank 0: driver area + parameters, assembled in the reused scratch buffer.
@@ -1600,6 +1626,12 @@ impl<B: Backend> Inner<B> {
         let cb_used = (u64::from(k.param_base) + u64::from(k.param_size))
             .max(area.size().into())
             .min(cb_size.into());
+        let module_base = self.slot_va(slot, generation)?.0;
+        let const_bank3 = k
+            .const_banks
+            .iter()
+            .find(|b| b.bank == 3)
+            .map_or(0, |b| module_base + b.image_offset);
         self.scratch.clear();
         self.scratch.resize(cb_used as usize, 0);
         launch::write_driver_area(
@@ -1610,6 +1642,7 @@ impl<B: Backend> Inner<B> {
                 grid,
                 shared_window: DEFAULT_SHARED_WINDOW,
                 local_window: DEFAULT_LOCAL_WINDOW,
+                const_bank3,
             },
         )?;
         for (i, (p, a)) in k.params.iter().zip(args).enumerate() {
@@ -1652,7 +1685,6 @@ impl<B: Backend> Inner<B> {
             })?;
             *slot_b = Some((b.image_offset, b.size as u32));
         }
-        let module_base = self.slot_va(slot, generation)?.0;
         let mut desc = LaunchDesc {
             program_address: k.program_address,
             register_count: k.regcount,

@@ -53,6 +53,11 @@ pub struct KernelDesc {
     pub shared_size: u32,
     /// Local memory per thread.
     pub local_size: u32,
+    /// The compiler could not size the stack (recursion): a launch adds
+    /// [`super::DeviceOptions::stack_size`] to `local_size`.
+    pub stack_unknown: bool,
+    /// Compile-time thread-block cluster shape (`__cluster_dims__`).
+    pub cluster_dims: Option<[u32; 3]>,
     /// Thread limit (`.maxntid` / `EIATTR_MAX_THREADS`).
     pub max_threads: Option<u32>,
     /// Required block shape (`.reqntid`).

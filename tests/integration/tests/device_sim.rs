@@ -441,12 +441,23 @@ fn bad_cubins_are_typed_errors() {
     // sm_80 code runs on sm_89 (same major, lower minor).
     let ada = open(AD102);
     assert!(ada.load_cubin(&kernels(80, 12)).is_ok());
-    // The unsupported relocation of reloc_rel is refused before anything runs.
-    let r = dev.load_cubin(&fixture("reloc_rel_sm90_cuda12.cubin"));
-    assert!(
-        matches!(r, Err(LoadError::Device(DeviceError::Program(_)))),
-        "{r:?}"
-    );
+    // A relocation type the loader does not implement is refused before anything runs: the
+    // R_CUDA_64 of `.rela.nv.constant4` turned into R_CUDA_UNIFIED32_LO_32 (0x70).
+    let mut bad = kernels(90, 13);
+    let at = rela_entries(&bad, ".rela.nv.constant4");
+    bad[at + 8] = 0x70;
+    let r = dev.load_cubin(&bad);
+    match r {
+        Err(LoadError::Device(DeviceError::Program(ref m))) => {
+            assert!(m.contains("R_CUDA_UNIFIED32_LO_32"), "{m}")
+        }
+        _ => panic!("{r:?}"),
+    }
+    // An object whose call between sections the loader relocates loads.
+    let rel = dev
+        .load_cubin(&fixture("reloc_rel_sm90_cuda12.cubin"))
+        .unwrap();
+    assert!(rel.function("bump").is_ok());
     // The device is still fine.
     let m = dev.load_cubin(&good).unwrap();
     assert!(matches!(
@@ -938,4 +949,21 @@ fn launches_back_to_back_wait_for_the_one_before() {
             );
         }
     }
+}
+
+/// File offset of the entries of ELF64 section `name` (section headers walked by hand).
+fn rela_entries(elf: &[u8], name: &str) -> usize {
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
+    let (shoff, shnum, shstrndx) = (u64_at(0x28), u16_at(0x3c), u16_at(0x3e));
+    let strtab = u64_at(shoff + shstrndx * 64 + 24);
+    (0..shnum)
+        .map(|i| shoff + i * 64)
+        .find(|&h| {
+            let n = strtab + u32_at(h);
+            elf[n..].starts_with(name.as_bytes()) && elf[n + name.len()] == 0
+        })
+        .map(|h| u64_at(h + 24))
+        .unwrap_or_else(|| panic!("no section {name}"))
 }

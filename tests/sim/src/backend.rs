@@ -575,6 +575,17 @@ impl SimBackend {
         Ok(())
     }
 
+    /// Reads `len` bytes at GPU VA `va` of the device's VA space (as the GPU would see them).
+    pub fn read_gpu(&self, va: u64, len: usize) -> Result<Vec<u8>, String> {
+        let space = self.address_space()?;
+        let mut out = vec![0u8; len];
+        self.gpu.with_core(|core| {
+            crate::gpu_mem::gpu_read(core, &*space, va, &mut out, crate::gpu_mem::Access::Read)
+                .map_err(|f| f.to_string())
+        })?;
+        Ok(out)
+    }
+
     /// The translation of the device's VA space (tests look up where a VA leads).
     pub fn address_space(&self) -> Result<Arc<dyn crate::gpu_mem::AddressSpace>, String> {
         let objs = self.objs.ok_or("not attached")?;

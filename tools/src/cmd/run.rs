@@ -228,6 +228,8 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// Directory to write every buffer to afterwards (`arg<N>.bin`, raw little-endian).
     pub save: Option<PathBuf>,
+    /// [`DeviceOptions::stack_size`].
+    pub stack_size: u32,
 }
 
 /// Parses `X[,Y[,Z]]`.
@@ -333,6 +335,7 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec, o: RunOptions) -> Result<(),
         .map_err(|e| CliError::Runtime(format!("reading {}: {e}", o.cubin.display())))?;
     let opts = DeviceOptions {
         timeout: o.timeout,
+        stack_size: o.stack_size,
         ..Default::default()
     };
     let any = open_device(device, opts)?;
