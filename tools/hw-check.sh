@@ -2,7 +2,8 @@
 # Hardware check of the kernel-driver adapter (issue #4): on a machine with an NVIDIA GPU and the
 # nvidia driver (r580), runs the demo, every fixture kernel with result checks over fresh random
 # inputs, the faulting and the hanging kernel, two processes at once, leak checks over 10,000
-# alloc/free cycles and 100,000 launches, and the benchmark table against CUDA.
+# alloc/free cycles and 100,000 launches, kernels built by the machine's nvcc
+# (tools/nvcc-check.sh), and the benchmark table against CUDA.
 #
 # usage: tools/hw-check.sh [--device nvidia:N] [--skip-bench]
 #
@@ -12,7 +13,7 @@
 #   OUT        if set, everything printed is also appended to a log: OUT itself, or OUT/hw-check.log
 #              when OUT is a directory (the benchmark JSON then goes to OUT/bench too)
 #   SEED       seed for the random inputs (default: from the clock; printed, so a failure can be replayed)
-#   NVCC       for the CUDA baseline (see tools/bench/compare.sh)
+#   NVCC       for the CUDA baseline (see tools/bench/compare.sh) and tools/nvcc-check.sh
 #   STEP_TIMEOUT  wall-clock limit of each step in seconds (default 120)
 #   NVBARE_KMOD_VA  rm (default) or uvm: how the adapter maps GPU memory (docs/kernel-adapter.md)
 #   NVBARE_ARMED    1: demo, run and bench use pre-armed launches (DeviceOptions::armed_launches,
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
         --device) device="${2:?--device needs a value}"; shift 2 ;;
         --device=*) device="${1#--device=}"; shift ;;
         --skip-bench) skip_bench=1; shift ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "hw-check.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -216,6 +217,20 @@ if run_logged stress "$NVBARE" stress --device "$device" --alloc-free 10000 --la
     record "10k alloc/free + 100k launches, no leaks" PASS
 else
     record "10k alloc/free + 100k launches, no leaks" FAIL "see the stress report above"
+fi
+
+step "kernels compiled by this machine's nvcc (tools/nvcc-check.sh)"
+nvcc_bin="${NVCC:-nvcc}"
+command -v "$nvcc_bin" >/dev/null || nvcc_bin=/usr/local/cuda/bin/nvcc
+if [ ! -x "$(command -v "$nvcc_bin")" ]; then
+    record "nvcc-built kernels" SKIP "no nvcc (set NVCC)"
+elif NVBARE="$NVBARE" NVCC="$nvcc_bin" OUT= timeout --kill-after=10 $((STEP_TIMEOUT * 3)) \
+    tools/nvcc-check.sh --device "$device" >"$work/nvcc-check.out" 2>&1; then
+    sed -n '/==> summary/,$p' "$work/nvcc-check.out"
+    record "nvcc-built kernels (-O3 and -G), and what nvbare refuses" PASS
+else
+    cat "$work/nvcc-check.out"
+    record "nvcc-built kernels (-O3 and -G), and what nvbare refuses" FAIL "see above"
 fi
 
 if [ -z "$skip_bench" ]; then
