@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use goblin::elf::Elf;
 use nvbare_gsp_firmware::cubin::{
     Cubin, CubinError, IMAGE_ALIGN, IMAGE_TAIL_PAD, RelocTarget, STACK_SIZE_UNKNOWN, SectionKind,
-    reloc,
+    reloc, trap,
 };
 
 #[path = "cubin/facts.rs"]
@@ -56,13 +56,14 @@ pub struct RelocFacts {
     pub addend: i64,
 }
 
-const SETS: [&str; 6] = [
+const SETS: [&str; 7] = [
     "kernels",
     "reloc",
     "attrs",
     "globals_rel",
     "reloc_rel",
     "runtime",
+    "assert",
 ];
 const SMS: [u32; 5] = [80, 89, 90, 100, 120];
 
@@ -789,4 +790,45 @@ fn symbols_the_cuda_driver_provides_are_named_for_what_they_do() {
         m.contains("R_CUDA_ABS47_34") && m.contains("0x4000000000000"),
         "{m}"
     );
+}
+
+#[test]
+fn assert_calls_reach_a_trap_of_our_own() {
+    for sm in SMS {
+        for cuda in [12, 13] {
+            let f = format!("assert_sm{sm}_cuda{cuda}.cubin");
+            let c = parse(&f);
+            let trap = c
+                .sections
+                .iter()
+                .find(|s| s.name == trap::TRAP_SECTION)
+                .unwrap_or_else(|| panic!("{f}: no trap section"));
+            assert_eq!(trap.kind, SectionKind::Code);
+            assert_eq!(trap.image_offset % IMAGE_ALIGN, 0);
+            assert!(
+                c.image_size() >= trap.image_offset + trap.size + IMAGE_TAIL_PAD,
+                "{f}"
+            );
+            let calls: Vec<_> = c
+                .relocations
+                .iter()
+                .filter(|r| r.symbol == trap::ASSERTFAIL)
+                .collect();
+            assert!(!calls.is_empty(), "{f}");
+            let base = 0x12_3456_7800u64;
+            let img = c.load_image(base).unwrap();
+            let t = trap.image_offset as usize;
+            assert_eq!(&img[t..t + 32], &trap::code(sm).unwrap(), "{f}");
+            for r in calls {
+                assert_eq!(r.target, RelocTarget::Image(trap.image_offset), "{f}");
+                let (at, w) = reloc::span(r.r_type).unwrap();
+                let p = (r.image_offset + at) as usize;
+                let v = reloc::read(r.r_type, &img[p..p + w as usize]).unwrap();
+                assert_eq!(v, base + trap.image_offset, "{f}");
+            }
+        }
+    }
+    // Without an encoding for the SM the symbol stays undefined, and loading names assert.
+    assert_eq!(trap::code(75), None);
+    assert!(trap::code(90).is_some() && trap::code(121).is_some() && trap::code(86).is_some());
 }

@@ -27,9 +27,10 @@
 //! `R_CUDA_ABS32_HI_32`, and the call targets `R_CUDA_ABS47_34` / `R_CUDA_ABS55_16_34` that
 //! debug builds, `nvcc -G`, and calls between sections need) and rejects any other type in a
 //! loaded section with [`CubinError::UnsupportedRelocation`]. Relocations of sections that are
-//! not loaded (`.debug_frame`, ...) are ignored. Symbols the CUDA driver itself provides at
-//! load time (`vprintf` for device-side `printf`, `__assertfail` for `assert`, `malloc`,
-//! `free`) are undefined here and refused with [`CubinError::UndefinedSymbol`].
+//! not loaded (`.debug_frame`, ...) are ignored. Of the symbols the CUDA driver itself provides
+//! at load time, `__assertfail` (device-side `assert`) goes to a trap of nvbare's own
+//! ([`trap`]); `vprintf` (`printf`), `malloc` and `free` stay undefined and are refused with
+//! [`CubinError::UndefinedSymbol`].
 //!
 //! Every malformed input gives a [`CubinError`]; nothing here panics on file contents.
 
@@ -48,6 +49,7 @@ use goblin::elf::sym::{STT_FUNC, Symtab};
 
 pub mod eiattr;
 pub mod reloc;
+pub mod trap;
 
 /// `e_machine` of a cubin (`EM_CUDA`).
 pub const EM_CUDA: u16 = 190;
@@ -590,7 +592,7 @@ fn le_u32(b: &[u8], at: usize) -> Option<u32> {
 fn driver_provided(symbol: &str) -> Option<&'static str> {
     Some(match symbol {
         "vprintf" => "printf",
-        "__assertfail" => "assert",
+        trap::ASSERTFAIL => "assert",
         "malloc" | "free" => "malloc/free",
         _ => return None,
     })
@@ -1334,6 +1336,32 @@ impl Cubin {
                 const_banks,
                 name,
             });
+        }
+
+        // Calls to `__assertfail` (device-side `assert`) go to a trap of nvbare's own, placed
+        // after the sections ([`trap`]).
+        let mut image_size = image_size;
+        let asserts =
+            |r: &Relocation| r.target == RelocTarget::Undefined && r.symbol == trap::ASSERTFAIL;
+        if relocations.iter().any(asserts)
+            && let Some(code) = trap::code(sm)
+        {
+            let off = align_up(end, IMAGE_ALIGN).ok_or(CubinError::ImageTooLarge { size: end })?;
+            let size = code.len() as u64;
+            image_size = align_up(off + size, IMAGE_ALIGN)
+                .and_then(|e| e.checked_add(IMAGE_TAIL_PAD))
+                .filter(|&e| e <= MAX_IMAGE_SIZE + IMAGE_TAIL_PAD)
+                .ok_or(CubinError::ImageTooLarge { size: off + size })?;
+            image.push(ImageSection {
+                name: trap::TRAP_SECTION.to_string(),
+                kind: SectionKind::Code,
+                image_offset: off,
+                size,
+            });
+            section_data.push(code.to_vec());
+            for r in relocations.iter_mut().filter(|r| asserts(r)) {
+                r.target = RelocTarget::Image(off);
+            }
         }
 
         Ok(Cubin {
