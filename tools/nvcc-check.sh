@@ -100,7 +100,8 @@ fails() {
 
 # kernels every build must run right; clusters only where the SM has them.
 kernels=(saxpy const_table tickets block_sum transpose local_stack deep math_f64 params_mixed
-    bounded grid3d _Z9templatedIjEvPT_S0_)
+    bounded grid3d wmma_tile big_shared half_math warp_ops async_copy atomic_f64 checked
+    _Z9templatedIjEvPT_S0_)
 extra=()
 [ "${sm:-0}" -ge 90 ] && extra=(-DWITH_CLUSTERS)
 
@@ -122,6 +123,9 @@ for variant in O3 G; do
     step "$variant: deep with the default 1 KiB stack (must fault: its recursion needs more)"
     fails "$variant deep recursion on the default stack faults" "faulted" "$c" deep --block 32 \
         --arg buf:u32x32 --arg u32:64
+    step "$variant: checked with a 7 in its input (must fault: the assert fails)"
+    fails "$variant failed assert faults" "faulted" "$c" checked --block 256 \
+        --arg buf:u32x256=iota --arg u32:256
     step "$variant: grid_sync (must fault: grid.sync() traps without a cooperative launch)"
     fails "$variant grid.sync() without a cooperative launch faults" "faulted" "$c" grid_sync \
         --grid 4 --block 32 --arg buf:u32x4

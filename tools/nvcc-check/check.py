@@ -130,6 +130,52 @@ def grid3d(save):
     return diff(load(save, 0, "I"), list(range(288)))
 
 
+@kernel("wmma_tile", "--block", "32", "--arg", "buf:f32x256")
+def wmma_tile(save):
+    a = [[(i + k) % 5 for k in range(16)] for i in range(16)]
+    b = [[(k * j) % 3 for j in range(16)] for k in range(16)]
+    want = [float(sum(a[i][k] * b[k][j] for k in range(16))) for i in range(16) for j in range(16)]
+    return diff(load(save, 0, "f"), want)
+
+
+@kernel("big_shared", "--block", "256", "--shared", "102400", "--arg", "buf:u32x1",
+        "--arg", "u32:25600")
+def big_shared(save):
+    words = 25600
+    return diff(load(save, 0, "I"), [sum((i * 3 + 1) for i in range(words)) & 0xFFFFFFFF])
+
+
+@kernel("half_math", "--grid", "2", "--block", "256", "--arg", "buf:f32x500", "--arg", "u32:500")
+def half_math(save):
+    # (x * 2 + 1) + (0.5 * 4 + 1), all exact in half precision for x < 64.
+    return diff(load(save, 0, "f"), [float((i % 64) * 2 + 1 + 3) for i in range(500)])
+
+
+@kernel("warp_ops", "--block", "128", "--arg", "buf:u32x8")
+def warp_ops(save):
+    want = []
+    for w in range(4):
+        want += [len([l for l in range(32) if l % 3 == 0]), sum(l + w for l in range(32))]
+    return diff(load(save, 0, "I"), want)
+
+
+@kernel("async_copy", "--grid", "4", "--block", "256", "--arg", "buf:u32x1024=iota",
+        "--arg", "buf:u32x1024")
+def async_copy(save):
+    return diff(load(save, 1, "I"),
+                [b * 256 + (255 - t) + 1 for b in range(4) for t in range(256)])
+
+
+@kernel("atomic_f64", "--block", "64", "--arg", "buf:f64x1")
+def atomic_f64(save):
+    return diff(load(save, 0, "d"), [0.25 * sum(range(1, 65))])
+
+
+@kernel("checked", "--block", "256", "--arg", "buf:u32x256=100", "--arg", "u32:256")
+def checked(save):
+    return diff(load(save, 0, "I"), [101] * 256)
+
+
 @kernel("_Z9templatedIjEvPT_S0_", "--block", "32", "--arg", "buf:u32x32", "--arg", "u32:7")
 def templated(save):
     return diff(load(save, 0, "I"), [7 + t for t in range(32)])

@@ -5,8 +5,12 @@
 // extern "C" keeps the names unmangled, except for `templated`, which checks that a mangled
 // name works too.
 
+#include <cassert>
 #include <cooperative_groups.h>
+#include <cooperative_groups/memcpy_async.h>
 #include <cstdio>
+#include <cuda_fp16.h>
+#include <mma.h>
 
 namespace cg = cooperative_groups;
 
@@ -107,6 +111,81 @@ extern "C" __global__ void grid3d(unsigned *out) {
     unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     unsigned per = blockDim.x * blockDim.y * blockDim.z;
     out[bx * per + t] = bx * per + t;
+}
+
+// Tensor cores (wmma): one 16x16 tile, C = A * B with A[i][k] = (i + k) % 5 and
+// B[k][j] = (k * j) % 3 as halves (exact), accumulated in f32.
+extern "C" __global__ void wmma_tile(float *c) {
+    using namespace nvcuda;
+    __shared__ half a[256], b[256];
+    for (int i = threadIdx.x; i < 256; i += 32) {
+        a[i] = __int2half_rn((i / 16 + i % 16) % 5);
+        b[i] = __int2half_rn(((i / 16) * (i % 16)) % 3);
+    }
+    __syncwarp();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, a, 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+
+// More dynamic shared memory than the 48 KiB a launch gets without asking (run with
+// --shared 102400): every word written, then read back rotated.
+extern "C" __global__ void big_shared(unsigned *out, unsigned words) {
+    extern __shared__ unsigned big[];
+    for (unsigned i = threadIdx.x; i < words; i += blockDim.x) big[i] = i * 3 + 1;
+    __syncthreads();
+    unsigned sum = 0;
+    for (unsigned i = threadIdx.x; i < words; i += blockDim.x) sum += big[(i + 7) % words];
+    atomicAdd(out, sum);
+}
+
+// Half-precision pairs.
+extern "C" __global__ void half_math(float *out, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    __half2 x = __floats2half2_rn((float)(i % 64), 0.5f);
+    __half2 y = __hfma2(x, __floats2half2_rn(2.0f, 4.0f), __floats2half2_rn(1.0f, 1.0f));
+    out[i] = __low2float(y) + __high2float(y);
+}
+
+// Warp votes and reductions (sm_80+: __reduce_add_sync).
+extern "C" __global__ void warp_ops(unsigned *out) {
+    unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    unsigned ballot = __ballot_sync(0xffffffffu, lane % 3 == 0);
+    unsigned sum = __reduce_add_sync(0xffffffffu, lane + warp);
+    if (lane == 0) {
+        out[2 * warp] = __popc(ballot);
+        out[2 * warp + 1] = sum;
+    }
+}
+
+// Asynchronous global -> shared copies (cp.async on sm_80+) through cooperative groups.
+extern "C" __global__ void async_copy(const unsigned *in, unsigned *out) {
+    __shared__ unsigned tile[256];
+    cg::thread_block block = cg::this_thread_block();
+    cg::memcpy_async(block, tile, in + blockIdx.x * 256, sizeof(tile));
+    cg::wait(block);
+    out[blockIdx.x * 256 + threadIdx.x] = tile[255 - threadIdx.x] + 1;
+}
+
+// Double-precision atomics.
+extern "C" __global__ void atomic_f64(double *sum) {
+    atomicAdd(sum, 0.25 * (threadIdx.x + 1));
+}
+
+// Device-side assert: the CUDA driver links `__assertfail` in; nvbare links a trap of its own,
+// so a failed assertion stops the kernel with a fault (without CUDA's message).
+extern "C" __global__ void checked(unsigned *out, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        assert(out[i] != 7);
+        out[i] += 1;
+    }
 }
 
 // A C++ template instance (its name is mangled).
