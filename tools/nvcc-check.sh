@@ -2,9 +2,9 @@
 # Kernels as a user writes them: builds tools/nvcc-check/kernels.cu with this machine's nvcc for
 # the GPU's SM (optimised, and as a debug build with -G), runs every kernel through `nvbare run`
 # and checks what it left in its buffers (tools/nvcc-check/check.py); then checks that what
-# nvbare does not do fails cleanly: thread-block clusters and device-side printf are refused,
-# objects that need device linking too, and grid.sync() without a cooperative launch and
-# recursion deeper than the stack fault (as under CUDA) with the GPU usable afterwards. Needs an
+# must fail fails cleanly: a failed assert, grid.sync() without a cooperative launch and
+# recursion deeper than the stack fault (as under CUDA); thread-block clusters, device-side
+# printf and objects that need device linking are refused; the GPU stays usable. Needs an
 # NVIDIA GPU with the nvidia driver, nvcc and python3.
 #
 # usage: tools/nvcc-check.sh [--device nvidia:N]

@@ -580,6 +580,23 @@ fn rewrite_nv_info(bytes: &mut [u8], section: &str, f: impl Fn(&mut [u8])) {
     f(&mut bytes[off..off + size]);
 }
 
+/// Calls `f` with every record of `section` (format, attribute, u16, payload), walked by hand.
+fn rewrite_records(bytes: &mut [u8], section: &str, f: impl Fn(&mut [u8])) {
+    rewrite_nv_info(bytes, section, |d| {
+        let mut i = 0;
+        while i + 4 <= d.len() {
+            let len = 4 + if d[i] == 4 {
+                u16::from_le_bytes([d[i + 2], d[i + 3]]) as usize
+            } else {
+                0
+            };
+            let end = (i + len).min(d.len());
+            f(&mut d[i..end]);
+            i += len;
+        }
+    });
+}
+
 #[test]
 fn compile_time_cluster_dimensions_are_read() {
     // `maxntid`'s EIATTR_MAX_THREADS record retagged as EIATTR_CTA_PER_CLUSTER (0x3d, the same
@@ -590,14 +607,9 @@ fn compile_time_cluster_dimensions_are_read() {
     assert_eq!(m.cluster_dims, None);
     let dims = m.max_block.unwrap();
     let mut b = good.clone();
-    rewrite_nv_info(&mut b, ".nv.info.maxntid", |d| {
-        let mut i = 0;
-        while i + 4 <= d.len() {
-            let size = u16::from_le_bytes([d[i + 2], d[i + 3]]) as usize;
-            if d[i] == 4 && d[i + 1] == 0x05 {
-                d[i + 1] = 0x3d;
-            }
-            i += 4 + if d[i] == 4 { size } else { 0 };
+    rewrite_records(&mut b, ".nv.info.maxntid", |r| {
+        if r[0] == 4 && r[1] == 0x05 {
+            r[1] = 0x3d;
         }
     });
     let c = Cubin::parse(&b).unwrap();
@@ -605,14 +617,9 @@ fn compile_time_cluster_dimensions_are_read() {
     assert_eq!((m.cluster_dims, m.max_block), (Some(dims), None));
     // An 8-byte payload (EIATTR_PARAM_CBANK's, retagged) is a malformed attribute.
     let mut b = good.clone();
-    rewrite_nv_info(&mut b, ".nv.info.maxntid", |d| {
-        let mut i = 0;
-        while i + 4 <= d.len() {
-            let size = u16::from_le_bytes([d[i + 2], d[i + 3]]) as usize;
-            if d[i] == 4 && d[i + 1] == 0x0a {
-                d[i + 1] = 0x3d;
-            }
-            i += 4 + if d[i] == 4 { size } else { 0 };
+    rewrite_records(&mut b, ".nv.info.maxntid", |r| {
+        if r[0] == 4 && r[1] == 0x0a {
+            r[1] = 0x3d;
         }
     });
     assert!(
@@ -635,14 +642,9 @@ fn a_stack_ptxas_could_not_size_is_marked_unknown() {
     // launch), not a 4 GiB stack that no launch could have.
     let good = read("kernels_sm90_cuda13.cubin");
     let mut b = good.clone();
-    rewrite_nv_info(&mut b, ".nv.info", |d| {
-        let mut i = 0;
-        while i + 4 <= d.len() {
-            let size = u16::from_le_bytes([d[i + 2], d[i + 3]]) as usize;
-            if d[i] == 4 && d[i + 1] == 0x12 {
-                d[i + 8..i + 12].copy_from_slice(&u32::MAX.to_le_bytes());
-            }
-            i += 4 + if d[i] == 4 { size } else { 0 };
+    rewrite_records(&mut b, ".nv.info", |r| {
+        if r[0] == 4 && r[1] == 0x12 {
+            r[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         }
     });
     let (c, before) = (Cubin::parse(&b).unwrap(), Cubin::parse(&good).unwrap());
@@ -657,14 +659,9 @@ fn a_stack_ptxas_could_not_size_is_marked_unknown() {
 fn missing_register_count_is_an_error() {
     // ABI v8: no register count in sh_info, so removing EIATTR_REGCOUNT leaves none.
     let mut b = read("kernels_sm90_cuda13.cubin");
-    rewrite_nv_info(&mut b, ".nv.info", |d| {
-        let mut i = 0;
-        while i + 4 <= d.len() {
-            let size = u16::from_le_bytes([d[i + 2], d[i + 3]]) as usize;
-            if d[i + 1] == 0x2f {
-                d[i + 1] = 0x01; // EIATTR_PAD
-            }
-            i += 4 + if d[i] == 4 { size } else { 0 };
+    rewrite_records(&mut b, ".nv.info", |r| {
+        if r[1] == 0x2f {
+            r[1] = 0x01; // EIATTR_PAD
         }
     });
     match Cubin::parse(&b) {
@@ -698,14 +695,9 @@ fn malformed_attributes_are_errors() {
     ));
     // A KPARAM_INFO that points outside the parameter area.
     let mut b = good.clone();
-    rewrite_nv_info(&mut b, ".nv.info.add1", |d| {
-        let mut i = 0;
-        while i + 4 <= d.len() {
-            let size = u16::from_le_bytes([d[i + 2], d[i + 3]]) as usize;
-            if d[i] == 4 && d[i + 1] == 0x17 {
-                d[i + 4 + 6..i + 4 + 8].copy_from_slice(&0x4000u16.to_le_bytes());
-            }
-            i += 4 + if d[i] == 4 { size } else { 0 };
+    rewrite_records(&mut b, ".nv.info.add1", |r| {
+        if r[0] == 4 && r[1] == 0x17 {
+            r[10..12].copy_from_slice(&0x4000u16.to_le_bytes());
         }
     });
     assert!(matches!(
