@@ -4,7 +4,7 @@
 //! feeding cuobjdump a cubin with each type number in turn. The loader implements the types
 //! ptxas and nvcc (12.9/13.5) put into loadable sections of executables (`nvcc -cubin`, with
 //! and without `-G`) and of `ptxas -c` objects without external calls: the absolute addresses
-//! below ([`span`], [`read`], [`write`]). Another seen in loadable sections is
+//! below ([`span`], [`read`], [`write()`]). Another seen in loadable sections is
 //! `R_CUDA_UNUSED_CLEAR64` (0x49, only in `.debug_frame`, not loaded); `nvcc -rdc` objects also
 //! carry `R_CUDA_ABS32_32` (0x37) and `R_CUDA_ABS16_32` (0x3b), which the loader rejects (link
 //! them with nvlink).
@@ -26,7 +26,7 @@ pub const R_CUDA_ABS47_34: u32 = 0x3a;
 /// bits 10..56 in instruction bits 34..80.
 pub const R_CUDA_ABS55_16_34: u32 = 0x4b;
 
-/// Why [`write`] cannot store a value.
+/// Why [`write()`] cannot store a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldError {
     /// The type is not one the loader implements.
