@@ -1626,25 +1626,8 @@ impl<B: Backend> Inner<B> {
         let cb_used = (u64::from(k.param_base) + u64::from(k.param_size))
             .max(area.size().into())
             .min(cb_size.into());
-        let module_base = self.slot_va(slot, generation)?.0;
-        let const_bank3 = k
-            .const_banks
-            .iter()
-            .find(|b| b.bank == 3)
-            .map_or(0, |b| module_base + b.image_offset);
         self.scratch.clear();
         self.scratch.resize(cb_used as usize, 0);
-        launch::write_driver_area(
-            area,
-            &mut self.scratch,
-            &DriverAreaValues {
-                block,
-                grid,
-                shared_window: DEFAULT_SHARED_WINDOW,
-                local_window: DEFAULT_LOCAL_WINDOW,
-                const_bank3,
-            },
-        )?;
         for (i, (p, a)) in k.params.iter().zip(args).enumerate() {
             if a.size() != p.size as usize {
                 return Err(DeviceError::Arguments(alloc::format!(
@@ -1685,6 +1668,20 @@ impl<B: Backend> Inner<B> {
             })?;
             *slot_b = Some((b.image_offset, b.size as u32));
         }
+        let module_base = self.slot_va(slot, generation)?.0;
+        // The driver area (apart from the parameters above), with bank 3's address as the
+        // QMD binds it below.
+        launch::write_driver_area(
+            area,
+            &mut self.scratch,
+            &DriverAreaValues {
+                block,
+                grid,
+                shared_window: DEFAULT_SHARED_WINDOW,
+                local_window: DEFAULT_LOCAL_WINDOW,
+                const_bank3: cbufs[3].map_or(0, |(off, _)| module_base + off),
+            },
+        )?;
         let mut desc = LaunchDesc {
             program_address: k.program_address,
             register_count: k.regcount,

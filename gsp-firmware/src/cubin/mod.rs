@@ -587,6 +587,15 @@ fn le_u32(b: &[u8], at: usize) -> Option<u32> {
     ))
 }
 
+/// Bytes of GPU memory an image whose sections end at `end` needs: rounded up to
+/// [`IMAGE_ALIGN`], plus [`IMAGE_TAIL_PAD`].
+fn image_size_for(end: u64) -> Result<u64, CubinError> {
+    align_up(end, IMAGE_ALIGN)
+        .and_then(|e| e.checked_add(IMAGE_TAIL_PAD))
+        .filter(|&e| e <= MAX_IMAGE_SIZE + IMAGE_TAIL_PAD)
+        .ok_or(CubinError::ImageTooLarge { size: end })
+}
+
 /// The device-side feature behind a symbol the CUDA driver provides when it loads a module
 /// (calls that `nvcc` leaves undefined in every cubin that uses the feature).
 fn driver_provided(symbol: &str) -> Option<&'static str> {
@@ -977,10 +986,7 @@ impl Cubin {
             });
             section_data.push(data);
         }
-        let image_size = align_up(end, IMAGE_ALIGN)
-            .and_then(|e| e.checked_add(IMAGE_TAIL_PAD))
-            .filter(|&e| e <= MAX_IMAGE_SIZE + IMAGE_TAIL_PAD)
-            .ok_or(CubinError::ImageTooLarge { size: end })?;
+        let image_size = image_size_for(end)?;
 
         // Image offset of (section index, value) as a symbol sees it.
         let place = |shndx: usize, value: u64| -> Option<Result<u64, CubinError>> {
@@ -1303,6 +1309,7 @@ impl Cubin {
                 }
             }
             const_banks.sort_by_key(|b| b.bank);
+            let stack_unknown = fi.min_stack_size == STACK_SIZE_UNKNOWN;
             kernels.push(Kernel {
                 code_offset,
                 code_size,
@@ -1311,12 +1318,12 @@ impl Cubin {
                 param_size,
                 params: info.params,
                 shared_size,
-                local_size: if fi.min_stack_size == STACK_SIZE_UNKNOWN {
+                local_size: if stack_unknown {
                     fi.frame_size
                 } else {
                     fi.frame_size.max(fi.min_stack_size)
                 },
-                stack_unknown: fi.min_stack_size == STACK_SIZE_UNKNOWN,
+                stack_unknown,
                 cluster_dims: info.cluster_dims,
                 frame_size: fi.frame_size,
                 min_stack_size: fi.min_stack_size,
@@ -1348,10 +1355,7 @@ impl Cubin {
         {
             let off = align_up(end, IMAGE_ALIGN).ok_or(CubinError::ImageTooLarge { size: end })?;
             let size = code.len() as u64;
-            image_size = align_up(off + size, IMAGE_ALIGN)
-                .and_then(|e| e.checked_add(IMAGE_TAIL_PAD))
-                .filter(|&e| e <= MAX_IMAGE_SIZE + IMAGE_TAIL_PAD)
-                .ok_or(CubinError::ImageTooLarge { size: off + size })?;
+            image_size = image_size_for(off + size)?;
             image.push(ImageSection {
                 name: trap::TRAP_SECTION.to_string(),
                 kind: SectionKind::Code,
