@@ -20,6 +20,8 @@ pub mod bind;
 pub mod clock;
 pub mod config;
 pub mod dma;
+#[cfg(feature = "device")]
+pub mod flusher;
 #[cfg(feature = "nvidia-kmod")]
 pub mod nvidia;
 mod pci_ids;

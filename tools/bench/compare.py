@@ -77,9 +77,13 @@ def table(cuda, ours, chained=None):
         c, o, s, status, ok = measure(metric, cuda, ours)
         if ok is not None:
             results.append(ok)
-        rows.append((f"{label} ({unit})", c, o, s, status))
         if label == "back-to-back":
             b2b = metric
+            n = ours.get("chained_back_to_back")
+            if n and not ours.get("deferred_submits"):
+                # The default run's launches held for the flusher and chained.
+                status += f" ({n} of {ours.get('launches', '?')} chained: automatic deferral)"
+        rows.append((f"{label} ({unit})", c, o, s, status))
         if label == "  of which CPU" and chained is not None:
             # Under the default run's pair of rows, the chained run's own pair.
             rows.append(chained_row(b2b, cuda, chained))

@@ -199,8 +199,26 @@ pub fn open_device_with(
             r.elapsed().as_secs_f64() * 1e3
         );
     }
+    crate::with_device!(&any, dev => start_flusher(dev));
     log::debug!("open: {spec} in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
     Ok(any)
+}
+
+/// Attaches the flusher thread of automatic deferral (`DeviceOptions::auto_defer`) to `dev`;
+/// it runs until the device closes. Without it launches are never held (logged).
+pub(crate) fn start_flusher<B>(dev: &Device<B>)
+where
+    B: Backend + 'static,
+    nvbare_core::device::Flusher<B>: Send,
+{
+    let o = dev.options();
+    if !o.auto_defer || o.deferred_submits > 0 || o.armed_launches {
+        return;
+    }
+    match nvbare_pci_host::flusher::spawn(dev) {
+        Ok(t) => t.detach(),
+        Err(e) => log::warn!("no automatic deferral: {e}"),
+    }
 }
 
 /// Environment variable that turns on pre-armed launches for every device the CLI opens.

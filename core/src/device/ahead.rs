@@ -489,7 +489,13 @@ impl<B: Backend> Inner<B> {
                 c.cmds
                     .write(slot_off, pf_words.get(..pf_len).unwrap_or(&[]).as_bytes())?;
                 let pf_entry = GpEntry::new(cmds_va + slot_off, pf_len as u32)?;
-                c.queue(&self.usermode, self.backend.clock(), opts, pf_entry)?;
+                c.queue(
+                    &self.usermode,
+                    self.backend.clock(),
+                    opts,
+                    opts.deferred_submits,
+                    pf_entry,
+                )?;
                 self.ahead.fences[slot] = value;
                 self.ahead.next_slot = (slot + 1) % PREFETCH_SLOTS;
             }
@@ -684,7 +690,13 @@ impl<B: Backend> Inner<B> {
         unchanged: bool,
     ) -> Result<(), DeviceError> {
         let c = &mut self.chans[COMPUTE];
-        c.queue(&self.usermode, self.backend.clock(), opts, r.entry)?;
+        c.queue(
+            &self.usermode,
+            self.backend.clock(),
+            opts,
+            self.defer,
+            r.entry,
+        )?;
         c.submitted = value;
         self.ahead.used += 1;
         if unchanged && r.action_off.is_some() {

@@ -75,6 +75,9 @@ pub struct ChainStats {
     pub shared_banks: u64,
     /// Submissions that began with an acquire of a chain's last value.
     pub acquires: u64,
+    /// Batches of held launches the flusher published (automatic deferral,
+    /// [`super::Flusher`]); the others were published by the launching thread.
+    pub flusher_published: u64,
 }
 
 /// The device's chain state.
@@ -106,9 +109,11 @@ impl ChainState {
     }
 }
 
-/// Whether launches are chained under `opts`.
-pub(super) fn chaining(opts: &DeviceOptions) -> bool {
-    opts.chain_launches && opts.deferred_submits > 0 && !opts.armed_launches
+/// Whether launches are chained under `opts` with `defer` submissions allowed to wait for
+/// the doorbell ([`DeviceOptions::deferred_submits`], or the launch's automatic deferral,
+/// `device/flusher.rs`).
+pub(super) fn chaining(opts: &DeviceOptions, defer: u32) -> bool {
+    opts.chain_launches && defer > 0 && !opts.armed_launches
 }
 
 /// Whether `opts` set the CTA-end membar itself (an experiment's `--qmd CWD_MEMBAR_TYPE=..`),
@@ -167,7 +172,7 @@ impl<B: Backend> Inner<B> {
         qmd: &Qmd,
         value: u64,
     ) {
-        if !chaining(opts) || self.chans[COMPUTE].fifo.unpublished() == 0 {
+        if !chaining(opts, self.defer) || self.chans[COMPUTE].fifo.unpublished() == 0 {
             self.chain.tail = None;
             return;
         }
@@ -213,7 +218,7 @@ impl<B: Backend> Inner<B> {
         opts: &DeviceOptions,
         value: u64,
     ) -> Result<bool, DeviceError> {
-        if !chaining(opts) || !self.chain_open(value) {
+        if !chaining(opts, self.defer) || !self.chain_open(value) {
             return Ok(false);
         }
         // Taken out for the writing (put back below), not cloned: no allocation.
@@ -238,7 +243,7 @@ impl<B: Backend> Inner<B> {
         value: u64,
         repeat: Option<u64>,
     ) -> Result<bool, DeviceError> {
-        if !chaining(opts)
+        if !chaining(opts, self.defer)
             || self.caches_dirty
             || !self.chain_open(value)
             || !self.other_done(COMPUTE)
@@ -340,7 +345,7 @@ impl<B: Backend> Inner<B> {
             self.chain.stats.shared_banks += 1;
         }
         // The deferral limit counts the chain's launches as submissions.
-        if self.chans[COMPUTE].fifo.unpublished() + len - 1 > opts.deferred_submits {
+        if self.chans[COMPUTE].fifo.unpublished() + len - 1 > self.defer {
             self.kick(opts, COMPUTE)?;
         }
         Ok(true)

@@ -130,6 +130,10 @@ pub(super) struct Chan<M: GpuMemory> {
     /// after it may still chain, and the QMD is then written once, in its final form, instead
     /// of written and patched (`device/chain.rs`). Written before anything is published.
     pub unwritten: Option<(u64, Box<Qmd>)>,
+    /// The timeline value before the oldest entry queued and not yet published (`None`: none
+    /// waits): once the timeline reaches it, the GPU has run everything published and waits
+    /// for held work (`device/flusher.rs` publishes it then).
+    pub held_after: Option<u64>,
 }
 
 impl<M: GpuMemory> Chan<M> {
@@ -158,6 +162,7 @@ impl<M: GpuMemory> Chan<M> {
         self.read_back(bar1_readback, usermode)?;
         let view = RingView::of(&self.ring, self.userd_offset);
         self.fifo.kick(&view, usermode)?;
+        self.held_after = None;
         Ok(())
     }
 
@@ -186,17 +191,22 @@ impl<M: GpuMemory> Chan<M> {
         Ok(())
     }
 
-    /// Queues `entry` in the ring and publishes it, unless `opts.deferred_submits` entries may
-    /// still wait for a doorbell.
+    /// Queues `entry` in the ring and publishes it, unless `defer` entries may still wait for a
+    /// doorbell ([`super::DeviceOptions::deferred_submits`], or the launch's automatic
+    /// deferral, `device/flusher.rs`).
     pub fn queue<U: crate::hal::Mmio + ?Sized, C: crate::hal::Clock + ?Sized>(
         &mut self,
         usermode: &U,
         clock: &C,
         opts: &super::DeviceOptions,
+        defer: u32,
         entry: GpEntry,
     ) -> Result<(), DeviceError> {
         self.push(usermode, clock, opts.timeout, entry)?;
-        if self.fifo.unpublished() > opts.deferred_submits {
+        if self.fifo.unpublished() == 1 {
+            self.held_after = Some(self.submitted);
+        }
+        if self.fifo.unpublished() > defer {
             self.publish(opts.bar1_readback, usermode)?;
         }
         Ok(())

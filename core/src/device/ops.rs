@@ -94,6 +94,13 @@ pub(crate) struct Inner<B: Backend> {
     /// Launches submitted with their QMD prefetched before their `WAIT_FOR_IDLE`
     /// ([`DeviceOptions::early_qmd_prefetch`]).
     pub(super) early_prefetches: u64,
+    /// Compute submissions that may wait for the doorbell: [`DeviceOptions::deferred_submits`],
+    /// or during a launch what automatic deferral gives it (`device/flusher.rs`).
+    pub(super) defer: u32,
+    /// A [`super::Flusher`] is attached.
+    pub(crate) auto_attached: bool,
+    /// Launches may be held for it (it is attached and the options allow it).
+    pub(crate) auto_holds: bool,
 }
 
 /// Doorbells rung again by waits that saw no progress (`Device::doorbell_retries`).
@@ -457,6 +464,7 @@ impl<B: Backend> Inner<B> {
                         synced_other: 0,
                         seen: 0,
                         unwritten: None,
+                        held_after: None,
                     }
                 };
             let chans = [
@@ -533,6 +541,9 @@ impl<B: Backend> Inner<B> {
             chain: Default::default(),
             doorbell_retries: DoorbellRetries::default(),
             early_prefetches: 0,
+            defer: opts.deferred_submits,
+            auto_attached: false,
+            auto_holds: false,
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -834,6 +845,11 @@ impl<B: Backend> Inner<B> {
             return Err(e);
         }
         let pb_off = off + extra;
+        let defer = if ci == COMPUTE {
+            self.defer
+        } else {
+            opts.deferred_submits
+        };
         let r = (|| -> Result<(), DeviceError> {
             let mut at = pb_off;
             for part in [head.words(), raw, tail.words()] {
@@ -842,7 +858,7 @@ impl<B: Backend> Inner<B> {
             }
             let len = (head.len() + raw.len() + tail.len()) as u32;
             let entry = GpEntry::new(cmds_va + pb_off, len)?;
-            c.queue(&self.usermode, self.backend.clock(), opts, entry)
+            c.queue(&self.usermode, self.backend.clock(), opts, defer, entry)
         })();
         if let Err(e) = r {
             c.arena.cancel_last();
@@ -1535,6 +1551,8 @@ impl<B: Backend> Inner<B> {
         self.wait(info, opts, COMPUTE, v, "local memory setup")
     }
 
+    /// Queues one grid (`Device::launch`), with the deferral automatic deferral gives it
+    /// (`device/flusher.rs`); held work is published at the end if it is due.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn launch(
         &mut self,
@@ -1546,6 +1564,37 @@ impl<B: Backend> Inner<B> {
         grid: [u32; 3],
         block: [u32; 3],
         dynamic_shared: u32,
+        args: &[Arg<'_>],
+        device_id: u32,
+    ) -> Result<(), DeviceError> {
+        self.defer = self.launch_defer(opts);
+        let r = self.launch_grid(
+            info,
+            opts,
+            module,
+            kernel_index,
+            k,
+            (grid, block, dynamic_shared),
+            args,
+            device_id,
+        );
+        self.defer = opts.deferred_submits;
+        r?;
+        if self.auto_publish_due() {
+            self.kick(opts, COMPUTE)?;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch_grid(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        module: (usize, u32, u32),
+        kernel_index: usize,
+        k: &KernelInfo,
+        (grid, block, dynamic_shared): ([u32; 3], [u32; 3], u32),
         args: &[Arg<'_>],
         device_id: u32,
     ) -> Result<(), DeviceError> {
@@ -1752,7 +1801,7 @@ impl<B: Backend> Inner<B> {
                 return r.map(|_| ());
             }
         }
-        let chaining = super::chain::chaining(opts);
+        let chaining = super::chain::chaining(opts, self.defer);
         // Behind a grid that may still run, the QMD's fetch can overlap it. No timeline read:
         // a launch after a wait saw its predecessor done (`seen`), one without may not have.
         let c = &self.chans[COMPUTE];

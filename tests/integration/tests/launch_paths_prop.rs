@@ -1,8 +1,10 @@
 //! Random sequences of launches, waits and copies on the simulated GPUs, against a model of
 //! what they must leave in memory. The launch paths (written ahead, repeated calls, calls that
 //! change only argument values, prefetched QMDs, deferred and chained doorbells, the ordinary
-//! build) are chosen by the device from the history of calls; whichever it takes, every
-//! element must end up as the model says.
+//! build, launches held for a flusher and chained) are chosen by the device from the history of
+//! calls; whichever it takes, every element must end up as the model says. With a flusher the
+//! GPU runs lazily (only when time passes for the driver), so launches find it busy, and the
+//! flusher is polled at random points, as its thread would.
 
 use std::time::Duration;
 
@@ -25,6 +27,9 @@ enum Op {
     Wait,
     /// Overwrite `buffers[buf]` from the host with `value` (copy-channel work).
     Fill { buf: usize, value: u32 },
+    /// Time passes for the driver (a lazy GPU runs what is published), then the flusher, if
+    /// any, is polled.
+    Poll,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -34,22 +39,30 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Empty),
         3 => Just(Op::Wait),
         1 => (0..2usize, 0..1000u32).prop_map(|(buf, value)| Op::Fill { buf, value }),
+        2 => Just(Op::Poll),
     ]
 }
 
-fn options() -> impl Strategy<Value = DeviceOptions> {
+/// Device options, and whether a flusher is attached (with a lazy GPU).
+fn options() -> impl Strategy<Value = (DeviceOptions, bool)> {
     (
         any::<bool>(),
         any::<bool>(),
         prop_oneof![Just(0u32), Just(3)],
+        any::<bool>(),
     )
         .prop_map(
-            |(write_ahead, early_qmd_prefetch, deferred_submits)| DeviceOptions {
-                write_ahead,
-                early_qmd_prefetch,
-                deferred_submits,
-                timeout: Duration::from_secs(2),
-                ..DeviceOptions::default()
+            |(write_ahead, early_qmd_prefetch, deferred_submits, flusher)| {
+                (
+                    DeviceOptions {
+                        write_ahead,
+                        early_qmd_prefetch,
+                        deferred_submits,
+                        timeout: Duration::from_secs(2),
+                        ..DeviceOptions::default()
+                    },
+                    flusher,
+                )
             },
         )
 }
@@ -60,12 +73,16 @@ proptest! {
     #[test]
     fn any_sequence_of_launches_leaves_what_the_model_says(
         chip in 0..3usize,
-        opts in options(),
+        (opts, with_flusher) in options(),
         ops in proptest::collection::vec(op(), 1..40),
     ) {
         let (model_chip, sm): (ChipModel, u32) = [(AD102, 89), (GH100, 90), (GB202, 120)][chip];
         let dev = Device::open(SimBackend::new(model_chip, true).expect("simulated GPU"), opts)
             .expect("device opens");
+        let flusher = with_flusher.then(|| {
+            prop_assert!(dev.with_backend(|b| b.run_lazily(true)).expect("backend"));
+            Ok(dev.flusher().expect("flusher"))
+        }).transpose()?;
         let m = dev.load_cubin(&kernels_cubin(sm, 13)).expect("fixture cubin");
         let add1 = m.function("add1").expect("add1");
         let empty = m.function("empty").expect("empty");
@@ -89,6 +106,15 @@ proptest! {
                 Op::Fill { buf, value } => {
                     dev.htod_copy_into(&[value; ELEMS], &mut bufs[buf]).expect("fill");
                     model[buf].iter_mut().for_each(|v| *v = value);
+                }
+                Op::Poll => {
+                    dev.with_backend(|b| {
+                        let _ = nvbare_core::hal::Clock::now(nvbare_core::device::Backend::clock(b));
+                    })
+                    .expect("backend");
+                    if let Some(f) = &flusher {
+                        f.poll();
+                    }
                 }
             }
         }

@@ -15,10 +15,13 @@ const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
 
 /// The launch paths: the defaults (launches written ahead), every launch in full, pre-armed
 /// launches, deferred doorbells (launches chained) and deferred doorbells without chaining.
-fn modes() -> [(&'static str, DeviceOptions); 5] {
+/// [`FLUSHER`] is the defaults with a flusher thread attached (automatic deferral: launches
+/// behind a busy GPU held and chained).
+fn modes() -> [(&'static str, DeviceOptions); 6] {
     let d = DeviceOptions::default;
     [
         ("default", d()),
+        (FLUSHER, d()),
         (
             "no write-ahead",
             DeviceOptions {
@@ -50,6 +53,9 @@ fn modes() -> [(&'static str, DeviceOptions); 5] {
         ),
     ]
 }
+
+/// The mode with a flusher thread.
+const FLUSHER: &str = "automatic deferral (flusher thread)";
 
 fn open_lazy(model: ChipModel, opts: DeviceOptions) -> Device<SimBackend> {
     let b = SimBackend::new(model, true).expect("simulated GPU");
@@ -90,6 +96,10 @@ fn launches_and_copies_give_the_right_results_on_a_lazy_gpu() {
         for (mode, opts) in modes() {
             let what = format!("{:?} {mode}", model.chipset);
             let dev = open_lazy(model, opts);
+            if mode == FLUSHER {
+                // Runs until the device closes.
+                nvbare_pci_host::flusher::spawn(&dev).unwrap().detach();
+            }
             let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
             let add1 = m.function("add1").unwrap();
             let vadd = m.function("vector_add").unwrap();

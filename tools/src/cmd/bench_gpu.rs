@@ -69,6 +69,10 @@ pub struct GpuBenchArgs {
     /// methods and WAIT_FOR_IDLE; DeviceOptions::chain_launches = false).
     #[arg(long)]
     pub no_chain: bool,
+    /// Ring the doorbell of every launch (DeviceOptions::auto_defer = false): no launch is
+    /// held for the flusher thread, so back-to-back launches are not chained without --defer.
+    #[arg(long)]
+    pub no_auto_defer: bool,
     /// Back-to-back launches fetch their QMD only after their WAIT_FOR_IDLE, as a launch
     /// after a wait does (DeviceOptions::early_qmd_prefetch = false), to measure what the
     /// early prefetch buys.
@@ -183,6 +187,7 @@ impl GpuBenchArgs {
                 FenceArg::Full => DoorbellFence::Full,
             },
             deferred_submits: self.defer,
+            auto_defer: !self.no_auto_defer,
             chain_launches: !self.no_chain,
             early_qmd_prefetch: !self.no_early_prefetch,
             release_sysmembar: self.release_sysmembar,
@@ -285,8 +290,11 @@ pub struct GpuBench {
     /// With `--armed`: how many of the back-to-back launches used one.
     pub armed_back_to_back: Option<u64>,
     /// How many of the back-to-back launches were chained to the launch before
-    /// (DeviceOptions::chain_launches, with --defer).
+    /// (DeviceOptions::chain_launches: held by automatic deferral, or with --defer).
     pub chained_back_to_back: u64,
+    /// Batches of back-to-back launches held by automatic deferral that the flusher thread
+    /// published (the others were published by a later launch or the synchronize).
+    pub flusher_batches: u64,
     /// DeviceOptions::deferred_submits of the run (--defer).
     pub deferred_submits: u32,
     /// How many of the back-to-back launches had their QMD prefetched early
@@ -679,6 +687,7 @@ fn measure<B: CliBackend>(
     progress(&format!("back-to-back: {launches} launches"));
     let armed_before = dev.armed_launches();
     let chained_before = dev.chain_stats().chained;
+    let flusher_before = dev.chain_stats().flusher_published;
     let prefetched_before = dev.early_prefetched_launches();
     let t = Instant::now();
     for _ in 0..launches {
@@ -688,6 +697,7 @@ fn measure<B: CliBackend>(
     dev.synchronize().map_err(rt("synchronize"))?;
     let back_to_back_us = us(t.elapsed()) / f64::from(launches);
     let chained_back_to_back = dev.chain_stats().chained - chained_before;
+    let flusher_batches = dev.chain_stats().flusher_published - flusher_before;
     let prefetched_back_to_back = dev.early_prefetched_launches() - prefetched_before;
     let armed_back_to_back = dev
         .options()
@@ -842,6 +852,7 @@ fn measure<B: CliBackend>(
         armed_round_trips,
         armed_back_to_back,
         chained_back_to_back,
+        flusher_batches,
         deferred_submits: dev.options().deferred_submits,
         prefetched_back_to_back,
         prefetched_round_trips,
@@ -950,11 +961,12 @@ impl GpuBench {
         ));
         s.push_str(&format!(
             ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
-             \"chained_back_to_back\":{},\"deferred_submits\":{},\"prefetched_back_to_back\":{},\
-             \"prefetched_round_trips\":{}",
+             \"chained_back_to_back\":{},\"flusher_batches\":{},\"deferred_submits\":{},\
+             \"prefetched_back_to_back\":{},\"prefetched_round_trips\":{}",
             self.written_ahead_round_trips,
             self.repeated_round_trips,
             self.chained_back_to_back,
+            self.flusher_batches,
             self.deferred_submits,
             self.prefetched_back_to_back,
             self.prefetched_round_trips
@@ -1083,9 +1095,18 @@ impl GpuBench {
         }
         if self.chained_back_to_back > 0 {
             s.push_str(&format!(
-                "  chained launches           {} of the {} back-to-back launches (--defer: \
-                 scheduled by the QMD before)\n",
-                self.chained_back_to_back, self.launches
+                "  chained launches           {} of the {} back-to-back launches (scheduled by \
+                 the QMD before; {})\n",
+                self.chained_back_to_back,
+                self.launches,
+                if self.deferred_submits > 0 {
+                    "--defer".to_string()
+                } else {
+                    format!(
+                        "held by automatic deferral, {} batches published by the flusher",
+                        self.flusher_batches
+                    )
+                }
             ));
         }
         if let Some(n) = self.armed_round_trips {
@@ -1232,6 +1253,7 @@ mod tests {
             fence: FenceArg::Store2,
             defer: 0,
             no_chain: false,
+            no_auto_defer: false,
             release_sysmembar: false,
             bar1_readback: false,
             copy_block: None,
@@ -1275,7 +1297,7 @@ mod tests {
             "\"launch_call_us\":",
             // Every timed round trip repeats the launch before it.
             "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50,\
-             \"chained_back_to_back\":0,\"deferred_submits\":0,\"prefetched_back_to_back\":199,\
+             \"chained_back_to_back\":0,\"flusher_batches\":0,\"deferred_submits\":0,\"prefetched_back_to_back\":199,\
              \"prefetched_round_trips\":50",
             "\"d2d_ce_gbps\":",
             "\"h2d_pageable_gbps\":",

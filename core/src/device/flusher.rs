@@ -1,0 +1,291 @@
+//! Automatic deferral: back-to-back launches chained without the caller deferring anything.
+//!
+//! Why: a launch whose doorbell is rung at once must be ordered behind the grid before it by
+//! the channel (`WAIT_FOR_IDLE`, 0.85 µs of GPU per back-to-back empty kernel on the H200); a
+//! launch chained to the one before it (`device/chain.rs`) is scheduled by that launch's QMD
+//! and costs the GPU 0.48-0.51 µs, as a CUDA graph's kernels do. Chaining needs the next launch
+//! known before the one before is published, which [`DeviceOptions::deferred_submits`] gets by
+//! holding the doorbell back, so that a kernel launched and then left alone does not start
+//! until the program calls the device again. Automatic deferral keeps CUDA's rule (a launch
+//! starts without further calls) and still chains, with a helper that publishes what is held:
+//!
+//! * A launch is held (queued without its doorbell, so that the launches after it chain to it)
+//!   only while a [`Flusher`] is attached and the GPU has not finished the work published
+//!   before it: held work could not start before that work ends anyway (stream order). A
+//!   launch made while the GPU is idle is published at once, so a launch + sync round trip is
+//!   what it was.
+//! * Held work is published (its doorbell rung) as soon as the GPU has finished everything
+//!   published before it, by the next launch or by the flusher's [`Flusher::poll`] from another
+//!   thread, whichever sees it first; so held work never waits for the program. A wait, a copy
+//!   that needs it, `flush()` and the batch limit ([`AUTO_DEFER_LIMIT`] launches) publish it
+//!   too. While the CPU launches faster than the GPU runs them, batches reach the limit and the
+//!   GPU never waits; otherwise the CPU is the bound and a batch starts ~1-2 µs (the flusher's
+//!   poll and the doorbell) after the GPU ran dry.
+//! * Holding only when the GPU is busy, rather than when more than one batch is in flight,
+//!   matters: on the H200 the latter fell back, whenever the CPU was briefly slower, into a
+//!   steady state of single published launches (each ~0.8 µs of CPU, as long as the GPU's
+//!   0.85 µs per unchained grid) and never chained again (0.59-0.80 µs per back-to-back launch
+//!   in 2 of 3 runs, docs/benchmarks.md).
+//!
+//! The core has no threads: the flusher is a handle that another thread polls.
+//! `nvbare_pci_host::flusher::spawn` runs one in a thread that polls while work is held and
+//! parks otherwise (the CLI attaches one to every device it opens). Without a flusher, or with
+//! [`DeviceOptions::auto_defer`] off, every launch rings its doorbell as before.
+//!
+//! The launching thread drains its write-combining buffers (a store barrier) before it leaves
+//! a call with work held: the flusher publishes from another CPU, whose barrier orders only its
+//! own stores.
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use super::backend::{Backend, GpuMemory};
+use super::chan::Chan;
+use super::ops::{COMPUTE, Inner};
+use super::{DeviceError, DeviceOptions};
+
+/// Most launches a held batch collects before its doorbell is rung regardless. A batch's head
+/// (an ordinary launch with an acquire and `WAIT_FOR_IDLE`) costs the GPU ~1-2 µs, so longer
+/// batches run closer to the chained rate: on the H200 `bench --defer 511` ran at 0.489-0.496
+/// µs per launch against 0.499 at 255 in the same VM. Longer still (1023) fills half the
+/// default 1 MiB command memory with one batch's QMDs (512 bytes each), and a chained launch
+/// that finds no room takes the ordinary path.
+pub const AUTO_DEFER_LIMIT: u32 = 511;
+
+/// A value on a cache line of its own: the flusher reads `pending` while the launching thread
+/// takes the lock next to it.
+#[repr(align(128))]
+#[derive(Debug, Default)]
+pub(crate) struct Padded<T>(pub T);
+
+/// What a device and its flusher share.
+pub(crate) struct Shared<B: Backend> {
+    /// `None` once the device closed.
+    pub(crate) inner: Padded<spin::Mutex<Option<Inner<B>>>>,
+    pub(crate) auto: Padded<AutoState>,
+}
+
+impl<B: Backend> Shared<B> {
+    pub(crate) fn new(inner: Inner<B>) -> Arc<Self> {
+        Arc::new(Shared {
+            inner: Padded(spin::Mutex::new(Some(inner))),
+            auto: Padded(AutoState::default()),
+        })
+    }
+}
+
+/// The flusher's side of automatic deferral.
+#[derive(Default)]
+pub(crate) struct AutoState {
+    /// Held work waits for its doorbell (kept by the launching thread as it leaves a call).
+    pending: AtomicBool,
+    /// Called when `pending` turns true (unparks the flusher's thread).
+    waker: spin::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+}
+
+impl AutoState {
+    /// Records whether held work waits, after a call into the device; wakes the flusher when
+    /// it starts to. A store only when it changed (the flusher reads this line while polling).
+    pub(crate) fn set_pending(&self, pending: bool) {
+        if self.pending.load(Ordering::Relaxed) == pending {
+            return;
+        }
+        self.pending.store(pending, Ordering::Release);
+        if pending {
+            self.wake();
+        }
+    }
+
+    /// Runs the waker, if any.
+    pub(crate) fn wake(&self) {
+        if let Some(w) = self.waker.lock().as_ref() {
+            w();
+        }
+    }
+}
+
+/// What one [`Flusher::poll`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushPoll {
+    /// Nothing is held: the polling thread may park until the waker runs.
+    Idle,
+    /// Work is held and the GPU still runs what was published before it: poll again soon.
+    Held,
+    /// The launching thread was inside the device: poll again soon.
+    Busy,
+    /// Held work was published.
+    Published,
+    /// The device is closed: stop polling.
+    Gone,
+}
+
+/// The handle that publishes held launches from another thread ([`super::Device::flusher`];
+/// module docs). While one exists, launches may be held; dropping it publishes what is held and
+/// turns holding off.
+pub struct Flusher<B: Backend> {
+    shared: Arc<Shared<B>>,
+    opts: DeviceOptions,
+}
+
+impl<B: Backend> core::fmt::Debug for Flusher<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Flusher").finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> Flusher<B> {
+    /// Attaches a flusher to the device behind `shared` (at most one at a time).
+    pub(crate) fn attach(
+        shared: &Arc<Shared<B>>,
+        opts: DeviceOptions,
+    ) -> Result<Self, DeviceError> {
+        let mut g = shared.inner.0.lock();
+        let inner = g
+            .as_mut()
+            .ok_or_else(|| DeviceError::Dead("the device is closing".into()))?;
+        if inner.auto_attached {
+            return Err(DeviceError::Unsupported(
+                "a flusher is already attached to this device; keep the first one".into(),
+            ));
+        }
+        inner.auto_attached = true;
+        inner.auto_holds = holds(&opts);
+        Ok(Flusher {
+            shared: shared.clone(),
+            opts,
+        })
+    }
+
+    /// Sets what is called when held work starts to wait (e.g. unparking the polling thread;
+    /// it runs on the launching thread, so it must be quick and must not call the device).
+    pub fn set_waker(&self, waker: Box<dyn Fn() + Send + Sync>) {
+        *self.shared.auto.0.waker.lock() = Some(waker);
+    }
+
+    /// Publishes held launches if the GPU has finished the work published before them. Never
+    /// blocks on the launching thread: if it is inside the device, returns [`FlushPoll::Busy`].
+    pub fn poll(&self) -> FlushPoll {
+        let auto = &self.shared.auto.0;
+        if !auto.pending.load(Ordering::Acquire) {
+            // Closing sets nothing pending; look at the device itself only now and then
+            // ([`Flusher::is_gone`]).
+            return FlushPoll::Idle;
+        }
+        let Some(mut g) = self.shared.inner.0.try_lock() else {
+            return FlushPoll::Busy;
+        };
+        let Some(inner) = g.as_mut() else {
+            return FlushPoll::Gone;
+        };
+        match inner.auto_poll(&self.opts) {
+            Ok(published) => {
+                auto.set_pending(inner.auto_held());
+                if published {
+                    FlushPoll::Published
+                } else {
+                    FlushPoll::Held
+                }
+            }
+            Err(e) => {
+                // Not again until the launching thread has been back (it meets the same error
+                // at its next call, which says what to do).
+                log::warn!("publishing held launches: {e}");
+                auto.pending.store(false, Ordering::Release);
+                FlushPoll::Idle
+            }
+        }
+    }
+
+    /// Whether the device has closed (the polling thread should end).
+    pub fn is_gone(&self) -> bool {
+        match self.shared.inner.0.try_lock() {
+            Some(g) => g.is_none(),
+            None => false,
+        }
+    }
+}
+
+impl<B: Backend> Drop for Flusher<B> {
+    fn drop(&mut self) {
+        let mut g = self.shared.inner.0.lock();
+        if let Some(inner) = g.as_mut() {
+            if inner.auto_held()
+                && let Err(e) = inner.kick(&self.opts, COMPUTE)
+            {
+                log::warn!("publishing held launches as the flusher detaches: {e}");
+            }
+            inner.auto_attached = false;
+            inner.auto_holds = false;
+        }
+        self.shared.auto.0.pending.store(false, Ordering::Release);
+        *self.shared.auto.0.waker.lock() = None;
+    }
+}
+
+/// Whether a device opened with `opts` holds launches for an attached flusher: automatic
+/// deferral on, no explicit deferral (the program rings its doorbells itself then), chaining
+/// on (holding is for chaining) and no armed launches (which are never chained).
+fn holds(opts: &DeviceOptions) -> bool {
+    opts.auto_defer && opts.deferred_submits == 0 && opts.chain_launches && !opts.armed_launches
+}
+
+impl<B: Backend> Inner<B> {
+    /// The deferral a launch gets: [`DeviceOptions::deferred_submits`] when set; otherwise,
+    /// with a flusher attached, [`AUTO_DEFER_LIMIT`] while a held batch is collecting or the GPU
+    /// has not finished the published work, else 0 (module docs).
+    pub(super) fn launch_defer(&mut self, opts: &DeviceOptions) -> u32 {
+        if !self.auto_holds {
+            return opts.deferred_submits;
+        }
+        let c = &self.chans[COMPUTE];
+        if c.fifo.unpublished() > 0 {
+            return AUTO_DEFER_LIMIT;
+        }
+        if c.seen >= c.submitted {
+            return 0;
+        }
+        match self.sem.read_u64(c.sem_offset) {
+            Ok(done) if done < c.submitted => AUTO_DEFER_LIMIT,
+            _ => 0,
+        }
+    }
+
+    /// Whether launches are held for the flusher now.
+    pub(crate) fn auto_held(&self) -> bool {
+        self.auto_holds && self.chans[COMPUTE].fifo.unpublished() > 0
+    }
+
+    /// Whether held launches should be published now: the GPU has finished everything
+    /// published before them (or the timeline cannot be read, and the wait that follows will
+    /// say why).
+    pub(super) fn auto_publish_due(&self) -> bool {
+        if !self.auto_held() {
+            return false;
+        }
+        let c: &Chan<B::Memory> = &self.chans[COMPUTE];
+        let Some(before) = c.held_after else {
+            return true;
+        };
+        self.sem
+            .read_u64(c.sem_offset)
+            .map_or(true, |done| done >= before)
+    }
+
+    /// The flusher's look ([`Flusher::poll`]): publishes held launches when due. Returns
+    /// whether it did.
+    pub(super) fn auto_poll(&mut self, opts: &DeviceOptions) -> Result<bool, DeviceError> {
+        if !self.auto_held() {
+            return Ok(false);
+        }
+        self.check_alive()?;
+        // Time passes for the driver here (a simulated GPU that runs lazily advances).
+        let _ = crate::hal::Clock::now(self.backend.clock());
+        if !self.auto_publish_due() {
+            return Ok(false);
+        }
+        self.kick(opts, COMPUTE)?;
+        self.chain.stats.flusher_published += 1;
+        Ok(true)
+    }
+}

@@ -1,0 +1,276 @@
+//! Automatic deferral (`DeviceOptions::auto_defer`, `core/src/device/flusher.rs`) on simulated
+//! GPUs that fall behind (`SimBackend::run_lazily`: published work runs only when time passes
+//! for the driver). With a flusher attached, a launch made while the GPU still runs published
+//! work is held so the launches after it chain to it; the flusher (polled here by hand, or by
+//! `nvbare_pci_host::flusher`'s thread) publishes it once the GPU has run that work, without
+//! the program calling the device again. Every result is checked.
+
+use nvbare_integration::kernels_cubin as kernels;
+use std::time::{Duration, Instant};
+
+use nvbare_core::device::{Device, DeviceError, DeviceOptions, FlushPoll, LaunchConfig};
+use nvbare_gsp_firmware::program::LoadCubin;
+use nvbare_sim::backend::SimBackend;
+use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
+
+const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
+
+fn open_lazy(model: ChipModel, opts: DeviceOptions) -> Device<SimBackend> {
+    let b = SimBackend::new(model, true).expect("simulated GPU");
+    let dev = Device::open(b, opts).expect("device opens");
+    assert!(dev.with_backend(|b| b.run_lazily(true)).unwrap());
+    dev
+}
+
+/// Submitted and reached values of the compute timeline.
+fn compute(dev: &Device<SimBackend>) -> (u64, u64) {
+    dev.timelines().unwrap()[0]
+}
+
+#[test]
+fn launches_behind_a_busy_gpu_are_held_chained_and_published_by_the_flusher() {
+    for (model, sm) in CHIPS {
+        let what = format!("{:?}", model.chipset);
+        let dev = open_lazy(model, DeviceOptions::default());
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 1000u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let buf = dev.htod_copy(&vec![5u32; n as usize]).unwrap();
+        dev.synchronize().unwrap();
+        let flusher = dev.flusher().unwrap();
+        let (base, _) = compute(&dev);
+        let [chan, _] = dev.channel_handles().unwrap();
+
+        // The GPU runs nothing meanwhile (lazy): the first launch is published, the second
+        // (the GPU busy) is held, the rest chain to it.
+        for _ in 0..10 {
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        }
+        let stats = dev.chain_stats();
+        assert_eq!(
+            stats.chained, 8,
+            "{what}: launches 3..10 chained to the held second"
+        );
+        assert_eq!(compute(&dev), (base + 10, base), "{what}: nothing ran yet");
+        // The host stops fetching: the first launch cannot finish, and nothing is published.
+        assert!(dev.with_backend(|b| b.freeze_channel(chan)).unwrap());
+        assert_eq!(
+            flusher.poll(),
+            FlushPoll::Held,
+            "{what}: the first launch still runs"
+        );
+        assert_eq!(compute(&dev), (base + 10, base), "{what}: nothing ran yet");
+        assert!(dev.with_backend(|b| b.thaw_channel(chan)).unwrap());
+
+        // The next poll lets time pass: the published launch runs, and with the GPU done
+        // the held chain is published, with no call by the program.
+        assert_eq!(flusher.poll(), FlushPoll::Published, "{what}");
+        assert_eq!(
+            flusher.poll(),
+            FlushPoll::Idle,
+            "{what}: nothing held any more"
+        );
+        assert_eq!(dev.chain_stats().flusher_published, 1, "{what}");
+        assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
+        assert_eq!(compute(&dev), (base + 10, base + 10), "{what}: all ran");
+        assert_eq!(
+            dev.dtoh_copy(&buf).unwrap(),
+            vec![15u32; n as usize],
+            "{what}: each of the ten launches ran once, in order"
+        );
+    }
+}
+
+#[test]
+fn held_launches_are_published_by_the_next_launch_once_the_gpu_caught_up() {
+    let dev = open_lazy(GH100, DeviceOptions::default());
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let empty = m.function("empty").unwrap();
+    let one = LaunchConfig::for_num_elems(1);
+    dev.synchronize().unwrap();
+    let _flusher = dev.flusher().unwrap();
+    let (base, _) = compute(&dev);
+    for _ in 0..3 {
+        dev.launch(&empty, one, &[]).unwrap();
+    }
+    assert_eq!(
+        dev.chain_stats().chained,
+        1,
+        "the third chained to the held second"
+    );
+    // The first runs (time passes for the driver through the backend's clock) ...
+    dev.with_backend(|b| {
+        let _ = nvbare_core::hal::Clock::now(nvbare_core::device::Backend::clock(b));
+    })
+    .unwrap();
+    assert_eq!(compute(&dev), (base + 3, base + 1));
+    // ... so the next launch, chained to the held ones, publishes the chain itself.
+    dev.launch(&empty, one, &[]).unwrap();
+    assert_eq!(dev.chain_stats().chained, 2);
+    assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
+    assert_eq!(compute(&dev), (base + 4, base + 4));
+    assert_eq!(dev.chain_stats().flusher_published, 0);
+}
+
+#[test]
+fn without_a_flusher_or_with_auto_defer_off_every_launch_rings_its_doorbell() {
+    for (label, attach, opts) in [
+        ("no flusher", false, DeviceOptions::default()),
+        (
+            "auto_defer off",
+            true,
+            DeviceOptions {
+                auto_defer: false,
+                ..DeviceOptions::default()
+            },
+        ),
+    ] {
+        let dev = open_lazy(GH100, opts);
+        let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+        let empty = m.function("empty").unwrap();
+        dev.synchronize().unwrap();
+        let flusher = attach.then(|| dev.flusher().unwrap());
+        let (base, _) = compute(&dev);
+        for _ in 0..20 {
+            dev.launch(&empty, LaunchConfig::for_num_elems(1), &[])
+                .unwrap();
+        }
+        assert_eq!(dev.chain_stats().chained, 0, "{label}");
+        if let Some(f) = &flusher {
+            assert_eq!(f.poll(), FlushPoll::Idle, "{label}");
+        }
+        // Everything was published: turning laziness off runs it all.
+        assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
+        assert_eq!(compute(&dev), (base + 20, base + 20), "{label}");
+    }
+}
+
+#[test]
+fn explicit_deferral_is_left_to_the_program() {
+    // With DeviceOptions::deferred_submits the program asked to ring doorbells itself
+    // (flush, waits): the flusher does not publish that work.
+    let dev = open_lazy(
+        GH100,
+        DeviceOptions {
+            deferred_submits: 8,
+            ..DeviceOptions::default()
+        },
+    );
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let empty = m.function("empty").unwrap();
+    dev.synchronize().unwrap();
+    let flusher = dev.flusher().unwrap();
+    let (base, _) = compute(&dev);
+    for _ in 0..3 {
+        dev.launch(&empty, LaunchConfig::for_num_elems(1), &[])
+            .unwrap();
+    }
+    assert_eq!(flusher.poll(), FlushPoll::Idle);
+    assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
+    assert_eq!(
+        compute(&dev),
+        (base + 3, base),
+        "queued for the program's flush"
+    );
+    dev.flush().unwrap();
+    assert_eq!(compute(&dev), (base + 3, base + 3));
+}
+
+#[test]
+fn round_trips_hold_nothing() {
+    let dev = open_lazy(GH100, DeviceOptions::default());
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let empty = m.function("empty").unwrap();
+    let flusher = dev.flusher().unwrap();
+    for _ in 0..50 {
+        dev.launch(&empty, LaunchConfig::for_num_elems(1), &[])
+            .unwrap();
+        assert_eq!(
+            flusher.poll(),
+            FlushPoll::Idle,
+            "the GPU was idle: published at once"
+        );
+        dev.synchronize().unwrap();
+    }
+    let s = dev.chain_stats();
+    assert_eq!((s.chained, s.flusher_published), (0, 0));
+}
+
+#[test]
+fn dropping_the_flusher_publishes_what_is_held_and_stops_holding() {
+    let dev = open_lazy(GB202, DeviceOptions::default());
+    let m = dev.load_cubin(&kernels(120, 13)).unwrap();
+    let empty = m.function("empty").unwrap();
+    dev.synchronize().unwrap();
+    let flusher = dev.flusher().unwrap();
+    assert!(
+        matches!(dev.flusher(), Err(DeviceError::Unsupported(ref m)) if m.contains("already")),
+        "one flusher per device"
+    );
+    let (base, _) = compute(&dev);
+    for _ in 0..6 {
+        dev.launch(&empty, LaunchConfig::for_num_elems(1), &[])
+            .unwrap();
+    }
+    assert_eq!(dev.chain_stats().chained, 4);
+    drop(flusher);
+    assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
+    assert_eq!(
+        compute(&dev),
+        (base + 6, base + 6),
+        "published as it detached"
+    );
+    assert!(dev.with_backend(|b| b.run_lazily(true)).unwrap());
+    for _ in 0..6 {
+        dev.launch(&empty, LaunchConfig::for_num_elems(1), &[])
+            .unwrap();
+    }
+    assert_eq!(dev.chain_stats().chained, 4, "no holding without a flusher");
+    // A new flusher may attach; once the device closes it says so.
+    let f = dev.flusher().unwrap();
+    drop(m);
+    drop(dev);
+    assert!(f.is_gone());
+    assert_eq!(f.poll(), FlushPoll::Idle);
+}
+
+#[test]
+fn the_flusher_thread_publishes_held_launches_while_the_program_does_not_call() {
+    for (model, sm) in CHIPS {
+        let what = format!("{:?}", model.chipset);
+        let dev = open_lazy(model, DeviceOptions::default());
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 512u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let buf = dev.htod_copy(&vec![1u32; n as usize]).unwrap();
+        dev.synchronize().unwrap();
+        let thread = nvbare_pci_host::flusher::spawn(&dev).unwrap();
+        let launches = 600u32;
+        for _ in 0..launches {
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        }
+        // No synchronize, flush or copy: the flusher thread publishes what was held as the
+        // GPU catches up (the GPU runs whatever is published once laziness is off).
+        assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
+        let t = Instant::now();
+        loop {
+            let (sub, done) = compute(&dev);
+            if done == sub {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{what}: held launches were never published ({done} of {sub})"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert_eq!(
+            dev.dtoh_copy(&buf).unwrap(),
+            vec![1 + launches; n as usize],
+            "{what}: every launch ran once, in stream order"
+        );
+        drop(thread);
+    }
+}
