@@ -179,6 +179,32 @@ int main(int argc, char **argv) {
     double b2b_us = (now_s() - s) * 1e6 / (double)a.launches;
     fprintf(stderr, "cuda_baseline: back-to-back %.3f us/launch over %ld\n", b2b_us, a.launches);
 
+    // For reference (no target): the same empty kernels through a CUDA graph, whose kernels
+    // schedule one another on the GPU. One graph of kGraphKernels launches, captured from the
+    // stream, launched until about as many kernels as the back-to-back loop ran.
+    const long kGraphKernels = 1000;
+    CUgraph graph;
+    CUgraphExec graph_exec;
+    CK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    for (long i = 0; i < kGraphKernels; i++) {
+        CK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+    }
+    CK(cuStreamEndCapture(stream, &graph));
+    CK(cuGraphInstantiateWithFlags(&graph_exec, graph, 0));
+    CK(cuGraphLaunch(graph_exec, stream));  // warm-up
+    CK(cuStreamSynchronize(stream));
+    long graph_reps = std::max(1L, a.launches / kGraphKernels);
+    s = now_s();
+    for (long i = 0; i < graph_reps; i++) {
+        CK(cuGraphLaunch(graph_exec, stream));
+    }
+    CK(cuStreamSynchronize(stream));
+    long graph_kernels = graph_reps * kGraphKernels;
+    double graph_us = (now_s() - s) * 1e6 / (double)graph_kernels;
+    CK(cuGraphExecDestroy(graph_exec));
+    CK(cuGraphDestroy(graph));
+    fprintf(stderr, "cuda_baseline: CUDA graph %.3f us/kernel over %ld\n", graph_us, graph_kernels);
+
     // Bandwidth: pinned host <-> device, device -> device.
     size_t bytes = (size_t)a.copy_mib << 20;
     void *host = nullptr;
@@ -228,9 +254,10 @@ int main(int argc, char **argv) {
     printf("{\"backend\":\"cuda\",\"device\":\"%s\",\"driver_api\":%d,"
            "\"launch_sync_us\":{\"median\":%.4f,\"p10\":%.4f,\"p90\":%.4f,\"n\":%ld},"
            "\"back_to_back_us_per_launch\":%.4f,\"launches\":%ld,"
+           "\"graph_us_per_kernel\":%.4f,\"graph_kernels\":%ld,"
            "\"copy_bytes\":%zu,\"h2d_gbps\":%.3f,\"d2h_gbps\":%.3f,\"d2d_gbps\":%.3f,"
            "\"copy4_h2d_us\":%.4f,\"open_s\":%.5f}\n",
-           name, driver_version, rt_med, rt_p10, rt_p90, a.iters, b2b_us, a.launches, bytes,
-           h2d, d2h, d2d, copy4, open_s);
+           name, driver_version, rt_med, rt_p10, rt_p90, a.iters, b2b_us, a.launches, graph_us,
+           graph_kernels, bytes, h2d, d2h, d2d, copy4, open_s);
     return 0;
 }

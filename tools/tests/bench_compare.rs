@@ -149,3 +149,57 @@ fn strict_mode_fails_on_a_missed_target_and_bad_input_is_reported() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot read"));
 }
+
+#[test]
+fn the_cuda_graph_row_and_automatic_deferral_are_shown_when_measured() {
+    let Some(mut py) = python() else {
+        eprintln!("skipped: no python3");
+        return;
+    };
+    let (c, o) = files("graph");
+    // Without the key (an older baseline), no graph row.
+    let text = {
+        let out = Command::new("python3")
+            .arg(script())
+            .arg(&c)
+            .arg(&o)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(!text.contains("CUDA graph"), "{text}");
+    std::fs::write(
+        &c,
+        CUDA.replace(
+            "\"launches\":100000,",
+            "\"launches\":100000,\"graph_us_per_kernel\":0.503,\"graph_kernels\":100000,",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &o,
+        OURS.replace(
+            "\"open_s\":0.04}",
+            "\"open_s\":0.04,\"chained_back_to_back\":99727,\"deferred_submits\":0}",
+        ),
+    )
+    .unwrap();
+    let out = py.arg(script()).arg(&c).arg(&o).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row in\n{text}"))
+            .to_string()
+    };
+    let r = row("  CUDA graph (us/kernel)");
+    assert!(r.contains("0.503") && r.contains(" - "), "{r}");
+    let r = row("back-to-back (us/launch)");
+    assert!(
+        r.contains("met") && r.contains("99727 of 100000 chained: automatic deferral"),
+        "{r}"
+    );
+    // A reference row, not a target: still 5 of 6.
+    assert!(text.contains("targets met: 5/6"), "{text}");
+}
