@@ -10,6 +10,14 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/compare.py")
 }
 
+/// The table row starting with `name`.
+fn row_of(text: &str, name: &str) -> String {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} row in\n{text}"))
+        .to_string()
+}
+
 fn python() -> Option<Command> {
     Command::new("python3")
         .arg("--version")
@@ -38,12 +46,7 @@ fn table_has_ratios_and_targets() {
     let out = py.arg(script()).arg(&c).arg(&o).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    let row = |name: &str| {
-        text.lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no {name} row in\n{text}"))
-            .to_string()
-    };
+    let row = |name: &str| row_of(&text, name);
     // 9.47 / 2.5 = 3.79x faster, under the 3.1 us target.
     let r = row("launch+sync median");
     assert!(
@@ -187,12 +190,7 @@ fn the_cuda_graph_row_and_automatic_deferral_are_shown_when_measured() {
     let out = py.arg(script()).arg(&c).arg(&o).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    let row = |name: &str| {
-        text.lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no {name} row in\n{text}"))
-            .to_string()
-    };
+    let row = |name: &str| row_of(&text, name);
     let r = row("  CUDA graph (us/kernel)");
     assert!(r.contains("0.503") && r.contains(" - "), "{r}");
     let r = row("back-to-back (us/launch)");

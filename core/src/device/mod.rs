@@ -128,16 +128,16 @@ pub struct DeviceOptions {
     pub deferred_submits: u32,
     /// Automatic deferral (`device/flusher.rs`): with [`DeviceOptions::deferred_submits`] 0
     /// and a [`Flusher`] attached ([`Device::flusher`]; the CLI and
-    /// `nvbare_pci_host::flusher::spawn` attach one), a launch made while more than one batch
-    /// of earlier launches is still on the GPU is held, so the launches after it can be
-    /// chained to it ([`DeviceOptions::chain_launches`]), and the flusher's thread or the next
-    /// launch rings its doorbell as soon as at most one batch is left: back-to-back launches
-    /// cost the GPU what a CUDA graph's kernels do (0.48-0.51 µs on the H200 instead of 0.85),
-    /// and held work never waits for the program to call again. On by default; without a
-    /// flusher it does nothing.
+    /// `nvbare_pci_host::flusher::spawn` attach one), a launch made while the GPU has not
+    /// finished the work published before it is held, so the launches after it are chained to
+    /// it ([`DeviceOptions::chain_launches`]), and the flusher's thread or the next launch
+    /// rings its doorbell as soon as the GPU has run that work: back-to-back launches cost the
+    /// GPU what a CUDA graph's kernels do (0.49-0.53 µs per launch on the H200 by VM instead of
+    /// 0.83-1.30), and held work never waits for the program to call again. On by default;
+    /// without a flusher it does nothing.
     pub auto_defer: bool,
-    /// With [`DeviceOptions::deferred_submits`] > 0 (or automatic deferral): a launch that follows a launch still
-    /// waiting for its doorbell is scheduled by that launch's QMD when its grid completes
+    /// With [`DeviceOptions::deferred_submits`] > 0 (or automatic deferral): a launch that
+    /// follows a launch still waiting for its doorbell is scheduled by that launch's QMD when its grid completes
     /// (dependent QMD, as a CUDA graph's kernels are) instead of by methods of its own
     /// (`device/chain.rs`). Stream order is kept; back-to-back launches then cost the GPU
     /// what a graph's kernels do rather than a `WAIT_FOR_IDLE` each. On by default; off for
