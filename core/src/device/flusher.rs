@@ -15,8 +15,11 @@
 //!   launch made while the GPU is idle is published at once, so a launch + sync round trip is
 //!   what it was.
 //! * Held work is published (its doorbell rung) as soon as the GPU has finished everything
-//!   published before it, by the next launch or by the flusher's [`Flusher::poll`] from another
-//!   thread, whichever sees it first; so held work never waits for the program. A wait, a copy
+//!   published before it, by the next call into the device (a launch, a query: as the call
+//!   ends) or by the flusher's [`Flusher::poll`] from another thread, whichever sees it first;
+//!   so held work never waits for the program. A call that observes or hands out the GPU's
+//!   progress (`Device::timelines`, `Device::record_event`) publishes held work at once: a
+//!   program polling for its kernels is done launching. A wait, a copy
 //!   that needs it, `flush()` and the batch limit ([`AUTO_DEFER_LIMIT`] launches) publish it
 //!   too. While the CPU launches faster than the GPU runs them, batches reach the limit and the
 //!   GPU never waits; otherwise the CPU is the bound and a batch starts ~1-2 µs (the flusher's
@@ -249,6 +252,15 @@ impl<B: Backend> Inner<B> {
             Ok(done) if done < c.submitted => AUTO_DEFER_LIMIT,
             _ => 0,
         }
+    }
+
+    /// Publishes launches held by automatic deferral, if any (a call that observes or hands
+    /// out the GPU's progress: the program is about to wait for that work).
+    pub(super) fn publish_held(&mut self, opts: &DeviceOptions) -> Result<(), DeviceError> {
+        if self.auto_held() {
+            self.kick(opts, COMPUTE)?;
+        }
+        Ok(())
     }
 
     /// Whether launches are held for the flusher now.

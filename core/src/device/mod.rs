@@ -360,10 +360,18 @@ impl<B: Backend> core::ops::DerefMut for InnerGuard<'_, B> {
 
 impl<B: Backend> Drop for InnerGuard<'_, B> {
     fn drop(&mut self) {
-        if let Some(i) = self.guard.as_ref()
+        if let Some(i) = self.guard.as_mut()
             && i.auto_holds
         {
-            let held = i.auto_held();
+            let mut held = i.auto_held();
+            if held && i.auto_publish_due() {
+                // Any call publishes held work once it is due, so a program that polls the
+                // device (timelines, events) does not depend on the flusher getting the lock.
+                match i.kick(&self.dev.options, ops::COMPUTE) {
+                    Ok(()) => held = i.auto_held(),
+                    Err(e) => log::debug!("publishing held launches: {e}"),
+                }
+            }
             if held {
                 // The flusher may publish what this thread wrote from another CPU, whose
                 // store barrier does not drain this CPU's write-combining buffers: drain them
@@ -557,9 +565,12 @@ impl<B: Backend> Device<B> {
         Ok([i.chans[0].handle, i.chans[1].handle])
     }
 
-    /// Timeline values submitted and reached on the compute and copy channels.
+    /// Timeline values submitted and reached on the compute and copy channels. A program that
+    /// polls this is waiting for its work: launches held by automatic deferral
+    /// ([`DeviceOptions::auto_defer`]) are published first.
     pub fn timelines(&self) -> Result<[(u64, u64); 2], DeviceError> {
-        let i = self.inner()?;
+        let mut i = self.inner()?;
+        i.publish_held(&self.options)?;
         let mut out = [(0, 0); 2];
         for (o, c) in out.iter_mut().zip(i.chans.iter()) {
             *o = (c.submitted, i.sem.read_u64(c.sem_offset)?);

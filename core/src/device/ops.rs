@@ -1552,7 +1552,7 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Queues one grid (`Device::launch`), with the deferral automatic deferral gives it
-    /// (`device/flusher.rs`); held work is published at the end if it is due.
+    /// (`device/flusher.rs`; held work due is published as the call ends, `InnerGuard`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn launch(
         &mut self,
@@ -1579,11 +1579,7 @@ impl<B: Backend> Inner<B> {
             device_id,
         );
         self.defer = opts.deferred_submits;
-        r?;
-        if self.auto_publish_due() {
-            self.kick(opts, COMPUTE)?;
-        }
-        Ok(())
+        r
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -246,8 +246,10 @@ impl<B: Backend> Device<B> {
     /// A point in this device's stream: everything submitted so far. Another device waits for
     /// it with [`PeerLink::wait_event`].
     pub fn record_event(&self) -> Result<Event, DeviceError> {
-        let i = self.inner()?;
+        let mut i = self.inner()?;
         i.check_alive()?;
+        // Another device will wait for it: launches held by automatic deferral go now.
+        i.publish_held(&self.options)?;
         Ok(Event {
             device: self.id,
             values: i.submitted(),

@@ -52,15 +52,14 @@ fn launches_behind_a_busy_gpu_are_held_chained_and_published_by_the_flusher() {
             stats.chained, 8,
             "{what}: launches 3..10 chained to the held second"
         );
-        assert_eq!(compute(&dev), (base + 10, base), "{what}: nothing ran yet");
         // The host stops fetching: the first launch cannot finish, and nothing is published.
+        // (No `timelines()` here: a program polling it is waiting, and it publishes.)
         assert!(dev.with_backend(|b| b.freeze_channel(chan)).unwrap());
         assert_eq!(
             flusher.poll(),
             FlushPoll::Held,
             "{what}: the first launch still runs"
         );
-        assert_eq!(compute(&dev), (base + 10, base), "{what}: nothing ran yet");
         assert!(dev.with_backend(|b| b.thaw_channel(chan)).unwrap());
 
         // The next poll lets time pass: the published launch runs, and with the GPU done
@@ -83,13 +82,13 @@ fn launches_behind_a_busy_gpu_are_held_chained_and_published_by_the_flusher() {
 }
 
 #[test]
-fn held_launches_are_published_by_the_next_launch_once_the_gpu_caught_up() {
+fn held_launches_are_published_by_the_next_call_once_the_gpu_caught_up() {
     let dev = open_lazy(GH100, DeviceOptions::default());
     let m = dev.load_cubin(&kernels(90, 13)).unwrap();
     let empty = m.function("empty").unwrap();
     let one = LaunchConfig::for_num_elems(1);
     dev.synchronize().unwrap();
-    let _flusher = dev.flusher().unwrap();
+    let flusher = dev.flusher().unwrap();
     let (base, _) = compute(&dev);
     for _ in 0..3 {
         dev.launch(&empty, one, &[]).unwrap();
@@ -104,12 +103,40 @@ fn held_launches_are_published_by_the_next_launch_once_the_gpu_caught_up() {
         let _ = nvbare_core::hal::Clock::now(nvbare_core::device::Backend::clock(b));
     })
     .unwrap();
-    assert_eq!(compute(&dev), (base + 3, base + 1));
-    // ... so the next launch, chained to the held ones, publishes the chain itself.
+    // ... and that call, as it ends, saw the GPU done and published what was held: the next
+    // launch heads a new batch instead of chaining.
+    assert_eq!(flusher.poll(), FlushPoll::Idle, "nothing held");
     dev.launch(&empty, one, &[]).unwrap();
-    assert_eq!(dev.chain_stats().chained, 2);
+    assert_eq!(dev.chain_stats().chained, 1);
     assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
     assert_eq!(compute(&dev), (base + 4, base + 4));
+    assert_eq!(dev.chain_stats().flusher_published, 0);
+}
+
+#[test]
+fn polling_the_timelines_or_recording_an_event_publishes_held_launches() {
+    let dev = open_lazy(GH100, DeviceOptions::default());
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let empty = m.function("empty").unwrap();
+    let one = LaunchConfig::for_num_elems(1);
+    dev.synchronize().unwrap();
+    let flusher = dev.flusher().unwrap();
+    let [chan, _] = dev.channel_handles().unwrap();
+    // The host fetches nothing: only publishing can make the flusher see nothing held.
+    assert!(dev.with_backend(|b| b.freeze_channel(chan)).unwrap());
+    for observe in ["timelines", "record_event"] {
+        for _ in 0..3 {
+            dev.launch(&empty, one, &[]).unwrap();
+        }
+        assert_eq!(flusher.poll(), FlushPoll::Held, "{observe}");
+        match observe {
+            "timelines" => drop(dev.timelines().unwrap()),
+            _ => drop(dev.record_event().unwrap()),
+        }
+        assert_eq!(flusher.poll(), FlushPoll::Idle, "{observe} published them");
+    }
+    assert!(dev.with_backend(|b| b.thaw_channel(chan)).unwrap());
+    dev.synchronize().unwrap();
     assert_eq!(dev.chain_stats().flusher_published, 0);
 }
 
@@ -251,21 +278,20 @@ fn the_flusher_thread_publishes_held_launches_while_the_program_does_not_call() 
         for _ in 0..launches {
             dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
         }
-        // No synchronize, flush or copy: the flusher thread publishes what was held as the
-        // GPU catches up (the GPU runs whatever is published once laziness is off).
-        assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
+        // No synchronize, flush, copy or timeline poll (those publish too): only the flusher
+        // thread's polls let time pass for the lazy GPU, so only it can find the GPU done and
+        // publish what was held. (`chain_stats` publishes nothing.)
         let t = Instant::now();
-        loop {
-            let (sub, done) = compute(&dev);
-            if done == sub {
-                break;
-            }
+        while dev.chain_stats().flusher_published == 0 {
             assert!(
                 t.elapsed() < Duration::from_secs(10),
-                "{what}: held launches were never published ({done} of {sub})"
+                "{what}: the flusher thread never published the held launches"
             );
             std::thread::sleep(Duration::from_micros(200));
         }
+        assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
+        let (sub, done) = compute(&dev);
+        assert_eq!(done, sub, "{what}: everything ran");
         assert_eq!(
             dev.dtoh_copy(&buf).unwrap(),
             vec![1 + launches; n as usize],

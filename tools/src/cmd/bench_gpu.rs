@@ -295,6 +295,9 @@ pub struct GpuBench {
     /// Batches of back-to-back launches held by automatic deferral that the flusher thread
     /// published (the others were published by a later launch or the synchronize).
     pub flusher_batches: u64,
+    /// Two empty-kernel launches, then the compute timeline polled until both ran (no wait):
+    /// median µs from the second launch's return (`None` with `--armed`).
+    pub pair_then_poll_us: Option<f64>,
     /// DeviceOptions::deferred_submits of the run (--defer).
     pub deferred_submits: u32,
     /// How many of the back-to-back launches had their QMD prefetched early
@@ -495,6 +498,9 @@ fn progress(msg: &str) {
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
+
+/// Samples of [`GpuBench::pair_then_poll_us`].
+const PAIR_POLLS: usize = 200;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -704,6 +710,36 @@ fn measure<B: CliBackend>(
         .armed_launches
         .then(|| dev.armed_launches() - armed_before);
 
+    // Two launches, then the timeline polled (no wait or copy) until both ran: what automatic
+    // deferral costs a program that waits for a held launch by other means. With --defer the
+    // program must flush first, and does; armed launches are not measured (the simulator
+    // runs an armed launch only when time passes for the driver, which polling does not do).
+    progress("two launches, then polled to completion");
+    let mut pair = Vec::with_capacity(PAIR_POLLS);
+    for _ in 0..PAIR_POLLS * usize::from(!dev.options().armed_launches) {
+        dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
+        dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
+        if dev.options().deferred_submits > 0 {
+            dev.flush().map_err(rt("flush"))?;
+        }
+        let t = Instant::now();
+        loop {
+            let [(submitted, done), _] = dev.timelines().map_err(rt("timeline"))?;
+            if done >= submitted {
+                break;
+            }
+            if t.elapsed() > dev.options().timeout {
+                return Err(CliError::Runtime(format!(
+                    "two launches did not complete within {:?} without a wait: held work was \
+                     not published",
+                    dev.options().timeout
+                )));
+            }
+        }
+        pair.push(us(t.elapsed()));
+    }
+    let pair_then_poll_us = (!pair.is_empty()).then(|| median(pair));
+
     progress(&format!(
         "copies of {copy_bytes} bytes (pinned host memory)"
     ));
@@ -853,6 +889,7 @@ fn measure<B: CliBackend>(
         armed_back_to_back,
         chained_back_to_back,
         flusher_batches,
+        pair_then_poll_us,
         deferred_submits: dev.options().deferred_submits,
         prefetched_back_to_back,
         prefetched_round_trips,
@@ -961,12 +998,13 @@ impl GpuBench {
         ));
         s.push_str(&format!(
             ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
-             \"chained_back_to_back\":{},\"flusher_batches\":{},\"deferred_submits\":{},\
-             \"prefetched_back_to_back\":{},\"prefetched_round_trips\":{}",
+             \"chained_back_to_back\":{},\"flusher_batches\":{},\"pair_then_poll_us\":{},\
+             \"deferred_submits\":{},\"prefetched_back_to_back\":{},\"prefetched_round_trips\":{}",
             self.written_ahead_round_trips,
             self.repeated_round_trips,
             self.chained_back_to_back,
             self.flusher_batches,
+            self.pair_then_poll_us.map_or("null".into(), num),
             self.deferred_submits,
             self.prefetched_back_to_back,
             self.prefetched_round_trips
@@ -1091,6 +1129,11 @@ impl GpuBench {
                 self.launch_sync.n,
                 self.prefetched_back_to_back,
                 self.launches
+            ));
+        }
+        if let Some(p) = self.pair_then_poll_us {
+            s.push_str(&format!(
+                "  two launches, then polled  {p:.2} us until both ran (median; no wait)\n"
             ));
         }
         if self.chained_back_to_back > 0 {
@@ -1297,8 +1340,8 @@ mod tests {
             "\"launch_call_us\":",
             // Every timed round trip repeats the launch before it.
             "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50,\
-             \"chained_back_to_back\":0,\"flusher_batches\":0,\"deferred_submits\":0,\"prefetched_back_to_back\":199,\
-             \"prefetched_round_trips\":50",
+             \"chained_back_to_back\":0,\"flusher_batches\":0,\"pair_then_poll_us\":",
+            "\"deferred_submits\":0,\"prefetched_back_to_back\":199,\"prefetched_round_trips\":50",
             "\"d2d_ce_gbps\":",
             "\"h2d_pageable_gbps\":",
             "\"d2h_pageable_gbps\":",
