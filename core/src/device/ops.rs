@@ -1226,6 +1226,7 @@ impl<B: Backend> Inner<B> {
             c.ring.zero(0, c.ring.size())?;
             c.arena.reset();
             c.unwritten = None;
+            c.held_after = None;
             self.sem.write_u64(c.sem_offset, c.submitted)?;
             c.synced_other = subs[other(i)];
         }
