@@ -8,7 +8,9 @@
 use nvbare_integration::kernels_cubin as kernels;
 use std::time::{Duration, Instant};
 
-use nvbare_core::device::{Device, DeviceError, DeviceOptions, FlushPoll, LaunchConfig};
+use nvbare_core::device::{
+    Device, DeviceBuffer, DeviceError, DeviceOptions, FlushPoll, Flusher, LaunchConfig, Module,
+};
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
@@ -304,14 +306,24 @@ fn the_flusher_thread_publishes_held_launches_while_the_program_does_not_call() 
     }
 }
 
-/// A device on a simulated GPU that runs work at the doorbell, a flusher attached (polled by
-/// hand), and a grid that spins until [`finish_spinning_kernel`] ends it: the launches after
-/// it find the GPU busy and are held.
+/// Elements of the buffer [`behind_a_spinning_kernel`] hands out.
+const SPIN_N: u32 = 64;
+
+/// On a simulated GPU that runs work at the doorbell: a device with `timeout`, a flusher
+/// attached (polled by hand), a zeroed buffer of [`SPIN_N`] elements, and a grid that spins
+/// until [`finish_spinning_kernel`] ends it, so the launches `body` makes find the GPU busy and
+/// are held.
 fn behind_a_spinning_kernel(
     model: ChipModel,
     sm: u32,
     timeout: Duration,
-) -> (Device<SimBackend>, Vec<u8>) {
+    body: impl FnOnce(
+        &Device<SimBackend>,
+        &Module<'_, SimBackend>,
+        &DeviceBuffer<'_, SimBackend, u32>,
+        &Flusher<SimBackend>,
+    ),
+) {
     let b = SimBackend::new(model, true).expect("simulated GPU");
     let dev = Device::open(
         b,
@@ -321,40 +333,39 @@ fn behind_a_spinning_kernel(
         },
     )
     .expect("device opens");
-    (dev, kernels(sm, 13))
+    let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+    let buf = dev.htod_copy(&vec![0u32; SPIN_N as usize]).unwrap();
+    dev.synchronize().unwrap();
+    let flusher = dev.flusher().unwrap();
+    let spin = m.function("spin_forever").unwrap();
+    dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
+        .unwrap();
+    body(&dev, &m, &buf, &flusher);
 }
 
 #[test]
 fn launches_behind_a_spinning_kernel_stay_held_until_it_ends_then_run_in_order() {
     for (model, sm) in CHIPS {
         let what = format!("{:?}", model.chipset);
-        let (dev, cubin) = behind_a_spinning_kernel(model, sm, Duration::from_secs(5));
-        let m = dev.load_cubin(&cubin).unwrap();
-        let (spin, add1) = (
-            m.function("spin_forever").unwrap(),
-            m.function("add1").unwrap(),
-        );
-        let n = 64u32;
-        let cfg = LaunchConfig::for_num_elems(n);
-        let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-        dev.synchronize().unwrap();
-        let flusher = dev.flusher().unwrap();
-        dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
-            .unwrap();
-        for _ in 0..5 {
-            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-        }
-        assert_eq!(dev.chain_stats().chained, 4, "{what}");
-        assert_eq!(flusher.poll(), FlushPoll::Held, "{what}: the kernel spins");
-        // Ending it is a call into the device: as it ends it finds the GPU done and publishes.
-        finish_spinning_kernel(&dev);
-        assert_eq!(flusher.poll(), FlushPoll::Idle, "{what}");
-        dev.synchronize().unwrap();
-        assert_eq!(
-            dev.dtoh_copy(&buf).unwrap(),
-            vec![5u32; n as usize],
-            "{what}"
-        );
+        behind_a_spinning_kernel(model, sm, Duration::from_secs(5), |dev, m, buf, flusher| {
+            let add1 = m.function("add1").unwrap();
+            let cfg = LaunchConfig::for_num_elems(SPIN_N);
+            for _ in 0..5 {
+                dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
+            }
+            assert_eq!(dev.chain_stats().chained, 4, "{what}");
+            assert_eq!(flusher.poll(), FlushPoll::Held, "{what}: the kernel spins");
+            // Ending it is a call into the device: as it ends it finds the GPU done and
+            // publishes.
+            finish_spinning_kernel(dev);
+            assert_eq!(flusher.poll(), FlushPoll::Idle, "{what}");
+            dev.synchronize().unwrap();
+            assert_eq!(
+                dev.dtoh_copy(buf).unwrap(),
+                vec![5u32; SPIN_N as usize],
+                "{what}"
+            );
+        });
     }
 }
 
@@ -362,80 +373,71 @@ fn launches_behind_a_spinning_kernel_stay_held_until_it_ends_then_run_in_order()
 fn a_fault_in_a_held_chain_is_reported_and_the_device_recovers() {
     for (model, sm) in CHIPS {
         let what = format!("{:?}", model.chipset);
-        let (dev, cubin) = behind_a_spinning_kernel(model, sm, Duration::from_secs(5));
-        let m = dev.load_cubin(&cubin).unwrap();
-        let (spin, add1, oob) = (
-            m.function("spin_forever").unwrap(),
-            m.function("add1").unwrap(),
-            m.function("oob_write").unwrap(),
-        );
-        let n = 64u32;
-        let cfg = LaunchConfig::for_num_elems(n);
-        let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-        dev.synchronize().unwrap();
-        let flusher = dev.flusher().unwrap();
-        dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
-            .unwrap();
-        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-        dev.launch(&oob, LaunchConfig::for_num_elems(32), &[buf.arg()])
-            .unwrap();
-        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-        assert_eq!(dev.chain_stats().chained, 2, "{what}");
-        let flag = finish_spinning_kernel(&dev);
-        let err = dev.synchronize().unwrap_err();
-        assert!(err.to_string().contains("MMU fault"), "{what}: {err}");
-        // Re-created channels: launches are held and chained again, and run (the spinning
-        // kernel's flag cleared, so that it spins again).
-        let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-        dev.with_backend(|b| b.write_gpu(flag, &0u32.to_le_bytes()))
-            .unwrap()
-            .unwrap();
-        dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
-            .unwrap();
-        for _ in 0..10 {
-            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-        }
-        assert_eq!(dev.chain_stats().chained, 2 + 9, "{what}");
-        finish_spinning_kernel(&dev);
-        assert_eq!(flusher.poll(), FlushPoll::Idle, "{what}");
-        assert_eq!(
-            dev.dtoh_copy(&buf).unwrap(),
-            vec![10u32; n as usize],
-            "{what}"
-        );
+        behind_a_spinning_kernel(model, sm, Duration::from_secs(5), |dev, m, buf, flusher| {
+            let (add1, oob, spin) = (
+                m.function("add1").unwrap(),
+                m.function("oob_write").unwrap(),
+                m.function("spin_forever").unwrap(),
+            );
+            let cfg = LaunchConfig::for_num_elems(SPIN_N);
+            dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
+            dev.launch(&oob, LaunchConfig::for_num_elems(32), &[buf.arg()])
+                .unwrap();
+            dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
+            assert_eq!(dev.chain_stats().chained, 2, "{what}");
+            let flag = finish_spinning_kernel(dev);
+            let err = dev.synchronize().unwrap_err();
+            assert!(err.to_string().contains("MMU fault"), "{what}: {err}");
+            // Re-created channels: launches are held and chained again, and run (the spinning
+            // kernel's flag cleared, so that it spins again).
+            let buf = dev.htod_copy(&vec![0u32; SPIN_N as usize]).unwrap();
+            dev.with_backend(|b| b.write_gpu(flag, &0u32.to_le_bytes()))
+                .unwrap()
+                .unwrap();
+            dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
+                .unwrap();
+            for _ in 0..10 {
+                dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
+            }
+            assert_eq!(dev.chain_stats().chained, 2 + 9, "{what}");
+            finish_spinning_kernel(dev);
+            assert_eq!(flusher.poll(), FlushPoll::Idle, "{what}");
+            assert_eq!(
+                dev.dtoh_copy(&buf).unwrap(),
+                vec![10u32; SPIN_N as usize],
+                "{what}"
+            );
+        });
     }
 }
 
 #[test]
 fn a_kernel_that_never_ends_times_out_with_launches_held_behind_it() {
-    let (dev, cubin) = behind_a_spinning_kernel(GH100, 90, Duration::from_millis(300));
-    let m = dev.load_cubin(&cubin).unwrap();
-    let (spin, add1) = (
-        m.function("spin_forever").unwrap(),
-        m.function("add1").unwrap(),
+    behind_a_spinning_kernel(
+        GH100,
+        90,
+        Duration::from_millis(300),
+        |dev, m, buf, flusher| {
+            let add1 = m.function("add1").unwrap();
+            let cfg = LaunchConfig::for_num_elems(SPIN_N);
+            for _ in 0..3 {
+                dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
+            }
+            assert_eq!(flusher.poll(), FlushPoll::Held);
+            let err = dev.synchronize().unwrap_err();
+            assert!(
+                matches!(err, DeviceError::Timeout { .. }),
+                "expected a timeout: {err}"
+            );
+            // Nothing is left held for the flusher, and the device works (held and chained
+            // again).
+            assert_eq!(flusher.poll(), FlushPoll::Idle);
+            let buf = dev.htod_copy(&vec![0u32; SPIN_N as usize]).unwrap();
+            for _ in 0..8 {
+                dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
+            }
+            dev.synchronize().unwrap();
+            assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![8u32; SPIN_N as usize]);
+        },
     );
-    let n = 64u32;
-    let cfg = LaunchConfig::for_num_elems(n);
-    let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-    dev.synchronize().unwrap();
-    let flusher = dev.flusher().unwrap();
-    dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
-        .unwrap();
-    for _ in 0..3 {
-        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-    }
-    assert_eq!(flusher.poll(), FlushPoll::Held);
-    let err = dev.synchronize().unwrap_err();
-    assert!(
-        matches!(err, DeviceError::Timeout { .. }),
-        "expected a timeout: {err}"
-    );
-    // Nothing is left held for the flusher, and the device works (held and chained again).
-    assert_eq!(flusher.poll(), FlushPoll::Idle);
-    let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-    for _ in 0..8 {
-        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-    }
-    dev.synchronize().unwrap();
-    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![8u32; n as usize]);
 }
