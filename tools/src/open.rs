@@ -211,8 +211,7 @@ where
     B: Backend + 'static,
     nvbare_core::device::Flusher<B>: Send,
 {
-    let o = dev.options();
-    if !o.auto_defer || o.deferred_submits > 0 || o.armed_launches {
+    if !dev.options().holds_launches() {
         return;
     }
     match nvbare_pci_host::flusher::spawn(dev) {

@@ -153,7 +153,7 @@ impl<B: Backend> Flusher<B> {
             ));
         }
         inner.auto_attached = true;
-        inner.auto_holds = holds(&opts);
+        inner.auto_holds = opts.holds_launches();
         Ok(Flusher {
             shared: shared.clone(),
             opts,
@@ -213,9 +213,7 @@ impl<B: Backend> Drop for Flusher<B> {
     fn drop(&mut self) {
         let mut g = self.shared.inner.0.lock();
         if let Some(inner) = g.as_mut() {
-            if inner.auto_held()
-                && let Err(e) = inner.kick(&self.opts, COMPUTE)
-            {
+            if let Err(e) = inner.publish_held(&self.opts) {
                 log::warn!("publishing held launches as the flusher detaches: {e}");
             }
             inner.auto_attached = false;
@@ -226,18 +224,11 @@ impl<B: Backend> Drop for Flusher<B> {
     }
 }
 
-/// Whether a device opened with `opts` holds launches for an attached flusher: automatic
-/// deferral on, no explicit deferral (the program rings its doorbells itself then), chaining
-/// on (holding is for chaining) and no armed launches (which are never chained).
-fn holds(opts: &DeviceOptions) -> bool {
-    opts.auto_defer && opts.deferred_submits == 0 && opts.chain_launches && !opts.armed_launches
-}
-
 impl<B: Backend> Inner<B> {
     /// The deferral a launch gets: [`DeviceOptions::deferred_submits`] when set; otherwise,
     /// with a flusher attached, [`AUTO_DEFER_LIMIT`] while a held batch is collecting or the GPU
     /// has not finished the published work, else 0 (module docs).
-    pub(super) fn launch_defer(&mut self, opts: &DeviceOptions) -> u32 {
+    pub(super) fn launch_defer(&self, opts: &DeviceOptions) -> u32 {
         if !self.auto_holds {
             return opts.deferred_submits;
         }
@@ -268,10 +259,20 @@ impl<B: Backend> Inner<B> {
         self.auto_holds && self.chans[COMPUTE].fifo.unpublished() > 0
     }
 
+    /// Publishes held launches if that is due ([`Inner::auto_publish_due`]); returns whether
+    /// it did.
+    pub(super) fn publish_if_due(&mut self, opts: &DeviceOptions) -> Result<bool, DeviceError> {
+        if !self.auto_publish_due() {
+            return Ok(false);
+        }
+        self.kick(opts, COMPUTE)?;
+        Ok(true)
+    }
+
     /// Whether held launches should be published now: the GPU has finished everything
     /// published before them (or the timeline cannot be read, and the wait that follows will
     /// say why).
-    pub(super) fn auto_publish_due(&self) -> bool {
+    fn auto_publish_due(&self) -> bool {
         if !self.auto_held() {
             return false;
         }
@@ -293,11 +294,8 @@ impl<B: Backend> Inner<B> {
         self.check_alive()?;
         // Time passes for the driver here (a simulated GPU that runs lazily advances).
         let _ = crate::hal::Clock::now(self.backend.clock());
-        if !self.auto_publish_due() {
-            return Ok(false);
-        }
-        self.kick(opts, COMPUTE)?;
-        self.chain.stats.flusher_published += 1;
-        Ok(true)
+        let published = self.publish_if_due(opts)?;
+        self.chain.stats.flusher_published += u64::from(published);
+        Ok(published)
     }
 }

@@ -226,6 +226,16 @@ pub struct DeviceOptions {
     pub armed_timeslice: Duration,
 }
 
+impl DeviceOptions {
+    /// Whether a device opened with these options holds launches for an attached [`Flusher`]
+    /// ([`DeviceOptions::auto_defer`]): automatic deferral on, no explicit deferral (the program
+    /// rings its doorbells itself then), chaining on (holding is for chaining) and no armed
+    /// launches (which are never chained). Without it a flusher has nothing to do.
+    pub fn holds_launches(&self) -> bool {
+        self.auto_defer && self.deferred_submits == 0 && self.chain_launches && !self.armed_launches
+    }
+}
+
 impl Default for DeviceOptions {
     fn default() -> Self {
         DeviceOptions {
@@ -363,15 +373,12 @@ impl<B: Backend> Drop for InnerGuard<'_, B> {
         if let Some(i) = self.guard.as_mut()
             && i.auto_holds
         {
-            let mut held = i.auto_held();
-            if held && i.auto_publish_due() {
-                // Any call publishes held work once it is due, so a program that polls the
-                // device (timelines, events) does not depend on the flusher getting the lock.
-                match i.kick(&self.dev.options, ops::COMPUTE) {
-                    Ok(()) => held = i.auto_held(),
-                    Err(e) => log::debug!("publishing held launches: {e}"),
-                }
+            // Any call publishes held work once it is due, so a program that polls the device
+            // does not depend on the flusher getting the lock.
+            if let Err(e) = i.publish_if_due(&self.dev.options) {
+                log::debug!("publishing held launches: {e}");
             }
+            let held = i.auto_held();
             if held {
                 // The flusher may publish what this thread wrote from another CPU, whose
                 // store barrier does not drain this CPU's write-combining buffers: drain them
