@@ -3,7 +3,8 @@
 //!
 //! The core holds a launch back only while a [`Flusher`] is attached, so that a launch never
 //! waits for the program to call the device again: this thread polls the flusher while
-//! launches are held (about once a microsecond, a core busy during bursts of back-to-back
+//! launches are held (about once a microsecond once the program stops launching, backing off
+//! to [`MAX_BACKOFF`] while it keeps launching; a core busy during bursts of back-to-back
 //! launches, as CUDA's spinning synchronize is), keeps polling for [`IDLE_SPIN`] after the last
 //! held batch, and then parks until the device wakes it. It ends when the device closes or the
 //! [`FlusherThread`] is dropped (which first publishes anything held).
@@ -20,10 +21,17 @@ use nvbare_core::device::{Backend, Device, DeviceError, FlushPoll, Flusher};
 /// launching thread a syscall.
 pub const IDLE_SPIN: Duration = Duration::from_micros(200);
 
-/// Between two polls while launches are held: well under the ~0.5 µs a chained grid takes,
-/// so the GPU gets the next batch long before it runs dry, and rare enough not to contend
-/// with the launching thread for the device's lock.
+/// Between two polls while launches are held and the program has stopped launching: the
+/// held batch is published about this soon after the GPU caught up.
 const POLL_INTERVAL: Duration = Duration::from_micros(1);
+
+/// Longest interval between polls while the program keeps launching ([`FlushPoll::Launching`],
+/// [`FlushPoll::Busy`]; the interval doubles from [`POLL_INTERVAL`]). The launching thread
+/// publishes its own batches then, and every poll takes the device's lock (its cache line)
+/// from it. It bounds how long a batch held when the program stops waits for this thread;
+/// on the H200 4 µs ran back-to-back launches as steadily as 1 µs, 16 µs less so
+/// (docs/benchmarks.md).
+pub const MAX_BACKOFF: Duration = Duration::from_micros(4);
 
 /// How long a parked thread sleeps before it looks whether the device closed.
 const PARK: Duration = Duration::from_millis(50);
@@ -82,14 +90,22 @@ fn run<B: Backend>(flusher: Flusher<B>, stop: &AtomicBool) {
     let me = std::thread::current();
     flusher.set_waker(Box::new(move || me.unpark()));
     let mut last_active = Instant::now();
+    let mut interval = POLL_INTERVAL;
     while !stop.load(Ordering::Acquire) {
         match flusher.poll() {
             FlushPoll::Gone => break,
-            FlushPoll::Held | FlushPoll::Busy | FlushPoll::Published => {
+            FlushPoll::Launching | FlushPoll::Busy => {
                 last_active = Instant::now();
-                spin_for(POLL_INTERVAL);
+                spin_for(interval);
+                interval = (interval * 2).min(MAX_BACKOFF);
+            }
+            FlushPoll::Held | FlushPoll::Published => {
+                last_active = Instant::now();
+                interval = POLL_INTERVAL;
+                spin_for(interval);
             }
             FlushPoll::Idle => {
+                interval = POLL_INTERVAL;
                 if last_active.elapsed() < IDLE_SPIN {
                     spin_for(POLL_INTERVAL);
                 } else if flusher.is_gone() {

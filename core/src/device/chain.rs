@@ -138,6 +138,23 @@ impl<B: Backend> Inner<B> {
             && c.fifo.unpublished() > 0
     }
 
+    /// Launches queued on the compute channel behind its doorbell: its unpublished
+    /// submissions, counting the launches chained to the last of them.
+    pub(super) fn queued_launches(&self) -> u32 {
+        let c = &self.chans[COMPUTE];
+        let unpublished = c.fifo.unpublished();
+        if unpublished == 0 {
+            return 0;
+        }
+        let chained = self
+            .chain
+            .tail
+            .as_ref()
+            .filter(|t| t.value == c.submitted)
+            .map_or(0, |t| t.len - 1);
+        unpublished + chained
+    }
+
     /// The last value of a chain of two or more launches that may still be running (the
     /// timeline has not reached it): what the compute channel's next submission must acquire
     /// first.
@@ -345,7 +362,7 @@ impl<B: Backend> Inner<B> {
             self.chain.stats.shared_banks += 1;
         }
         // The deferral limit counts the chain's launches as submissions.
-        if self.chans[COMPUTE].fifo.unpublished() + len - 1 > self.defer {
+        if self.queued_launches() > self.defer {
             self.kick(opts, COMPUTE)?;
         }
         Ok(true)

@@ -41,7 +41,7 @@
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::backend::{Backend, GpuMemory};
 use super::chan::Chan;
@@ -55,6 +55,11 @@ use super::{DeviceError, DeviceOptions};
 /// default 1 MiB command memory with one batch's QMDs (512 bytes each), and a chained launch
 /// that finds no room takes the ordinary path.
 pub const AUTO_DEFER_LIMIT: u32 = 511;
+
+/// Default of [`DeviceOptions::auto_defer_min_batch`]: a launch call publishes a held batch
+/// once due only if it holds this many launches (a batch's head then costs the CPU under 2 %
+/// of the batch; the GPU, when the CPU is the bound, waits for at most this many).
+pub const AUTO_MIN_BATCH: u32 = 64;
 
 /// A value on a cache line of its own: the flusher reads `pending` while the launching thread
 /// takes the lock next to it.
@@ -115,6 +120,10 @@ pub enum FlushPoll {
     Idle,
     /// Work is held and the GPU still runs what was published before it: poll again soon.
     Held,
+    /// Work is held and the program launched since the last poll: its own calls publish held
+    /// work as they end, so nothing was done; poll again later (each poll takes the device's
+    /// lock from the launching thread). Once it stops launching, a poll publishes.
+    Launching,
     /// The launching thread was inside the device: poll again soon.
     Busy,
     /// Held work was published.
@@ -129,6 +138,9 @@ pub enum FlushPoll {
 pub struct Flusher<B: Backend> {
     shared: Arc<Shared<B>>,
     opts: DeviceOptions,
+    /// [`Inner::launch_calls`] at the last poll that got the lock: changed means the program
+    /// is still launching, and publishes held work itself.
+    seen_launches: AtomicU64,
 }
 
 impl<B: Backend> core::fmt::Debug for Flusher<B> {
@@ -157,6 +169,7 @@ impl<B: Backend> Flusher<B> {
         Ok(Flusher {
             shared: shared.clone(),
             opts,
+            seen_launches: AtomicU64::new(inner.launch_calls),
         })
     }
 
@@ -166,8 +179,11 @@ impl<B: Backend> Flusher<B> {
         *self.shared.auto.0.waker.lock() = Some(waker);
     }
 
-    /// Publishes held launches if the GPU has finished the work published before them. Never
-    /// blocks on the launching thread: if it is inside the device, returns [`FlushPoll::Busy`].
+    /// Publishes held launches if the GPU has finished the work published before them, unless
+    /// the program launched since the last poll ([`FlushPoll::Launching`]: its calls publish
+    /// as they end, and a publish from here would hold the lock ~1 µs while it launches).
+    /// Never blocks on the launching thread: if it is inside the device, returns
+    /// [`FlushPoll::Busy`].
     pub fn poll(&self) -> FlushPoll {
         let auto = &self.shared.auto.0;
         if !auto.pending.load(Ordering::Acquire) {
@@ -181,11 +197,19 @@ impl<B: Backend> Flusher<B> {
         let Some(inner) = g.as_mut() else {
             return FlushPoll::Gone;
         };
+        let launches = inner.launch_calls;
+        let launching = self.seen_launches.swap(launches, Ordering::Relaxed) != launches;
+        if launching && inner.auto_held() {
+            return FlushPoll::Launching;
+        }
         match inner.auto_poll(&self.opts) {
             Ok(published) => {
-                auto.set_pending(inner.auto_held());
+                let held = inner.auto_held();
+                auto.set_pending(held);
                 if published {
                     FlushPoll::Published
+                } else if !held {
+                    FlushPoll::Idle
                 } else {
                     FlushPoll::Held
                 }
@@ -259,10 +283,14 @@ impl<B: Backend> Inner<B> {
         self.auto_holds && self.chans[COMPUTE].fifo.unpublished() > 0
     }
 
-    /// Publishes held launches if that is due ([`Inner::auto_publish_due`]); returns whether
-    /// it did.
-    pub(super) fn publish_if_due(&mut self, opts: &DeviceOptions) -> Result<bool, DeviceError> {
-        if !self.auto_publish_due() {
+    /// Publishes held launches if that is due ([`Inner::auto_publish_due`]) and at least `min`
+    /// are held; returns whether it did.
+    pub(super) fn publish_if_due(
+        &mut self,
+        opts: &DeviceOptions,
+        min: u32,
+    ) -> Result<bool, DeviceError> {
+        if self.queued_launches() < min || !self.auto_publish_due() {
             return Ok(false);
         }
         self.kick(opts, COMPUTE)?;
@@ -294,7 +322,7 @@ impl<B: Backend> Inner<B> {
         self.check_alive()?;
         // Time passes for the driver here (a simulated GPU that runs lazily advances).
         let _ = crate::hal::Clock::now(self.backend.clock());
-        let published = self.publish_if_due(opts)?;
+        let published = self.publish_if_due(opts, 1)?;
         self.chain.stats.flusher_published += u64::from(published);
         Ok(published)
     }

@@ -262,7 +262,9 @@ impl<B: Backend> Device<B> {
             return Err(DeviceError::ForeignObject("module"));
         }
         let k = f.info();
-        self.inner()?.launch(
+        let mut inner = self.inner()?;
+        inner.launch_calls = inner.launch_calls.wrapping_add(1);
+        inner.launch(
             &self.info,
             &self.options,
             (m.slot, m.generation, m.sass_version),

@@ -60,6 +60,9 @@ fn launches_behind_a_busy_gpu_are_held_chained_and_published_by_the_flusher() {
         // The host stops fetching: the first launch cannot finish, and nothing is published.
         // (No `timelines()` here: a program polling it is waiting, and it publishes.)
         assert!(dev.with_backend(|b| b.freeze_channel(chan)).unwrap());
+        // The program launched since the flusher last looked: it leaves held work to the
+        // program's own calls, and looks again later.
+        assert_eq!(flusher.poll(), FlushPoll::Launching, "{what}");
         assert_eq!(
             flusher.poll(),
             FlushPoll::Held,
@@ -133,6 +136,7 @@ fn polling_the_timelines_or_recording_an_event_publishes_held_launches() {
         for _ in 0..3 {
             dev.launch(&empty, one, &[]).unwrap();
         }
+        assert_eq!(flusher.poll(), FlushPoll::Launching, "{observe}");
         assert_eq!(flusher.poll(), FlushPoll::Held, "{observe}");
         match observe {
             "timelines" => drop(dev.timelines().unwrap()),
@@ -143,6 +147,79 @@ fn polling_the_timelines_or_recording_an_event_publishes_held_launches() {
     assert!(dev.with_backend(|b| b.thaw_channel(chan)).unwrap());
     dev.synchronize().unwrap();
     assert_eq!(dev.chain_stats().flusher_published, 0);
+}
+
+#[test]
+fn a_launch_publishes_a_caught_up_batch_only_once_it_holds_the_minimum() {
+    // DeviceOptions::auto_defer_min_batch: while the program keeps launching, a launch call
+    // publishes held work the GPU could start only once the batch has that many launches; the
+    // flusher, once the program stops launching, publishes any batch.
+    for min in [4u32, 1] {
+        let dev = open_lazy(
+            GH100,
+            DeviceOptions {
+                auto_defer_min_batch: min,
+                ..DeviceOptions::default()
+            },
+        );
+        let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 256u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        dev.synchronize().unwrap();
+        let flusher = dev.flusher().unwrap();
+        let run_gpu = dev.with_backend(|b| b.runner()).unwrap();
+        let launch = || dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        // A is published (the GPU was idle) but has not run; B is held behind it.
+        launch();
+        launch();
+        // (Any call but a launch publishes a batch that is due, whatever its size: count
+        // before it is.)
+        let before = dev.chain_stats().chained;
+        // The GPU runs A with no call into the device: B's batch is due from now on.
+        run_gpu();
+        // C and D chain to B; with `min` 4 their calls leave the batch held, ...
+        launch();
+        launch();
+        assert_eq!(
+            flusher.poll(),
+            FlushPoll::Launching,
+            "min {min}: the program launches: the flusher leaves held work to it"
+        );
+        // ... and E's call, the fourth held launch, publishes it as it ends. With 1, C's call
+        // published B and C; D headed a new batch (the GPU has not run B and C) and E chained
+        // to it.
+        launch();
+        if min == 4 {
+            assert_eq!(
+                flusher.poll(),
+                FlushPoll::Idle,
+                "B..E published by E's call"
+            );
+            assert_eq!(
+                dev.chain_stats().chained,
+                before + 3,
+                "C, D, E chained to B"
+            );
+        } else {
+            assert_eq!(dev.chain_stats().chained, before + 2, "C to B, E to D");
+        }
+        assert_eq!(dev.chain_stats().flusher_published, 0, "min {min}");
+        // Two more are held behind the published batch (the lazy GPU has not run it); once the
+        // program stops launching, the flusher publishes them, fewer than `min` as they are.
+        launch();
+        launch();
+        assert_eq!(flusher.poll(), FlushPoll::Launching, "min {min}");
+        assert_eq!(flusher.poll(), FlushPoll::Published, "min {min}");
+        assert_eq!(dev.chain_stats().flusher_published, 1, "min {min}");
+        dev.synchronize().unwrap();
+        assert_eq!(
+            dev.dtoh_copy(&buf).unwrap(),
+            vec![7u32; n as usize],
+            "min {min}: the seven launches ran once each"
+        );
+    }
 }
 
 #[test]
@@ -354,6 +431,7 @@ fn launches_behind_a_spinning_kernel_stay_held_until_it_ends_then_run_in_order()
                 dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
             }
             assert_eq!(dev.chain_stats().chained, 4, "{what}");
+            assert_eq!(flusher.poll(), FlushPoll::Launching, "{what}");
             assert_eq!(flusher.poll(), FlushPoll::Held, "{what}: the kernel spins");
             // Ending it is a call into the device: as it ends it finds the GPU done and
             // publishes.
@@ -423,6 +501,7 @@ fn a_kernel_that_never_ends_times_out_with_launches_held_behind_it() {
             for _ in 0..3 {
                 dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
             }
+            assert_eq!(flusher.poll(), FlushPoll::Launching);
             assert_eq!(flusher.poll(), FlushPoll::Held);
             let err = dev.synchronize().unwrap_err();
             assert!(

@@ -554,6 +554,14 @@ impl SimBackend {
         })
     }
 
+    /// Lets a lazily running GPU ([`SimBackend::run_lazily`]) run what it can, from outside
+    /// the device: the real GPU runs while the program does something else, and tests of
+    /// what the driver does without being called need that to happen between two calls.
+    pub fn runner(&self) -> impl Fn() + Send + use<> {
+        let catch_up = self.clock.catch_up.0.clone();
+        move || catch_up()
+    }
+
     /// Writes `bytes` at GPU VA `va` of the device's VA space (as another agent would).
     pub fn write_gpu(&self, va: u64, bytes: &[u8]) -> Result<(), String> {
         let objs = self.objs.ok_or("not attached")?;

@@ -46,6 +46,10 @@ pub struct GpuBenchArgs {
     /// Back-to-back launches (default 100000; 10000 on the simulator).
     #[arg(long)]
     pub launches: Option<u32>,
+    /// CPU work between back-to-back launches: spin this many nanoseconds after each launch
+    /// call, as a program that computes between launches does (it makes the CPU the bound).
+    #[arg(long, value_name = "NS", default_value_t = 0)]
+    pub launch_gap_ns: u32,
     /// Bytes per bandwidth copy (default 1 GiB; 16 MiB on the simulator).
     #[arg(long, value_parser = super::bench::parse_size)]
     pub copy_bytes: Option<u64>,
@@ -73,6 +77,11 @@ pub struct GpuBenchArgs {
     /// held for the flusher thread, so back-to-back launches are not chained without --defer.
     #[arg(long)]
     pub no_auto_defer: bool,
+    /// Automatic deferral: launches held before a launch call publishes them
+    /// (DeviceOptions::auto_defer_min_batch; default 64, 1 publishes as soon as the GPU caught
+    /// up).
+    #[arg(long, value_name = "N")]
+    pub auto_min_batch: Option<u32>,
     /// Back-to-back launches fetch their QMD only after their WAIT_FOR_IDLE, as a launch
     /// after a wait does (DeviceOptions::early_qmd_prefetch = false), to measure what the
     /// early prefetch buys.
@@ -188,6 +197,7 @@ impl GpuBenchArgs {
             },
             deferred_submits: self.defer,
             auto_defer: !self.no_auto_defer,
+            auto_defer_min_batch: self.auto_min_batch.unwrap_or(d.auto_defer_min_batch),
             chain_launches: !self.no_chain,
             early_qmd_prefetch: !self.no_early_prefetch,
             release_sysmembar: self.release_sysmembar,
@@ -300,6 +310,10 @@ pub struct GpuBench {
     pub pair_then_poll_us: Option<f64>,
     /// DeviceOptions::deferred_submits of the run (--defer).
     pub deferred_submits: u32,
+    /// DeviceOptions::auto_defer_min_batch of the run (--auto-min-batch).
+    pub auto_min_batch: u32,
+    /// CPU work between back-to-back launches, ns (--launch-gap-ns).
+    pub launch_gap_ns: u32,
     /// How many of the back-to-back launches had their QMD prefetched early
     /// (DeviceOptions::early_qmd_prefetch: before their WAIT_FOR_IDLE, or the first, written
     /// ahead, by the wait before).
@@ -696,8 +710,15 @@ fn measure<B: CliBackend>(
     let flusher_before = dev.chain_stats().flusher_published;
     let prefetched_before = dev.early_prefetched_launches();
     let t = Instant::now();
+    let gap = Duration::from_nanos(args.launch_gap_ns.into());
     for _ in 0..launches {
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
+        if !gap.is_zero() {
+            let t = Instant::now();
+            while t.elapsed() < gap {
+                std::hint::spin_loop();
+            }
+        }
     }
     let submit_us = us(t.elapsed()) / f64::from(launches);
     dev.synchronize().map_err(rt("synchronize"))?;
@@ -891,6 +912,8 @@ fn measure<B: CliBackend>(
         flusher_batches,
         pair_then_poll_us,
         deferred_submits: dev.options().deferred_submits,
+        auto_min_batch: dev.options().auto_defer_min_batch,
+        launch_gap_ns: args.launch_gap_ns,
         prefetched_back_to_back,
         prefetched_round_trips,
         written_ahead_round_trips,
@@ -999,13 +1022,16 @@ impl GpuBench {
         s.push_str(&format!(
             ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
              \"chained_back_to_back\":{},\"flusher_batches\":{},\"pair_then_poll_us\":{},\
-             \"deferred_submits\":{},\"prefetched_back_to_back\":{},\"prefetched_round_trips\":{}",
+             \"deferred_submits\":{},\"auto_min_batch\":{},\"launch_gap_ns\":{},\
+             \"prefetched_back_to_back\":{},\"prefetched_round_trips\":{}",
             self.written_ahead_round_trips,
             self.repeated_round_trips,
             self.chained_back_to_back,
             self.flusher_batches,
             self.pair_then_poll_us.map_or("null".into(), num),
             self.deferred_submits,
+            self.auto_min_batch,
+            self.launch_gap_ns,
             self.prefetched_back_to_back,
             self.prefetched_round_trips
         ));
@@ -1082,8 +1108,13 @@ impl GpuBench {
                 c.median, c.p10, c.p90, c.n, call
             ));
         }
+        let gap = if self.launch_gap_ns > 0 {
+            format!("; {} ns of CPU work after each", self.launch_gap_ns)
+        } else {
+            String::new()
+        };
         s.push_str(&format!(
-            "  back-to-back launches      {:.3} µs/launch ({} launches; CPU {:.3} µs/launch)\n",
+            "  back-to-back launches      {:.3} µs/launch ({} launches; CPU {:.3} µs/launch{gap})\n",
             self.back_to_back_us, self.launches, self.submit_us
         ));
         s.push_str(&format!(
@@ -1289,6 +1320,7 @@ mod tests {
             json: true,
             round_trips: Some(50),
             launches: Some(200),
+            launch_gap_ns: 0,
             copy_bytes: Some(1 << 20),
             small_copies: Some(20),
             timeout_ms: 2000,
@@ -1297,6 +1329,7 @@ mod tests {
             defer: 0,
             no_chain: false,
             no_auto_defer: false,
+            auto_min_batch: None,
             release_sysmembar: false,
             bar1_readback: false,
             copy_block: None,
@@ -1341,7 +1374,8 @@ mod tests {
             // Every timed round trip repeats the launch before it.
             "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50,\
              \"chained_back_to_back\":0,\"flusher_batches\":0,\"pair_then_poll_us\":",
-            "\"deferred_submits\":0,\"prefetched_back_to_back\":199,\"prefetched_round_trips\":50",
+            "\"deferred_submits\":0,\"auto_min_batch\":64,\"launch_gap_ns\":0,",
+            "\"prefetched_back_to_back\":199,\"prefetched_round_trips\":50",
             "\"d2d_ce_gbps\":",
             "\"h2d_pageable_gbps\":",
             "\"d2h_pageable_gbps\":",
