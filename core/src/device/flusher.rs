@@ -61,6 +61,11 @@ pub const AUTO_DEFER_LIMIT: u32 = 511;
 /// of the batch; the GPU, when the CPU is the bound, waits for at most this many).
 pub const AUTO_MIN_BATCH: u32 = 64;
 
+/// Default of [`DeviceOptions::auto_defer_batch_wait`]: about what 64 empty kernels take the
+/// H200's GPU (0.48 µs each, chained), so a batch waits for the program no longer than the
+/// GPU would spend on a full one.
+pub const AUTO_BATCH_WAIT: core::time::Duration = core::time::Duration::from_micros(30);
+
 /// A value on a cache line of its own: the flusher reads `pending` while the launching thread
 /// takes the lock next to it.
 #[repr(align(128))]
@@ -88,6 +93,9 @@ impl<B: Backend> Shared<B> {
 pub(crate) struct AutoState {
     /// Held work waits for its doorbell (kept by the launching thread as it leaves a call).
     pending: AtomicBool,
+    /// The program's launch calls, counted by the launching thread: the flusher tells from it,
+    /// without the device's lock, whether the program is still launching.
+    launches: AtomicU64,
     /// Called when `pending` turns true (unparks the flusher's thread).
     waker: spin::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
@@ -103,6 +111,13 @@ impl AutoState {
         if pending {
             self.wake();
         }
+    }
+
+    /// Counts a launch call (only the device's thread writes: a plain store, not a locked
+    /// add, which would also drain the write-combining buffers).
+    pub(crate) fn count_launch(&self) {
+        let n = self.launches.load(Ordering::Relaxed);
+        self.launches.store(n.wrapping_add(1), Ordering::Relaxed);
     }
 
     /// Runs the waker, if any.
@@ -138,8 +153,8 @@ pub enum FlushPoll {
 pub struct Flusher<B: Backend> {
     shared: Arc<Shared<B>>,
     opts: DeviceOptions,
-    /// [`Inner::launch_calls`] at the last poll that got the lock: changed means the program
-    /// is still launching, and publishes held work itself.
+    /// [`AutoState::launches`] at the last poll: changed means the program is still
+    /// launching, and publishes held work itself.
     seen_launches: AtomicU64,
 }
 
@@ -169,7 +184,7 @@ impl<B: Backend> Flusher<B> {
         Ok(Flusher {
             shared: shared.clone(),
             opts,
-            seen_launches: AtomicU64::new(inner.launch_calls),
+            seen_launches: AtomicU64::new(shared.auto.0.launches.load(Ordering::Relaxed)),
         })
     }
 
@@ -191,17 +206,18 @@ impl<B: Backend> Flusher<B> {
             // ([`Flusher::is_gone`]).
             return FlushPoll::Idle;
         }
+        // Without the lock: taking it (and reading the device's state) would take those cache
+        // lines from the launching thread at every poll.
+        let launches = auto.launches.load(Ordering::Relaxed);
+        if self.seen_launches.swap(launches, Ordering::Relaxed) != launches {
+            return FlushPoll::Launching;
+        }
         let Some(mut g) = self.shared.inner.0.try_lock() else {
             return FlushPoll::Busy;
         };
         let Some(inner) = g.as_mut() else {
             return FlushPoll::Gone;
         };
-        let launches = inner.launch_calls;
-        let launching = self.seen_launches.swap(launches, Ordering::Relaxed) != launches;
-        if launching && inner.auto_held() {
-            return FlushPoll::Launching;
-        }
         match inner.auto_poll(&self.opts) {
             Ok(published) => {
                 let held = inner.auto_held();
@@ -283,15 +299,43 @@ impl<B: Backend> Inner<B> {
         self.auto_holds && self.chans[COMPUTE].fifo.unpublished() > 0
     }
 
-    /// Publishes held launches if that is due ([`Inner::auto_publish_due`]) and at least `min`
-    /// are held; returns whether it did.
-    pub(super) fn publish_if_due(
+    /// Publishes held launches if that is due ([`Inner::auto_publish_due`]); returns whether
+    /// it did.
+    pub(super) fn publish_if_due(&mut self, opts: &DeviceOptions) -> Result<bool, DeviceError> {
+        if !self.auto_publish_due() {
+            return Ok(false);
+        }
+        self.kick(opts, COMPUTE)?;
+        Ok(true)
+    }
+
+    /// The end of the program's launch call: publishes held launches once due
+    /// ([`Inner::auto_publish_due`]) if they are [`DeviceOptions::auto_defer_min_batch`] or
+    /// more, or have been due for [`DeviceOptions::auto_defer_batch_wait`] (as far as calls
+    /// saw). Returns whether it did.
+    pub(super) fn publish_batch_if_due(
         &mut self,
         opts: &DeviceOptions,
-        min: u32,
     ) -> Result<bool, DeviceError> {
-        if self.queued_launches() < min || !self.auto_publish_due() {
+        if !self.auto_publish_due() {
             return Ok(false);
+        }
+        if self.queued_launches() < opts.auto_defer_min_batch {
+            let batch = self.chans[COMPUTE].held_after;
+            let now = crate::hal::Clock::now(self.backend.clock());
+            match self.auto_due_since {
+                Some((b, since)) if b == batch => {
+                    if now.saturating_sub(since) < opts.auto_defer_batch_wait {
+                        return Ok(false);
+                    }
+                }
+                _ => {
+                    self.auto_due_since = Some((batch, now));
+                    if !opts.auto_defer_batch_wait.is_zero() {
+                        return Ok(false);
+                    }
+                }
+            }
         }
         self.kick(opts, COMPUTE)?;
         Ok(true)
@@ -322,7 +366,7 @@ impl<B: Backend> Inner<B> {
         self.check_alive()?;
         // Time passes for the driver here (a simulated GPU that runs lazily advances).
         let _ = crate::hal::Clock::now(self.backend.clock());
-        let published = self.publish_if_due(opts, 1)?;
+        let published = self.publish_if_due(opts)?;
         self.chain.stats.flusher_published += u64::from(published);
         Ok(published)
     }

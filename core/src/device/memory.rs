@@ -262,9 +262,7 @@ impl<B: Backend> Device<B> {
             return Err(DeviceError::ForeignObject("module"));
         }
         let k = f.info();
-        let mut inner = self.inner()?;
-        inner.launch_calls = inner.launch_calls.wrapping_add(1);
-        inner.launch(
+        self.inner()?.for_launch().launch(
             &self.info,
             &self.options,
             (m.slot, m.generation, m.sass_version),

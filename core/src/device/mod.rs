@@ -75,7 +75,7 @@ pub use backend::{
 pub use chain::ChainStats;
 pub use copy::{COPY_KERNEL_NAME, CopyPath};
 pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
-pub use flusher::{AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher};
+pub use flusher::{AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher};
 pub use memory::{DeviceBuffer, DeviceRepr};
 pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module};
 pub use ops::DoorbellRetries;
@@ -148,6 +148,12 @@ pub struct DeviceOptions {
     /// burst can find up to this many launches not yet run (64 empty kernels: ~31 µs).
     /// 1 publishes as soon as the GPU caught up. Default [`AUTO_MIN_BATCH`].
     pub auto_defer_min_batch: u32,
+    /// Automatic deferral: a launch call publishes a smaller batch than
+    /// [`DeviceOptions::auto_defer_min_batch`] once calls have seen it due (the GPU done with
+    /// the work before it) for this long: it bounds how long the GPU waits for a batch to
+    /// fill when the program launches slowly but steadily (the flusher publishes at once
+    /// only once the program stops launching). Default [`AUTO_BATCH_WAIT`].
+    pub auto_defer_batch_wait: Duration,
     /// With [`DeviceOptions::deferred_submits`] > 0 (or automatic deferral): a launch that
     /// follows a launch still waiting for its doorbell is scheduled by that launch's QMD when its grid completes
     /// (dependent QMD, as a CUDA graph's kernels are) instead of by methods of its own
@@ -263,6 +269,7 @@ impl Default for DeviceOptions {
             deferred_submits: 0,
             auto_defer: true,
             auto_defer_min_batch: AUTO_MIN_BATCH,
+            auto_defer_batch_wait: AUTO_BATCH_WAIT,
             chain_launches: true,
             early_qmd_prefetch: true,
             release_sysmembar: false,
@@ -358,8 +365,8 @@ pub struct Device<B: Backend> {
 pub(crate) struct InnerGuard<'a, B: Backend> {
     guard: spin::MutexGuard<'a, Option<ops::Inner<B>>>,
     dev: &'a Device<B>,
-    /// [`ops::Inner::launch_calls`] when the call began (is it a launch?).
-    launches: u64,
+    /// The call is the program's launch ([`InnerGuard::for_launch`]).
+    launch: bool,
 }
 
 impl<B: Backend> core::ops::Deref for InnerGuard<'_, B> {
@@ -383,6 +390,16 @@ impl<B: Backend> core::ops::DerefMut for InnerGuard<'_, B> {
     }
 }
 
+impl<B: Backend> InnerGuard<'_, B> {
+    /// Marks the call as the program's launch (`Device::launch`, not the copy kernel's) and
+    /// counts it for the flusher, which leaves held work to a program that keeps launching.
+    pub(crate) fn for_launch(mut self) -> Self {
+        self.launch = true;
+        self.dev.shared.auto.0.count_launch();
+        self
+    }
+}
+
 impl<B: Backend> Drop for InnerGuard<'_, B> {
     fn drop(&mut self) {
         if let Some(i) = self.guard.as_mut()
@@ -393,12 +410,12 @@ impl<B: Backend> Drop for InnerGuard<'_, B> {
             // launching); a launch call only a batch of `auto_defer_min_batch`, since more
             // launches are coming.
             let opts = &self.dev.options;
-            let min = if i.launch_calls == self.launches {
-                1
+            let r = if self.launch {
+                i.publish_batch_if_due(opts)
             } else {
-                opts.auto_defer_min_batch
+                i.publish_if_due(opts)
             };
-            if let Err(e) = i.publish_if_due(opts, min) {
+            if let Err(e) = r {
                 log::debug!("publishing held launches: {e}");
             }
             let held = i.auto_held();
@@ -490,11 +507,10 @@ impl<B: Backend> Device<B> {
             self.borrowed.set(false);
             return Err(DeviceError::Dead("the device is closing".to_string()));
         }
-        let launches = guard.as_ref().map_or(0, |i| i.launch_calls);
         Ok(InnerGuard {
             guard,
             dev: self,
-            launches,
+            launch: false,
         })
     }
 

@@ -101,10 +101,10 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) auto_attached: bool,
     /// Launches may be held for it (it is attached and the options allow it).
     pub(crate) auto_holds: bool,
-    /// The program's launch calls (`Device::launch`; not the copy kernel's): the flusher and
-    /// the end of a call tell from it whether the program is still launching
-    /// (`device/flusher.rs`).
-    pub(crate) launch_calls: u64,
+    /// The held batch (its `held_after`) a launch call first saw due though smaller than
+    /// [`super::DeviceOptions::auto_defer_min_batch`], and when
+    /// ([`Inner::publish_batch_if_due`]).
+    pub(crate) auto_due_since: Option<(Option<u64>, Duration)>,
 }
 
 /// Doorbells rung again by waits that saw no progress (`Device::doorbell_retries`).
@@ -548,7 +548,7 @@ impl<B: Backend> Inner<B> {
             defer: opts.deferred_submits,
             auto_attached: false,
             auto_holds: false,
-            launch_calls: 0,
+            auto_due_since: None,
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),

@@ -159,6 +159,8 @@ fn a_launch_publishes_a_caught_up_batch_only_once_it_holds_the_minimum() {
             GH100,
             DeviceOptions {
                 auto_defer_min_batch: min,
+                // Not reached here (the simulator's time is virtual): see the next test.
+                auto_defer_batch_wait: Duration::from_secs(60),
                 ..DeviceOptions::default()
             },
         );
@@ -220,6 +222,56 @@ fn a_launch_publishes_a_caught_up_batch_only_once_it_holds_the_minimum() {
             "min {min}: the seven launches ran once each"
         );
     }
+}
+
+#[test]
+fn a_caught_up_batch_below_the_minimum_waits_for_the_program_at_most_the_batch_wait() {
+    // DeviceOptions::auto_defer_batch_wait: a program that keeps launching, slower than the GPU
+    // runs, publishes a batch smaller than auto_defer_min_batch once its calls have seen it
+    // due for that long (time is virtual here: it passes only as the test says).
+    let wait = Duration::from_micros(100);
+    let dev = open_lazy(
+        GH100,
+        DeviceOptions {
+            auto_defer_batch_wait: wait,
+            ..DeviceOptions::default()
+        },
+    );
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let n = 64u32;
+    let cfg = LaunchConfig::for_num_elems(n);
+    let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+    dev.synchronize().unwrap();
+    let flusher = dev.flusher().unwrap();
+    let (run_gpu, clock) = dev.with_backend(|b| (b.runner(), b.sim_clock())).unwrap();
+    let launch = || dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    launch();
+    launch();
+    let before = dev.chain_stats().chained;
+    run_gpu();
+    // Due from here on; C's call sees it first, D's half the wait later leaves it held ...
+    launch();
+    clock.advance(wait / 2);
+    launch();
+    assert_eq!(flusher.poll(), FlushPoll::Launching);
+    // ... and E's, past the wait, publishes B..E (4 of the 64). Had D's published, E would
+    // head a held batch of its own (the lazy GPU has not run B..D).
+    clock.advance(wait);
+    launch();
+    assert_eq!(
+        flusher.poll(),
+        FlushPoll::Idle,
+        "B..E published by E's call"
+    );
+    assert_eq!(
+        dev.chain_stats().chained,
+        before + 3,
+        "C, D, E chained to B"
+    );
+    assert_eq!(dev.chain_stats().flusher_published, 0);
+    dev.synchronize().unwrap();
+    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![5u32; n as usize]);
 }
 
 #[test]

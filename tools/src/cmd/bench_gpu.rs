@@ -82,6 +82,10 @@ pub struct GpuBenchArgs {
     /// up).
     #[arg(long, value_name = "N")]
     pub auto_min_batch: Option<u32>,
+    /// Automatic deferral: µs a launch call lets a caught-up batch smaller than that wait
+    /// (DeviceOptions::auto_defer_batch_wait; default 30).
+    #[arg(long, value_name = "US")]
+    pub auto_batch_wait_us: Option<u64>,
     /// Back-to-back launches fetch their QMD only after their WAIT_FOR_IDLE, as a launch
     /// after a wait does (DeviceOptions::early_qmd_prefetch = false), to measure what the
     /// early prefetch buys.
@@ -198,6 +202,9 @@ impl GpuBenchArgs {
             deferred_submits: self.defer,
             auto_defer: !self.no_auto_defer,
             auto_defer_min_batch: self.auto_min_batch.unwrap_or(d.auto_defer_min_batch),
+            auto_defer_batch_wait: self
+                .auto_batch_wait_us
+                .map_or(d.auto_defer_batch_wait, Duration::from_micros),
             chain_launches: !self.no_chain,
             early_qmd_prefetch: !self.no_early_prefetch,
             release_sysmembar: self.release_sysmembar,
@@ -1330,6 +1337,7 @@ mod tests {
             no_chain: false,
             no_auto_defer: false,
             auto_min_batch: None,
+            auto_batch_wait_us: None,
             release_sysmembar: false,
             bar1_readback: false,
             copy_block: None,
