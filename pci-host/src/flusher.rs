@@ -23,14 +23,15 @@ pub const IDLE_SPIN: Duration = Duration::from_micros(200);
 
 /// Between two polls while launches are held and the program has stopped launching: the
 /// held batch is published about this soon after the GPU caught up.
-const POLL_INTERVAL: Duration = Duration::from_micros(1);
+pub const POLL_INTERVAL: Duration = Duration::from_micros(1);
 
 /// Longest interval between polls while the program keeps launching ([`FlushPoll::Launching`],
 /// [`FlushPoll::Busy`]; the interval doubles from [`POLL_INTERVAL`]). The launching thread
-/// publishes its own batches then, and every poll takes the device's lock (its cache line)
-/// from it. It bounds how long a batch held when the program stops waits for this thread;
-/// on the H200 4 µs ran back-to-back launches as steadily as 1 µs, 16 µs less so
-/// (docs/benchmarks.md).
+/// publishes its own batches then, and every poll reads a word it writes at each launch. It
+/// bounds how long a batch held when the program stops waits for this thread: a poll that
+/// sees no launch since the one before publishes. On the H200, with 400 ns of CPU work between
+/// launches, 4 µs ran back-to-back launches at 0.661-0.668 µs each in four runs, 16 µs at
+/// 0.63-0.93 (docs/benchmarks.md).
 pub const MAX_BACKOFF: Duration = Duration::from_micros(4);
 
 /// How long a parked thread sleeps before it looks whether the device closed.

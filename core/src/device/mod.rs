@@ -130,8 +130,9 @@ pub struct DeviceOptions {
     /// and a [`Flusher`] attached ([`Device::flusher`]; the CLI and
     /// `nvbare_pci_host::flusher::spawn` attach one), a launch made while the GPU has not
     /// finished the work published before it is held, so the launches after it are chained to
-    /// it ([`DeviceOptions::chain_launches`]), and the flusher's thread or the next launch
-    /// rings its doorbell as soon as the GPU has run that work: back-to-back launches cost the
+    /// it ([`DeviceOptions::chain_launches`]), and the program's next call or, once it stops
+    /// launching, the flusher's thread rings its doorbell when the GPU has run that work
+    /// (see [`DeviceOptions::auto_defer_min_batch`]): back-to-back launches cost the
     /// GPU what a CUDA graph's kernels do (0.49-0.53 µs per launch on the H200 by VM instead of
     /// 0.83-1.30), and held work never waits for the program to call again. On by default;
     /// without a flusher it does nothing.
@@ -142,10 +143,11 @@ pub struct DeviceOptions {
     /// whatever its size. Why: a program slower to launch than the GPU is to run would
     /// otherwise publish a handful of launches at a time, and each batch's head costs an
     /// ordinary launch (~1 µs of CPU more than a chained one): on the H200, back-to-back
-    /// launches with 1 µs of CPU work between them took 1.55 µs each with 1 (74 % chained)
-    /// and 1.32 with 64 (98 %; explicit deferral of 511: 1.22). The price: with the CPU the
-    /// bound, the GPU may wait until that many are held, so a synchronize at the end of a
-    /// burst can find up to this many launches not yet run (64 empty kernels: ~31 µs).
+    /// launches with 1 µs of CPU work between them took 1.58-1.61 µs each with 1 (74 %
+    /// chained) and 1.33 with 64 (98 %; explicit deferral of 511: 1.22-1.24). The price: with
+    /// the CPU the bound, the GPU waits for the batch to fill (at most
+    /// [`DeviceOptions::auto_defer_batch_wait`]), so a synchronize at the end of a burst can
+    /// find up to this many launches not yet run (64 empty kernels: ~31 µs of GPU).
     /// 1 publishes as soon as the GPU caught up. Default [`AUTO_MIN_BATCH`].
     pub auto_defer_min_batch: u32,
     /// Automatic deferral: a launch call publishes a smaller batch than

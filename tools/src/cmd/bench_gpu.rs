@@ -1405,6 +1405,32 @@ mod tests {
     }
 
     #[test]
+    fn the_launch_gap_and_the_batch_options_are_recorded() {
+        let mut args = sim_args(false);
+        args.launch_gap_ns = 2000;
+        args.auto_min_batch = Some(8);
+        args.auto_batch_wait_us = Some(5);
+        let opts = args.device_options().unwrap();
+        assert_eq!(opts.auto_defer_min_batch, 8);
+        assert_eq!(opts.auto_defer_batch_wait, Duration::from_micros(5));
+        let mut out = Vec::new();
+        run(&mut out, args).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.contains("\"auto_min_batch\":8,\"launch_gap_ns\":2000,"),
+            "{s}"
+        );
+        // 200 launches with 2 µs of spinning after each: at least 2 µs per launch on the CPU.
+        let submit = s
+            .split("\"submit_us_per_launch\":")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap();
+        assert!(submit >= 2.0, "{submit} µs per launch call with a 2 µs gap");
+    }
+
+    #[test]
     fn command_kib_out_of_range_is_refused_with_the_range() {
         #[derive(clap::Parser, Debug)]
         struct Cli {
