@@ -14,16 +14,20 @@
 //!   before it: held work could not start before that work ends anyway (stream order). A
 //!   launch made while the GPU is idle is published at once, so a launch + sync round trip is
 //!   what it was.
-//! * Held work is published (its doorbell rung) as soon as the GPU has finished everything
-//!   published before it, by the next call into the device (a launch, a query: as the call
-//!   ends) or by the flusher's [`Flusher::poll`] from another thread, whichever sees it first;
-//!   so held work never waits for the program. A call that observes or hands out the GPU's
+//! * Held work is published (its doorbell rung) once the GPU has finished everything
+//!   published before it ("due"): by the next call into the device other than a launch, as it
+//!   ends; by a launch call, as it ends, if the batch holds
+//!   [`DeviceOptions::auto_defer_min_batch`] launches or calls have seen it due for
+//!   [`DeviceOptions::auto_defer_batch_wait`]; or by the flusher's [`Flusher::poll`] from
+//!   another thread once the program has made no launch since its last poll
+//!   ([`FlushPoll::Launching`] otherwise). So held work never waits for a program that stops
+//!   calling, and a program that keeps launching faster than the GPU caught up publishes
+//!   batches worth their head (an ordinary launch). A call that observes or hands out the GPU's
 //!   progress (`Device::timelines`, `Device::record_event`) publishes held work at once: a
-//!   program polling for its kernels is done launching. A wait, a copy
-//!   that needs it, `flush()` and the batch limit ([`AUTO_DEFER_LIMIT`] launches) publish it
-//!   too. While the CPU launches faster than the GPU runs them, batches reach the limit and the
-//!   GPU never waits; otherwise the CPU is the bound and a batch starts ~1-2 µs (the flusher's
-//!   poll and the doorbell) after the GPU ran dry.
+//!   program polling for its kernels is done launching. A wait, a copy that needs it,
+//!   `flush()` and the batch limit ([`AUTO_DEFER_LIMIT`] launches) publish it too. While the
+//!   CPU launches faster than the GPU runs them, batches reach the limit and the GPU never
+//!   waits; otherwise the CPU is the bound and the GPU waits for each batch to fill.
 //! * Holding only when the GPU is busy, rather than when more than one batch is in flight,
 //!   matters: on the H200 the latter fell back, whenever the CPU was briefly slower, into a
 //!   steady state of single published launches (each ~0.8 µs of CPU, as long as the GPU's
@@ -136,8 +140,9 @@ pub enum FlushPoll {
     /// Work is held and the GPU still runs what was published before it: poll again soon.
     Held,
     /// Work is held and the program launched since the last poll: its own calls publish held
-    /// work as they end, so nothing was done; poll again later (each poll takes the device's
-    /// lock from the launching thread). Once it stops launching, a poll publishes.
+    /// work as they end, so nothing was done (not even taking the lock); poll again later
+    /// (each poll costs the launching thread a cache miss). Once it stops launching, a poll
+    /// publishes.
     Launching,
     /// The launching thread was inside the device: poll again soon.
     Busy,
