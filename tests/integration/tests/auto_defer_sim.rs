@@ -13,6 +13,7 @@ use nvbare_core::device::{
 };
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
+use nvbare_sim::clock::SimClock;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 
 mod spinning;
@@ -149,76 +150,91 @@ fn polling_the_timelines_or_recording_an_event_publishes_held_launches() {
     assert_eq!(dev.chain_stats().flusher_published, 0);
 }
 
+/// Elements of the buffer [`behind_a_caught_up_gpu`] increments.
+const CAUGHT_UP_N: u32 = 64;
+
+/// A lazily running GH100 opened with `opts`, a flusher, and `launch`: `add1` over a buffer of
+/// zeros. Launches A (published: the GPU is idle) and B (held behind it), lets the GPU run A
+/// with no call into the device (so B's batch is due from then on), then runs `body` with the
+/// chained count before that and the simulator's (virtual) clock; returns the buffer after a
+/// synchronize.
+fn behind_a_caught_up_gpu(
+    opts: DeviceOptions,
+    body: impl FnOnce(&Device<SimBackend>, &dyn Fn(), &Flusher<SimBackend>, u64, &SimClock),
+) -> Vec<u32> {
+    let dev = open_lazy(GH100, opts);
+    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+    let add1 = m.function("add1").unwrap();
+    let n = CAUGHT_UP_N;
+    let cfg = LaunchConfig::for_num_elems(n);
+    let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+    dev.synchronize().unwrap();
+    let flusher = dev.flusher().unwrap();
+    let (run_gpu, clock) = dev.with_backend(|b| (b.runner(), b.sim_clock())).unwrap();
+    let launch = || dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+    launch();
+    launch();
+    // (Any call but a launch publishes a batch that is due, whatever its size: count before
+    // it is.)
+    let before = dev.chain_stats().chained;
+    run_gpu();
+    body(&dev, &launch, &flusher, before, &clock);
+    dev.synchronize().unwrap();
+    dev.dtoh_copy(&buf).unwrap()
+}
+
 #[test]
 fn a_launch_publishes_a_caught_up_batch_only_once_it_holds_the_minimum() {
     // DeviceOptions::auto_defer_min_batch: while the program keeps launching, a launch call
     // publishes held work the GPU could start only once the batch has that many launches; the
     // flusher, once the program stops launching, publishes any batch.
     for min in [4u32, 1] {
-        let dev = open_lazy(
-            GH100,
-            DeviceOptions {
-                auto_defer_min_batch: min,
-                // Not reached here (the simulator's time is virtual): see the next test.
-                auto_defer_batch_wait: Duration::from_secs(60),
-                ..DeviceOptions::default()
-            },
-        );
-        let m = dev.load_cubin(&kernels(90, 13)).unwrap();
-        let add1 = m.function("add1").unwrap();
-        let n = 256u32;
-        let cfg = LaunchConfig::for_num_elems(n);
-        let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-        dev.synchronize().unwrap();
-        let flusher = dev.flusher().unwrap();
-        let run_gpu = dev.with_backend(|b| b.runner()).unwrap();
-        let launch = || dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-        // A is published (the GPU was idle) but has not run; B is held behind it.
-        launch();
-        launch();
-        // (Any call but a launch publishes a batch that is due, whatever its size: count
-        // before it is.)
-        let before = dev.chain_stats().chained;
-        // The GPU runs A with no call into the device: B's batch is due from now on.
-        run_gpu();
-        // C and D chain to B; with `min` 4 their calls leave the batch held, ...
-        launch();
-        launch();
-        assert_eq!(
-            flusher.poll(),
-            FlushPoll::Launching,
-            "min {min}: the program launches: the flusher leaves held work to it"
-        );
-        // ... and E's call, the fourth held launch, publishes it as it ends. With 1, C's call
-        // published B and C; D headed a new batch (the GPU has not run B and C) and E chained
-        // to it.
-        launch();
-        if min == 4 {
+        let opts = DeviceOptions {
+            auto_defer_min_batch: min,
+            // Not reached here (the simulator's time is virtual): see the next test.
+            auto_defer_batch_wait: Duration::from_secs(60),
+            ..DeviceOptions::default()
+        };
+        let got = behind_a_caught_up_gpu(opts, |dev, launch, flusher, before, _| {
+            // C and D chain to B; with `min` 4 their calls leave the batch held, ...
+            launch();
+            launch();
             assert_eq!(
                 flusher.poll(),
-                FlushPoll::Idle,
-                "B..E published by E's call"
+                FlushPoll::Launching,
+                "min {min}: the program launches: the flusher leaves held work to it"
             );
-            assert_eq!(
-                dev.chain_stats().chained,
-                before + 3,
-                "C, D, E chained to B"
-            );
-        } else {
-            assert_eq!(dev.chain_stats().chained, before + 2, "C to B, E to D");
-        }
-        assert_eq!(dev.chain_stats().flusher_published, 0, "min {min}");
-        // Two more are held behind the published batch (the lazy GPU has not run it); once the
-        // program stops launching, the flusher publishes them, fewer than `min` as they are.
-        launch();
-        launch();
-        assert_eq!(flusher.poll(), FlushPoll::Launching, "min {min}");
-        assert_eq!(flusher.poll(), FlushPoll::Published, "min {min}");
-        assert_eq!(dev.chain_stats().flusher_published, 1, "min {min}");
-        dev.synchronize().unwrap();
+            // ... and E's call, the fourth held launch, publishes it as it ends. With 1, C's
+            // call published B and C; D headed a new batch (the GPU has not run B and C) and E
+            // chained to it.
+            launch();
+            if min == 4 {
+                assert_eq!(
+                    flusher.poll(),
+                    FlushPoll::Idle,
+                    "B..E published by E's call"
+                );
+                assert_eq!(
+                    dev.chain_stats().chained,
+                    before + 3,
+                    "C, D, E chained to B"
+                );
+            } else {
+                assert_eq!(dev.chain_stats().chained, before + 2, "C to B, E to D");
+            }
+            assert_eq!(dev.chain_stats().flusher_published, 0, "min {min}");
+            // Two more are held behind the published batch (the lazy GPU has not run it);
+            // once the program stops launching, the flusher publishes them, fewer than `min`
+            // as they are.
+            launch();
+            launch();
+            assert_eq!(flusher.poll(), FlushPoll::Launching, "min {min}");
+            assert_eq!(flusher.poll(), FlushPoll::Published, "min {min}");
+            assert_eq!(dev.chain_stats().flusher_published, 1, "min {min}");
+        });
         assert_eq!(
-            dev.dtoh_copy(&buf).unwrap(),
-            vec![7u32; n as usize],
+            got,
+            vec![7u32; CAUGHT_UP_N as usize],
             "min {min}: the seven launches ran once each"
         );
     }
@@ -230,48 +246,34 @@ fn a_caught_up_batch_below_the_minimum_waits_for_the_program_at_most_the_batch_w
     // runs, publishes a batch smaller than auto_defer_min_batch once its calls have seen it
     // due for that long (time is virtual here: it passes only as the test says).
     let wait = Duration::from_micros(100);
-    let dev = open_lazy(
-        GH100,
-        DeviceOptions {
-            auto_defer_batch_wait: wait,
-            ..DeviceOptions::default()
-        },
-    );
-    let m = dev.load_cubin(&kernels(90, 13)).unwrap();
-    let add1 = m.function("add1").unwrap();
-    let n = 64u32;
-    let cfg = LaunchConfig::for_num_elems(n);
-    let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-    dev.synchronize().unwrap();
-    let flusher = dev.flusher().unwrap();
-    let (run_gpu, clock) = dev.with_backend(|b| (b.runner(), b.sim_clock())).unwrap();
-    let launch = || dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-    launch();
-    launch();
-    let before = dev.chain_stats().chained;
-    run_gpu();
-    // Due from here on; C's call sees it first, D's half the wait later leaves it held ...
-    launch();
-    clock.advance(wait / 2);
-    launch();
-    assert_eq!(flusher.poll(), FlushPoll::Launching);
-    // ... and E's, past the wait, publishes B..E (4 of the 64). Had D's published, E would
-    // head a held batch of its own (the lazy GPU has not run B..D).
-    clock.advance(wait);
-    launch();
-    assert_eq!(
-        flusher.poll(),
-        FlushPoll::Idle,
-        "B..E published by E's call"
-    );
-    assert_eq!(
-        dev.chain_stats().chained,
-        before + 3,
-        "C, D, E chained to B"
-    );
-    assert_eq!(dev.chain_stats().flusher_published, 0);
-    dev.synchronize().unwrap();
-    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![5u32; n as usize]);
+    let opts = DeviceOptions {
+        auto_defer_batch_wait: wait,
+        ..DeviceOptions::default()
+    };
+    // (The clock comes from the helper: a call here would publish the due batch.)
+    let got = behind_a_caught_up_gpu(opts, |dev, launch, flusher, before, clock| {
+        // C's call sees B's batch due first, D's half the wait later leaves it held ...
+        launch();
+        clock.advance(wait / 2);
+        launch();
+        assert_eq!(flusher.poll(), FlushPoll::Launching);
+        // ... and E's, past the wait, publishes B..E (4 of the 64). Had D's published, E would
+        // head a held batch of its own (the lazy GPU has not run B..D).
+        clock.advance(wait);
+        launch();
+        assert_eq!(
+            flusher.poll(),
+            FlushPoll::Idle,
+            "B..E published by E's call"
+        );
+        assert_eq!(
+            dev.chain_stats().chained,
+            before + 3,
+            "C, D, E chained to B"
+        );
+        assert_eq!(dev.chain_stats().flusher_published, 0);
+    });
+    assert_eq!(got, vec![5u32; CAUGHT_UP_N as usize]);
 }
 
 #[test]
