@@ -183,6 +183,21 @@ fn behind_a_caught_up_gpu(
     dev.dtoh_copy(&buf).unwrap()
 }
 
+/// After E's launch call in [`behind_a_caught_up_gpu`]: that call published B..E, one batch
+/// (C, D and E chained to B), and nothing is held.
+fn assert_published_b_to_e(dev: &Device<SimBackend>, flusher: &Flusher<SimBackend>, before: u64) {
+    assert_eq!(
+        flusher.poll(),
+        FlushPoll::Idle,
+        "B..E published by E's call"
+    );
+    assert_eq!(
+        dev.chain_stats().chained,
+        before + 3,
+        "C, D, E chained to B"
+    );
+}
+
 #[test]
 fn a_launch_publishes_a_caught_up_batch_only_once_it_holds_the_minimum() {
     // DeviceOptions::auto_defer_min_batch: while the program keeps launching, a launch call
@@ -209,16 +224,7 @@ fn a_launch_publishes_a_caught_up_batch_only_once_it_holds_the_minimum() {
             // chained to it.
             launch();
             if min == 4 {
-                assert_eq!(
-                    flusher.poll(),
-                    FlushPoll::Idle,
-                    "B..E published by E's call"
-                );
-                assert_eq!(
-                    dev.chain_stats().chained,
-                    before + 3,
-                    "C, D, E chained to B"
-                );
+                assert_published_b_to_e(dev, flusher, before);
             } else {
                 assert_eq!(dev.chain_stats().chained, before + 2, "C to B, E to D");
             }
@@ -261,16 +267,7 @@ fn a_caught_up_batch_below_the_minimum_waits_for_the_program_at_most_the_batch_w
         // head a held batch of its own (the lazy GPU has not run B..D).
         clock.advance(wait);
         launch();
-        assert_eq!(
-            flusher.poll(),
-            FlushPoll::Idle,
-            "B..E published by E's call"
-        );
-        assert_eq!(
-            dev.chain_stats().chained,
-            before + 3,
-            "C, D, E chained to B"
-        );
+        assert_published_b_to_e(dev, flusher, before);
         assert_eq!(dev.chain_stats().flusher_published, 0);
     });
     assert_eq!(got, vec![5u32; CAUGHT_UP_N as usize]);
