@@ -1,6 +1,8 @@
 # Generates the copy-kernel variants of docs/hw/2026-11-30-copy-kernel-variants.txt (an experiment, not
 # used by nvbare): python3 this.py writes chunk{1,2,4,8}.ptx and *cs.ptx; build each with
 # `ptxas -arch=sm_90 X.ptx -o X.cubin` and try it with `nvbare bench --runtime-cubin X.cubin`.
+# The load-hint variants (second run in the .txt) are runtime.ptx (.target sm_90) with every
+# `ld.global.v4.u32` replaced, e.g. sed "s/ld\.global\.v4\.u32/ld.global.L2::128B.v4.u32/g".
 import sys
 def gen(K, ld_hint="", st_hint=""):
     L = []
