@@ -24,6 +24,19 @@ impl HostClock {
     }
 }
 
+/// Busy-waits `d` without sleeping (polling threads and benchmarks whose waits must not hand
+/// the CPU to the scheduler). Zero returns at once, without reading the clock (a benchmark's
+/// optional gap costs its timed loop nothing).
+pub fn spin_for(d: Duration) {
+    if d.is_zero() {
+        return;
+    }
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
 impl Default for HostClock {
     fn default() -> Self {
         Self::new()
@@ -60,6 +73,14 @@ mod tests {
         assert!(b - a >= Duration::from_micros(30));
         c.delay(Duration::from_millis(2));
         assert!(c.now() - b >= Duration::from_millis(2));
+    }
+
+    #[test]
+    fn spin_for_waits_at_least_as_asked() {
+        let t = Instant::now();
+        spin_for(Duration::from_micros(50));
+        assert!(t.elapsed() >= Duration::from_micros(50));
+        spin_for(Duration::ZERO);
     }
 
     #[test]

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use nvbare_core::device::{Backend, Device, DeviceError, FlushPoll, Flusher};
 
+use crate::clock::spin_for;
+
 /// How long the thread keeps polling after held work was last seen, before it parks: a
 /// stream of launches usually holds again within microseconds, and a wake-up costs the
 /// launching thread a syscall.
@@ -120,11 +122,4 @@ fn run<B: Backend>(flusher: Flusher<B>, stop: &AtomicBool) {
     }
     // Dropping the flusher publishes anything held and turns holding off.
     drop(flusher);
-}
-
-fn spin_for(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
 }

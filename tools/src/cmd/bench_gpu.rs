@@ -28,6 +28,8 @@ use nvbare_core::device::{
 };
 use nvbare_gsp_firmware::program::LoadCubin;
 
+use nvbare_pci_host::clock::spin_for;
+
 use crate::open::{CliBackend, demo_cubin, open_device_with};
 use crate::{CliError, DeviceSpec, with_device};
 
@@ -445,12 +447,7 @@ fn time_round_trips(
 ) -> Result<(Vec<f64>, Vec<f64>), CliError> {
     let (mut trips, mut calls) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for _ in 0..n {
-        if !gap.is_zero() {
-            let idle = Instant::now();
-            while idle.elapsed() < gap {
-                std::hint::spin_loop();
-            }
-        }
+        spin_for(gap);
         let r = round_trip()?;
         trips.push(us(r.total));
         calls.push(us(r.call));
@@ -720,12 +717,7 @@ fn measure<B: CliBackend>(
     let gap = Duration::from_nanos(args.launch_gap_ns.into());
     for _ in 0..launches {
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
-        if !gap.is_zero() {
-            let t = Instant::now();
-            while t.elapsed() < gap {
-                std::hint::spin_loop();
-            }
-        }
+        spin_for(gap);
     }
     let submit_us = us(t.elapsed()) / f64::from(launches);
     dev.synchronize().map_err(rt("synchronize"))?;
