@@ -304,46 +304,38 @@ impl<B: Backend> Inner<B> {
         self.auto_holds && self.chans[COMPUTE].fifo.unpublished() > 0
     }
 
-    /// Publishes held launches if that is due ([`Inner::auto_publish_due`]); returns whether
-    /// it did.
-    pub(super) fn publish_if_due(&mut self, opts: &DeviceOptions) -> Result<bool, DeviceError> {
-        if !self.auto_publish_due() {
+    /// Publishes held launches if that is due ([`Inner::auto_publish_due`]) and, at the end of
+    /// the program's launch call (`after_launch`), the batch is ready ([`Inner::batch_waits`]);
+    /// returns whether it did.
+    pub(super) fn publish_if_due(
+        &mut self,
+        opts: &DeviceOptions,
+        after_launch: bool,
+    ) -> Result<bool, DeviceError> {
+        if !self.auto_publish_due() || (after_launch && self.batch_waits(opts)) {
             return Ok(false);
         }
         self.kick(opts, COMPUTE)?;
         Ok(true)
     }
 
-    /// The end of the program's launch call: publishes held launches once due
-    /// ([`Inner::auto_publish_due`]) if they are [`DeviceOptions::auto_defer_min_batch`] or
-    /// more, or have been due for [`DeviceOptions::auto_defer_batch_wait`] (as far as calls
-    /// saw). Returns whether it did.
-    pub(super) fn publish_batch_if_due(
-        &mut self,
-        opts: &DeviceOptions,
-    ) -> Result<bool, DeviceError> {
-        if !self.auto_publish_due() {
-            return Ok(false);
+    /// Whether a due batch should wait for more launches: it holds fewer than
+    /// [`DeviceOptions::auto_defer_min_batch`] and launch calls have seen it due for less than
+    /// [`DeviceOptions::auto_defer_batch_wait`] (the first to see it notes when).
+    fn batch_waits(&mut self, opts: &DeviceOptions) -> bool {
+        if self.queued_launches() >= opts.auto_defer_min_batch {
+            return false;
         }
-        if self.queued_launches() < opts.auto_defer_min_batch {
-            let batch = self.chans[COMPUTE].held_after;
-            let now = crate::hal::Clock::now(self.backend.clock());
-            match self.auto_due_since {
-                Some((b, since)) if b == batch => {
-                    if now.saturating_sub(since) < opts.auto_defer_batch_wait {
-                        return Ok(false);
-                    }
-                }
-                _ => {
-                    self.auto_due_since = Some((batch, now));
-                    if !opts.auto_defer_batch_wait.is_zero() {
-                        return Ok(false);
-                    }
-                }
+        let batch = self.chans[COMPUTE].held_after;
+        let now = crate::hal::Clock::now(self.backend.clock());
+        let since = match self.auto_due_since {
+            Some((b, since)) if b == batch => since,
+            _ => {
+                self.auto_due_since = Some((batch, now));
+                now
             }
-        }
-        self.kick(opts, COMPUTE)?;
-        Ok(true)
+        };
+        now.saturating_sub(since) < opts.auto_defer_batch_wait
     }
 
     /// Whether held launches should be published now: the GPU has finished everything
@@ -371,7 +363,7 @@ impl<B: Backend> Inner<B> {
         self.check_alive()?;
         // Time passes for the driver here (a simulated GPU that runs lazily advances).
         let _ = crate::hal::Clock::now(self.backend.clock());
-        let published = self.publish_if_due(opts)?;
+        let published = self.publish_if_due(opts, false)?;
         self.chain.stats.flusher_published += u64::from(published);
         Ok(published)
     }

@@ -411,13 +411,7 @@ impl<B: Backend> Drop for InnerGuard<'_, B> {
             // does not depend on the flusher (which leaves held work to a program that keeps
             // launching); a launch call only a batch of `auto_defer_min_batch`, since more
             // launches are coming.
-            let opts = &self.dev.options;
-            let r = if self.launch {
-                i.publish_batch_if_due(opts)
-            } else {
-                i.publish_if_due(opts)
-            };
-            if let Err(e) = r {
+            if let Err(e) = i.publish_if_due(&self.dev.options, self.launch) {
                 log::debug!("publishing held launches: {e}");
             }
             let held = i.auto_held();

@@ -102,8 +102,7 @@ pub(crate) struct Inner<B: Backend> {
     /// Launches may be held for it (it is attached and the options allow it).
     pub(crate) auto_holds: bool,
     /// The held batch (its `held_after`) a launch call first saw due though smaller than
-    /// [`super::DeviceOptions::auto_defer_min_batch`], and when
-    /// ([`Inner::publish_batch_if_due`]).
+    /// [`super::DeviceOptions::auto_defer_min_batch`], and when (`Inner::batch_waits`).
     pub(crate) auto_due_since: Option<(Option<u64>, Duration)>,
 }
 
