@@ -429,17 +429,13 @@ impl<B: Backend> Inner<B> {
         self.arm.disarming = true;
         let mut r = Ok(());
         while self.arm.is_armed() && r.is_ok() {
+            let args = [Arg::U64(0), Arg::U64(0), Arg::U64(0)];
             r = self.launch(
                 info,
                 opts,
-                (ck.slot, ck.generation, ck.sass_version),
-                ck.index,
                 &ck.info,
-                [1, 1, 1],
-                [32, 1, 1],
-                0,
-                &[Arg::U64(0), Arg::U64(0), Arg::U64(0)],
-                0,
+                ck.sass_version,
+                &ck.call(1, 32, &args),
             );
         }
         self.arm.disarming = false;

@@ -15,11 +15,13 @@
 //! The kernel runs on the compute channel; stream order with the copy channel is kept as for any
 //! other submission (each channel first waits for the other's earlier work).
 
+use super::ahead::CallInputs;
 use super::backend::{Backend, Location};
 use super::memory::{DeviceBuffer, DeviceRepr};
 use super::module::{Arg, KernelInfo};
 use super::ops::Inner;
 use super::program::Program;
+use super::template::TemplateKey;
 use super::{Device, DeviceError, DeviceInfo, DeviceOptions};
 
 /// The name of the copy kernel in a runtime program. Its parameters are
@@ -172,17 +174,31 @@ impl<B: Backend> Inner<B> {
         let r = self.launch(
             info,
             opts,
-            (ck.slot, ck.generation, ck.sass_version),
-            ck.index,
             &ck.info,
-            [grid, 1, 1],
-            [block, 1, 1],
-            0,
-            &args,
-            0,
+            ck.sass_version,
+            &ck.call(grid, block, &args),
         );
         self.copy_kernel = Some(ck);
         r
+    }
+}
+
+impl CopyKernel {
+    /// A launch of the copy kernel over `grid` CTAs of `block` threads.
+    pub(super) fn call<'a>(&self, grid: u32, block: u32, args: &'a [Arg<'a>]) -> CallInputs<'a> {
+        CallInputs {
+            key: TemplateKey {
+                slot: self.slot,
+                generation: self.generation,
+                kernel: self.index,
+                dynamic_shared: 0,
+            },
+            grid: [grid, 1, 1],
+            block: [block, 1, 1],
+            args,
+            // Only plain addresses, no buffer whose device would be checked.
+            device_id: 0,
+        }
     }
 }
 

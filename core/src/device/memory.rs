@@ -7,10 +7,12 @@ use core::marker::PhantomData;
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
+use super::ahead::CallInputs;
 use super::backend::{Backend, Location, Purpose};
 use super::copy::CopyPath;
 use super::module::{Arg, Function, KernelInfo, LaunchConfig, Module};
 use super::program::Program;
+use super::template::TemplateKey;
 use super::{Device, DeviceError};
 
 /// Element types a device buffer can hold: plain data with no padding (any bit pattern valid).
@@ -262,17 +264,20 @@ impl<B: Backend> Device<B> {
             return Err(DeviceError::ForeignObject("module"));
         }
         let k = f.info();
-        self.inner()?.for_launch().launch(
-            &self.info,
-            &self.options,
-            (m.slot, m.generation, m.sass_version),
-            f.index,
-            k,
-            cfg.grid,
-            cfg.block,
-            cfg.shared_mem_bytes,
+        let call = CallInputs {
+            key: TemplateKey {
+                slot: m.slot,
+                generation: m.generation,
+                kernel: f.index,
+                dynamic_shared: cfg.shared_mem_bytes,
+            },
+            grid: cfg.grid,
+            block: cfg.block,
             args,
-            self.id,
-        )
+            device_id: self.id,
+        };
+        self.inner()?
+            .for_launch()
+            .launch(&self.info, &self.options, k, m.sass_version, &call)
     }
 }

@@ -1556,69 +1556,50 @@ impl<B: Backend> Inner<B> {
         self.wait(info, opts, COMPUTE, v, "local memory setup")
     }
 
-    /// Queues one grid (`Device::launch`), with the deferral automatic deferral gives it
-    /// (`device/flusher.rs`; held work due is published as the call ends, `InnerGuard`).
-    #[allow(clippy::too_many_arguments)]
+    /// Queues one grid (`Device::launch`) of kernel `k` (in a module built for
+    /// `sass_version`), with the deferral automatic deferral gives it (`device/flusher.rs`;
+    /// held work due is published as the call ends, `InnerGuard`).
     pub(super) fn launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
-        module: (usize, u32, u32),
-        kernel_index: usize,
         k: &KernelInfo,
-        grid: [u32; 3],
-        block: [u32; 3],
-        dynamic_shared: u32,
-        args: &[Arg<'_>],
-        device_id: u32,
+        sass_version: u32,
+        call: &CallInputs<'_>,
     ) -> Result<(), DeviceError> {
         self.defer = self.launch_defer(opts);
-        let r = self.launch_grid(
-            info,
-            opts,
-            module,
-            kernel_index,
-            k,
-            (grid, block, dynamic_shared),
-            args,
-            device_id,
-        );
+        let r = self.launch_grid(info, opts, k, sass_version, call);
         self.defer = opts.deferred_submits;
         r
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn launch_grid(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
-        module: (usize, u32, u32),
-        kernel_index: usize,
         k: &KernelInfo,
-        (grid, block, dynamic_shared): ([u32; 3], [u32; 3], u32),
-        args: &[Arg<'_>],
-        device_id: u32,
+        sass_version: u32,
+        call: &CallInputs<'_>,
     ) -> Result<(), DeviceError> {
         self.check_alive()?;
-        let (slot, generation, sass_version) = module;
-        self.slot_va(slot, generation)
-            .map_err(|_| DeviceError::ForeignObject("module"))?;
-        let key = TemplateKey {
-            slot,
-            generation,
-            kernel: kernel_index,
-            dynamic_shared,
-        };
-        let call = CallInputs {
+        let &CallInputs {
             key,
             grid,
             block,
             args,
             device_id,
-        };
+        } = call;
+        let TemplateKey {
+            slot,
+            generation,
+            kernel: kernel_index,
+            dynamic_shared,
+        } = key;
+        self.slot_va(slot, generation)
+            .map_err(|_| DeviceError::ForeignObject("module"))?;
         let value = self.chans[COMPUTE].submitted + 1;
-        if self.launch_repeated_call(info, opts, &call, value)?
-            || self.launch_changed_args(opts, &call, k, value)?
+        if self.launch_repeated_call(info, opts, call, value)?
+            || self.launch_changed_args(opts, call, k, value)?
         {
             self.last_kernel = Some((slot, kernel_index));
             self.launched_ahead();
@@ -1773,7 +1754,7 @@ impl<B: Backend> Inner<B> {
                 if r.is_ok() {
                     self.last_kernel = Some((slot, kernel_index));
                     self.launched_ahead();
-                    self.note_call(opts, &call);
+                    self.note_call(opts, call);
                 }
                 self.scratch = scratch;
                 return r.map(|_| ());
@@ -1784,7 +1765,7 @@ impl<B: Backend> Inner<B> {
                 .launch_armed(info, opts, &repeat, value)
                 .and_then(|()| {
                     self.last_kernel = Some((slot, kernel_index));
-                    self.note_call(opts, &call);
+                    self.note_call(opts, call);
                     self.after_launch(info, opts, None)
                 });
             self.scratch = scratch;
@@ -1796,7 +1777,7 @@ impl<B: Backend> Inner<B> {
                 if r.is_ok() {
                     self.last_kernel = Some((slot, kernel_index));
                     self.launched_ordinary(opts, &repeat);
-                    self.note_call(opts, &call);
+                    self.note_call(opts, call);
                 }
                 self.scratch = scratch;
                 return r.map(|_| ());
@@ -1847,7 +1828,7 @@ impl<B: Backend> Inner<B> {
         self.last_kernel = Some((slot, kernel_index));
         let r = self.after_launch(info, opts, Some(&repeat));
         self.launched_ordinary(opts, &repeat);
-        self.note_call(opts, &call);
+        self.note_call(opts, call);
         self.scratch = scratch;
         r
     }
