@@ -8,6 +8,9 @@
 //! launches, as CUDA's spinning synchronize is), keeps polling for [`IDLE_SPIN`] after the last
 //! held batch, and then parks until the device wakes it. It ends when the device closes or the
 //! [`FlusherThread`] is dropped (which first publishes anything held).
+//!
+//! The thread needs a CPU of its own: [`spawn_if_parallel`] starts none where the process may
+//! run on one CPU only, and the device then never holds launches.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +41,34 @@ pub const MAX_BACKOFF: Duration = Duration::from_micros(4);
 
 /// How long a parked thread sleeps before it looks whether the device closed.
 const PARK: Duration = Duration::from_millis(50);
+
+/// Whether a flusher thread can run beside the program: the process may use more than one CPU
+/// (its affinity mask and CPU quota, as [`std::thread::available_parallelism`] reads them;
+/// unknown counts as yes). On one CPU the thread runs only when the scheduler takes that CPU
+/// from the program: on the H200, pinned to one CPU, it chained 3-12 of 100 000 back-to-back
+/// launches, and held work waited for it (two launches then a polled timeline: 3.40-3.81 µs
+/// with the thread, 2.79-3.10 without; docs/device.md, "One CPU: no flusher thread").
+pub fn can_run_beside_the_program() -> bool {
+    worth_a_thread(std::thread::available_parallelism().ok())
+}
+
+fn worth_a_thread(cpus: Option<std::num::NonZeroUsize>) -> bool {
+    cpus.is_none_or(|n| n.get() > 1)
+}
+
+/// [`spawn`] where the thread can run beside the program ([`can_run_beside_the_program`]);
+/// `Ok(None)` otherwise, and automatic deferral then holds no launch (it needs the thread).
+pub fn spawn_if_parallel<B>(dev: &Device<B>) -> Result<Option<FlusherThread>, DeviceError>
+where
+    B: Backend + 'static,
+    Flusher<B>: Send,
+{
+    if can_run_beside_the_program() {
+        spawn(dev).map(Some)
+    } else {
+        Ok(None)
+    }
+}
 
 /// A running flusher thread; dropping it stops the thread (held launches are published first).
 #[derive(Debug)]
@@ -122,4 +153,18 @@ fn run<B: Backend>(flusher: Flusher<B>, stop: &AtomicBool) {
     }
     // Dropping the flusher publishes anything held and turns holding off.
     drop(flusher);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroUsize;
+
+    #[test]
+    fn a_thread_is_worth_it_with_a_second_cpu_or_when_the_count_is_unknown() {
+        assert!(!worth_a_thread(NonZeroUsize::new(1)));
+        assert!(worth_a_thread(NonZeroUsize::new(2)));
+        assert!(worth_a_thread(NonZeroUsize::new(128)));
+        assert!(worth_a_thread(None));
+    }
 }

@@ -87,6 +87,9 @@ def table(cuda, ours, chained=None):
             if n and not ours.get("deferred_submits"):
                 # The default run's launches held for the flusher and chained.
                 status += f" ({n} of {ours.get('launches', '?')} chained: automatic deferral)"
+            elif ours.get("auto_defer_active") is False and not ours.get("deferred_submits"):
+                # No flusher thread (one CPU for the process) or --no-auto-defer.
+                status += " (automatic deferral off)"
         rows.append((f"{label} ({unit})", c, o, s, status))
         if label == "  of which CPU" and chained is not None:
             # Under the default run's pair of rows, the chained run's own pair.

@@ -205,7 +205,8 @@ pub fn open_device_with(
 }
 
 /// Attaches the flusher thread of automatic deferral (`DeviceOptions::auto_defer`) to `dev`;
-/// it runs until the device closes. Without it launches are never held (logged).
+/// it runs until the device closes. Without it (the process may use one CPU only, or the
+/// thread did not start) launches are never held (logged).
 pub(crate) fn start_flusher<B>(dev: &Device<B>)
 where
     B: Backend + 'static,
@@ -214,8 +215,13 @@ where
     if !dev.options().holds_launches() {
         return;
     }
-    match nvbare_pci_host::flusher::spawn(dev) {
-        Ok(t) => t.detach(),
+    match nvbare_pci_host::flusher::spawn_if_parallel(dev) {
+        Ok(Some(t)) => t.detach(),
+        Ok(None) => log::info!(
+            "automatic deferral off: this process may use one CPU only, which its flusher \
+             thread would take from the program (allow a second CPU to chain back-to-back \
+             launches)"
+        ),
         Err(e) => log::warn!("no automatic deferral: {e}"),
     }
 }

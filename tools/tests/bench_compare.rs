@@ -201,3 +201,29 @@ fn the_cuda_graph_row_and_automatic_deferral_are_shown_when_measured() {
     // A reference row, not a target: still 5 of 6.
     assert!(text.contains("targets met: 5/6"), "{text}");
 }
+
+#[test]
+fn a_run_without_automatic_deferral_says_so_on_its_back_to_back_row() {
+    let Some(mut py) = python() else {
+        eprintln!("skipped: no python3");
+        return;
+    };
+    let (c, o) = files("no-auto");
+    std::fs::write(
+        &o,
+        OURS.replace(
+            "\"open_s\":0.04}",
+            "\"open_s\":0.04,\"chained_back_to_back\":0,\"deferred_submits\":0,\
+             \"auto_defer_active\":false}",
+        ),
+    )
+    .unwrap();
+    let out = py.arg(script()).arg(&c).arg(&o).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let r = row_of(&text, "back-to-back (us/launch)");
+    assert!(
+        r.contains("(automatic deferral off)") && !r.contains("chained"),
+        "{r}"
+    );
+}

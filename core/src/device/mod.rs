@@ -127,8 +127,9 @@ pub struct DeviceOptions {
     /// so a program that waits for a kernel by other means (polling memory) must flush first.
     pub deferred_submits: u32,
     /// Automatic deferral (`device/flusher.rs`): with [`DeviceOptions::deferred_submits`] 0
-    /// and a [`Flusher`] attached ([`Device::flusher`]; the CLI and
-    /// `nvbare_pci_host::flusher::spawn` attach one), a launch made while the GPU has not
+    /// and a [`Flusher`] attached ([`Device::flusher`]; `nvbare_pci_host::flusher::spawn`
+    /// attaches one, and the CLI does through `spawn_if_parallel` where the process may use a
+    /// second CPU), a launch made while the GPU has not
     /// finished the work published before it is held, so the launches after it are chained to
     /// it ([`DeviceOptions::chain_launches`]), and the program's next call or, once it stops
     /// launching, the flusher's thread rings its doorbell when the GPU has run that work
@@ -520,6 +521,13 @@ impl<B: Backend> Device<B> {
             ));
         }
         Flusher::attach(&self.shared, self.options)
+    }
+
+    /// Whether automatic deferral can hold launches now: [`DeviceOptions::auto_defer`] on,
+    /// no explicit deferral, and a [`Flusher`] attached (without one, every launch rings its
+    /// doorbell). False once the device is closed or dead.
+    pub fn auto_deferral_active(&self) -> bool {
+        self.inner().is_ok_and(|i| i.auto_holds)
     }
 
     /// Waits until everything submitted so far has finished.

@@ -307,6 +307,55 @@ fn without_a_flusher_or_with_auto_defer_off_every_launch_rings_its_doorbell() {
 }
 
 #[test]
+fn a_process_on_one_cpu_starts_no_flusher_thread_and_holds_nothing() {
+    use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
+    // Affinity is per thread: this pins only the test's own thread (and what it spawns).
+    let before = sched_getaffinity(None).unwrap();
+    let cpu = (0..CpuSet::MAX_CPU)
+        .find(|&c| before.is_set(c))
+        .expect("the thread may run somewhere");
+    let mut one = CpuSet::new();
+    one.set(cpu);
+    sched_setaffinity(None, &one).unwrap();
+    let pinned = std::panic::catch_unwind(|| {
+        assert!(!nvbare_pci_host::flusher::can_run_beside_the_program());
+        let dev = open_lazy(GH100, DeviceOptions::default());
+        let m = dev.load_cubin(&kernels(90, 13)).unwrap();
+        let empty = m.function("empty").unwrap();
+        dev.synchronize().unwrap();
+        let thread = nvbare_pci_host::flusher::spawn_if_parallel(&dev).unwrap();
+        assert!(thread.is_none(), "a flusher thread on one CPU");
+        assert!(!dev.auto_deferral_active());
+        let (base, _) = compute(&dev);
+        for _ in 0..20 {
+            dev.launch(&empty, LaunchConfig::for_num_elems(1), &[])
+                .unwrap();
+        }
+        assert_eq!(
+            dev.chain_stats().chained,
+            0,
+            "launches held without a flusher"
+        );
+        assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
+        assert_eq!(compute(&dev), (base + 20, base + 20));
+    });
+    sched_setaffinity(None, &before).unwrap();
+    if let Err(p) = pinned {
+        std::panic::resume_unwind(p);
+    }
+    // With the thread's CPUs back (two or more on CI), the thread starts and launches are held.
+    if nvbare_pci_host::flusher::can_run_beside_the_program() {
+        let dev = open_lazy(GH100, DeviceOptions::default());
+        assert!(!dev.auto_deferral_active(), "no flusher attached yet");
+        let thread = nvbare_pci_host::flusher::spawn_if_parallel(&dev).unwrap();
+        assert!(thread.is_some());
+        assert!(dev.auto_deferral_active());
+        drop(thread);
+        assert!(!dev.auto_deferral_active(), "the flusher is gone");
+    }
+}
+
+#[test]
 fn explicit_deferral_is_left_to_the_program() {
     // With DeviceOptions::deferred_submits the program asked to ring doorbells itself
     // (flush, waits): the flusher does not publish that work.

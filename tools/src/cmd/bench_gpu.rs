@@ -319,6 +319,10 @@ pub struct GpuBench {
     pub pair_then_poll_us: Option<f64>,
     /// DeviceOptions::deferred_submits of the run (--defer).
     pub deferred_submits: u32,
+    /// Whether automatic deferral could hold launches in this run
+    /// (Device::auto_deferral_active: not with --no-auto-defer or --defer, nor without a
+    /// flusher thread, which the CLI starts only where the process may use a second CPU).
+    pub auto_defer_active: bool,
     /// DeviceOptions::auto_defer_min_batch of the run (--auto-min-batch).
     pub auto_min_batch: u32,
     /// CPU work between back-to-back launches, ns (--launch-gap-ns).
@@ -724,6 +728,7 @@ fn measure<B: CliBackend>(
     let back_to_back_us = us(t.elapsed()) / f64::from(launches);
     let chained_back_to_back = dev.chain_stats().chained - chained_before;
     let flusher_batches = dev.chain_stats().flusher_published - flusher_before;
+    let auto_defer_active = dev.auto_deferral_active();
     let prefetched_back_to_back = dev.early_prefetched_launches() - prefetched_before;
     let armed_back_to_back = dev
         .options()
@@ -911,6 +916,7 @@ fn measure<B: CliBackend>(
         flusher_batches,
         pair_then_poll_us,
         deferred_submits: dev.options().deferred_submits,
+        auto_defer_active,
         auto_min_batch: dev.options().auto_defer_min_batch,
         launch_gap_ns: args.launch_gap_ns,
         prefetched_back_to_back,
@@ -1021,14 +1027,15 @@ impl GpuBench {
         s.push_str(&format!(
             ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
              \"chained_back_to_back\":{},\"flusher_batches\":{},\"pair_then_poll_us\":{},\
-             \"deferred_submits\":{},\"auto_min_batch\":{},\"launch_gap_ns\":{},\
-             \"prefetched_back_to_back\":{},\"prefetched_round_trips\":{}",
+             \"deferred_submits\":{},\"auto_defer_active\":{},\"auto_min_batch\":{},\
+             \"launch_gap_ns\":{},\"prefetched_back_to_back\":{},\"prefetched_round_trips\":{}",
             self.written_ahead_round_trips,
             self.repeated_round_trips,
             self.chained_back_to_back,
             self.flusher_batches,
             self.pair_then_poll_us.map_or("null".into(), num),
             self.deferred_submits,
+            self.auto_defer_active,
             self.auto_min_batch,
             self.launch_gap_ns,
             self.prefetched_back_to_back,
@@ -1116,6 +1123,12 @@ impl GpuBench {
             "  back-to-back launches      {:.3} µs/launch ({} launches; CPU {:.3} µs/launch{gap})\n",
             self.back_to_back_us, self.launches, self.submit_us
         ));
+        if !self.auto_defer_active && self.deferred_submits == 0 {
+            s.push_str(
+                "  automatic deferral         off (--no-auto-defer, or no flusher thread: the \
+                 process may use one CPU only)\n",
+            );
+        }
         s.push_str(&format!(
             "  H2D / D2H / D2D            {:.1} / {:.1} / {:.1} GB/s ({} bytes, pinned host)\n",
             self.h2d_gbps, self.d2h_gbps, self.d2d_gbps, self.copy_bytes
@@ -1374,7 +1387,8 @@ mod tests {
             // Every timed round trip repeats the launch before it.
             "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50,\
              \"chained_back_to_back\":0,\"flusher_batches\":0,\"pair_then_poll_us\":",
-            "\"deferred_submits\":0,\"auto_min_batch\":64,\"launch_gap_ns\":0,",
+            "\"deferred_submits\":0,\"auto_defer_active\":",
+            "\"auto_min_batch\":64,\"launch_gap_ns\":0,",
             "\"prefetched_back_to_back\":199,\"prefetched_round_trips\":50",
             "\"d2d_ce_gbps\":",
             "\"h2d_pageable_gbps\":",
@@ -1394,6 +1408,37 @@ mod tests {
         }
         assert!(s.trim_end().ends_with('}') && !s.contains("NaN"), "{s}");
         assert!(!s.contains("armed"), "{s}");
+    }
+
+    #[test]
+    fn automatic_deferral_is_reported_on_only_with_a_flusher_thread() {
+        // The CLI starts the flusher only where the process may use a second CPU.
+        let with_thread = nvbare_pci_host::flusher::can_run_beside_the_program();
+        for (no_auto_defer, defer, active) in
+            [(false, 0, with_thread), (true, 0, false), (false, 4, false)]
+        {
+            let mut a = sim_args(false);
+            a.no_auto_defer = no_auto_defer;
+            a.defer = defer;
+            a.probe = false;
+            a.verify = false;
+            let mut out = Vec::new();
+            run(&mut out, a).unwrap();
+            let s = String::from_utf8(out).unwrap();
+            assert!(
+                s.contains(&format!("\"auto_defer_active\":{active},")),
+                "no_auto_defer {no_auto_defer}, defer {defer}: {s}"
+            );
+        }
+        let mut a = sim_args(false);
+        a.json = false;
+        a.no_auto_defer = true;
+        a.probe = false;
+        a.verify = false;
+        let mut out = Vec::new();
+        run(&mut out, a).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("automatic deferral         off"), "{s}");
     }
 
     #[test]
