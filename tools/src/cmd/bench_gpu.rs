@@ -1412,32 +1412,29 @@ mod tests {
 
     #[test]
     fn automatic_deferral_is_reported_on_only_with_a_flusher_thread() {
-        // The CLI starts the flusher only where the process may use a second CPU.
-        let with_thread = nvbare_pci_host::flusher::can_run_beside_the_program();
-        for (no_auto_defer, defer, active) in
-            [(false, 0, with_thread), (true, 0, false), (false, 4, false)]
-        {
+        let output = |json: bool, no_auto_defer: bool, defer: u32| {
             let mut a = sim_args(false);
+            a.json = json;
             a.no_auto_defer = no_auto_defer;
             a.defer = defer;
             a.probe = false;
             a.verify = false;
             let mut out = Vec::new();
             run(&mut out, a).unwrap();
-            let s = String::from_utf8(out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        // The CLI starts the flusher only where the process may use a second CPU.
+        let with_thread = nvbare_pci_host::flusher::can_run_beside_the_program();
+        for (no_auto_defer, defer, active) in
+            [(false, 0, with_thread), (true, 0, false), (false, 4, false)]
+        {
+            let s = output(true, no_auto_defer, defer);
             assert!(
                 s.contains(&format!("\"auto_defer_active\":{active},")),
                 "no_auto_defer {no_auto_defer}, defer {defer}: {s}"
             );
         }
-        let mut a = sim_args(false);
-        a.json = false;
-        a.no_auto_defer = true;
-        a.probe = false;
-        a.verify = false;
-        let mut out = Vec::new();
-        run(&mut out, a).unwrap();
-        let s = String::from_utf8(out).unwrap();
+        let s = output(false, true, 0);
         assert!(s.contains("automatic deferral         off"), "{s}");
     }
 
