@@ -510,6 +510,26 @@ impl<'a> PushBuffer<'a> {
         self.immd(SUBC_COMPUTE, compute::INVALIDATE_SKED_CACHES, 0)
     }
 
+    /// A one-word `NO_OPERATION` where [`PushBuffer::invalidate_sked_caches`] may be needed
+    /// later: a chain's head is written before it is known whether any launch will chain to
+    /// it, and the invalidate cost two launches then a polled timeline ~0.4 µs on the H200.
+    /// Returns the word's index in this pushbuffer; [`PushBuffer::sked_invalidate_word`] is
+    /// what to write there once a launch chains.
+    pub fn sked_invalidate_slot(&mut self) -> Result<usize, PushError> {
+        let at = self.len();
+        self.immd(SUBC_COMPUTE, compute::NO_OPERATION, 0)?;
+        Ok(at)
+    }
+
+    /// The word of [`PushBuffer::invalidate_sked_caches`], to overwrite the
+    /// [`PushBuffer::sked_invalidate_slot`] in place before the GPU reads it.
+    pub fn sked_invalidate_word() -> Result<u32, PushError> {
+        let mut w = [0u32; 1];
+        let mut pb = PushBuffer::new(&mut w);
+        pb.invalidate_sked_caches()?;
+        Ok(w[0])
+    }
+
     /// `INVALIDATE_SHADER_CACHES_NO_WFI` of instructions, global data and constants (after new
     /// code or constants were uploaded).
     pub fn invalidate_shader_caches(&mut self) -> Result<(), PushError> {
@@ -643,6 +663,30 @@ mod tests {
         );
         assert!(pb.ce_release64(0x1004, 1, false).is_err());
         assert!(pb.ce_copy(0, 1 << 57, 4).is_err());
+    }
+
+    #[test]
+    fn the_sked_invalidate_slot_is_a_no_operation_until_overwritten() {
+        let mut w = [0u32; 4];
+        let mut p = PushBuffer::new(&mut w);
+        p.set(SUBC_COMPUTE, compute::SET_SHADER_SHARED_MEMORY_WINDOW_A, 0)
+            .unwrap();
+        let before = p.len();
+        let at = p.sked_invalidate_slot().unwrap();
+        assert_eq!(
+            (at, p.len()),
+            (before, before + 1),
+            "one word, where it was written"
+        );
+        let mut nop = [0u32; 1];
+        PushBuffer::new(&mut nop)
+            .immd(SUBC_COMPUTE, compute::NO_OPERATION, 0)
+            .unwrap();
+        assert_eq!(w[at], nop[0]);
+        let mut inv = [0u32; 1];
+        PushBuffer::new(&mut inv).invalidate_sked_caches().unwrap();
+        assert_eq!(PushBuffer::sked_invalidate_word(), Ok(inv[0]));
+        assert_ne!(inv[0], nop[0]);
     }
 
     trait ToVecForTest {

@@ -768,7 +768,9 @@ impl<B: Backend> Inner<B> {
 
     /// Submits one pushbuffer on channel `ci`. `extra` bytes of command memory (256-aligned)
     /// precede the pushbuffer for `build` to fill (constant bank 0, QMD): `build` gets the
-    /// writer, the GPU VA and the command-memory offset of that space, and returns whether its
+    /// writer, the GPU VA and (command memory, offset) of that space, the timeline value, and
+    /// the command-memory offset where its methods will start (to patch one before the
+    /// doorbell), and returns whether its
     /// methods release the timeline themselves (a QMD release); otherwise a release is
     /// appended. Before `build`'s methods goes a wait for the other channel's work, if any is
     /// newer than what this channel waited for. Returns the timeline value.
@@ -781,7 +783,11 @@ impl<B: Backend> Inner<B> {
         build: F,
     ) -> Result<u64, DeviceError>
     where
-        F: FnOnce(&mut PushBuffer<'_>, u64, (&B::Memory, u64, u64)) -> Result<bool, DeviceError>,
+        F: FnOnce(
+            &mut PushBuffer<'_>,
+            u64,
+            (&B::Memory, u64, u64, u64),
+        ) -> Result<bool, DeviceError>,
     {
         self.submit_with(info, opts, ci, extra, &[], build)
     }
@@ -798,7 +804,11 @@ impl<B: Backend> Inner<B> {
         build: F,
     ) -> Result<u64, DeviceError>
     where
-        F: FnOnce(&mut PushBuffer<'_>, u64, (&B::Memory, u64, u64)) -> Result<bool, DeviceError>,
+        F: FnOnce(
+            &mut PushBuffer<'_>,
+            u64,
+            (&B::Memory, u64, u64, u64),
+        ) -> Result<bool, DeviceError>,
     {
         if ci == COMPUTE {
             self.disarm(info, opts)?;
@@ -834,7 +844,12 @@ impl<B: Backend> Inner<B> {
             if let Some(v) = chain_after {
                 head.host_acquire64_geq(own_sem, v)?;
             }
-            let released = build(&mut tail, cmds_va + off, (&self.chans[ci].cmds, off, value))?;
+            let methods_off = off + extra + ((head.len() + raw.len()) * 4) as u64;
+            let released = build(
+                &mut tail,
+                cmds_va + off,
+                (&self.chans[ci].cmds, off, value, methods_off),
+            )?;
             if !released {
                 match self.chans[ci].kind {
                     ChannelKind::Compute => tail.host_release64(own_sem, value, true, true)?,
@@ -1790,7 +1805,7 @@ impl<B: Backend> Inner<B> {
         let prefetch = opts.early_qmd_prefetch && !chaining && c.submitted > c.seen;
         let mut head = None;
         let mut templates = core::mem::take(&mut self.templates);
-        let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _)| {
+        let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _, at)| {
             desc.cbufs[0] = Some((va, cb_size));
             let qmd_va = va + cb_size as u64;
             let qmd = templates.qmd(qmd_version, &patch, key, &desc, release_membar, &overrides)?;
@@ -1800,9 +1815,10 @@ impl<B: Backend> Inner<B> {
                 pb.invalidate_shader_caches()?;
             }
             if chaining {
-                // Launches chained to this one are scheduled from QMDs at reused addresses.
-                pb.invalidate_sked_caches()?;
-                head = Some((off + cb_size as u64, va, qmd));
+                // Launches chained to this one are scheduled from QMDs at reused addresses:
+                // the first of them turns this slot into the sked-cache invalidate.
+                let sked_off = at + (pb.sked_invalidate_slot()? * 4) as u64;
+                head = Some((off + cb_size as u64, va, qmd, sked_off));
             }
             if prefetch {
                 pb.compute_launch_prefetched(qmd_va)?;
@@ -1819,8 +1835,8 @@ impl<B: Backend> Inner<B> {
                 return Err(e);
             }
         };
-        if let Some((qmd_off, cb_va, qmd)) = head {
-            self.chain_head(opts, qmd_off, cb_va, &qmd, value);
+        if let Some((qmd_off, cb_va, qmd, sked_off)) = head {
+            self.chain_head(opts, qmd_off, cb_va, &qmd, value, sked_off);
         }
         self.early_prefetches += u64::from(prefetch);
         // Submitted: recorded before arming more (an error there leaves this launch counted).

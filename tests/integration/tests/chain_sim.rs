@@ -229,6 +229,53 @@ fn what_follows_a_chain_acquires_its_last_value_and_other_work_breaks_chains() {
 }
 
 #[test]
+fn a_chain_head_invalidates_the_sked_caches_only_once_a_launch_chains_to_it() {
+    for (model, sm) in CHIPS {
+        let what = format!("{:?}", model.chipset);
+        // Nothing written ahead: the first launch after a wait takes the ordinary path too.
+        let opts = DeviceOptions {
+            write_ahead: false,
+            ..deferred(16)
+        };
+        let dev = open(model, opts);
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 64u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        dev.synchronize().unwrap();
+        let base = compute_stats(&dev).sked_invalidates;
+        // A lone launch behind its deferred doorbell is written as a chain's head; nothing
+        // chains to it, so its slot stays a NO_OPERATION.
+        dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        dev.synchronize().unwrap();
+        assert_eq!(dev.chain_stats().chained, 0, "{what}");
+        assert_eq!(
+            compute_stats(&dev).sked_invalidates,
+            base,
+            "{what}: a lone head"
+        );
+        // A head and two chained launches: the first chained one turned the slot into the
+        // invalidate, once.
+        for _ in 0..3 {
+            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
+        }
+        dev.synchronize().unwrap();
+        assert_eq!(dev.chain_stats().chained, 2, "{what}");
+        assert_eq!(
+            compute_stats(&dev).sked_invalidates,
+            base + 1,
+            "{what}: a chain"
+        );
+        assert_eq!(
+            dev.dtoh_copy(&buf).unwrap(),
+            vec![4u32; n as usize],
+            "{what}"
+        );
+    }
+}
+
+#[test]
 fn a_wait_after_a_chain_writes_nothing_ahead_and_after_a_single_launch_it_does() {
     // A launch written ahead has only WAIT_FOR_IDLE before it, not the acquire a chain needs.
     let dev = open(GH100, deferred(8));

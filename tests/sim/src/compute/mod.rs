@@ -54,6 +54,8 @@ pub(crate) struct ComputeRegs {
     pub(crate) prefetched: std::collections::BTreeMap<u64, Vec<u8>>,
     /// Grids launched from a prefetched copy, ever.
     pub(crate) prefetched_launches: u64,
+    /// `INVALIDATE_SKED_CACHES` methods executed, ever.
+    pub(crate) sked_invalidates: u64,
     /// Fault injection ([`crate::fifo::Fifo::stale_release`]): the next launch's releases
     /// write their payload minus this, after the launch (an older launch's release).
     pub(crate) stale_release: Option<u64>,
@@ -145,6 +147,7 @@ pub(crate) fn method(
 ) -> Step {
     match method {
         m::INVALIDATE_SKED_CACHES => {
+            r.sked_invalidates += 1;
             if let Some(cache) = r.stale_qmds.as_mut() {
                 cache.clear();
             }

@@ -372,21 +372,26 @@ fn launches_grid(method: u32, data: u32) -> bool {
 }
 
 /// The compute engine's own launch counters (dependent QMDs, prefetched copies), for
-/// [`count_engine_launches`].
-fn engine_counts(ch: &Channel) -> (u64, u64) {
+/// [`count_engine_launches`], and its sked-cache invalidates.
+fn engine_counts(ch: &Channel) -> (u64, u64, u64) {
     let r = &ch.regs.compute;
-    (r.dependent_launches, r.prefetched_launches)
+    (
+        r.dependent_launches,
+        r.prefetched_launches,
+        r.sked_invalidates,
+    )
 }
 
 /// Adds to `ch`'s statistics the grids the compute engine launched since `before`
 /// ([`engine_counts`]) without a PCAS method of its own: those dependent QMDs scheduled (also
-/// counted as launches), and those run from prefetched copies.
-fn count_engine_launches(ch: &mut Channel, before: (u64, u64)) {
-    let (dependent, prefetched) = engine_counts(ch);
+/// counted as launches), and those run from prefetched copies; and its sked-cache invalidates.
+fn count_engine_launches(ch: &mut Channel, before: (u64, u64, u64)) {
+    let (dependent, prefetched, sked) = engine_counts(ch);
     let scheduled = dependent - before.0;
     ch.stats.launches += scheduled;
     ch.stats.dependent_launches += scheduled;
     ch.stats.prefetched_launches += prefetched - before.1;
+    ch.stats.sked_invalidates += sked - before.2;
 }
 
 fn exec_method(

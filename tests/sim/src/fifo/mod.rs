@@ -219,6 +219,8 @@ pub struct ChannelStats {
     /// Grids (counted in `launches`) launched from a QMD copy that `PCAS_ACTION` `PREFETCH`
     /// fetched earlier (while the grid before could still run) rather than from memory.
     pub prefetched_launches: u64,
+    /// `INVALIDATE_SKED_CACHES` methods executed (compute class).
+    pub sked_invalidates: u64,
     /// `NON_STALL_INTERRUPT`s raised.
     pub nonstall_interrupts: u64,
 }
