@@ -488,9 +488,15 @@ impl<'a> PushBuffer<'a> {
     /// The word of a `SEND_SIGNALING_PCAS2_B` with `action` (immediate form), for rewriting
     /// the last word of [`PushBuffer::compute_launch_after_prefetch`] in place.
     pub fn pcas_action_word(action: u32) -> Result<u32, PushError> {
+        Self::one_word(|pb| pb.immd(SUBC_COMPUTE, compute::SEND_SIGNALING_PCAS2_B, action))
+    }
+
+    /// The word `write` puts in a pushbuffer of one word (a method to rewrite in place).
+    fn one_word(
+        write: impl FnOnce(&mut PushBuffer<'_>) -> Result<(), PushError>,
+    ) -> Result<u32, PushError> {
         let mut w = [0u32; 1];
-        let mut pb = PushBuffer::new(&mut w);
-        pb.immd(SUBC_COMPUTE, compute::SEND_SIGNALING_PCAS2_B, action)?;
+        write(&mut PushBuffer::new(&mut w))?;
         Ok(w[0])
     }
 
@@ -524,10 +530,7 @@ impl<'a> PushBuffer<'a> {
     /// The word of [`PushBuffer::invalidate_sked_caches`], to overwrite the
     /// [`PushBuffer::sked_invalidate_slot`] in place before the GPU reads it.
     pub fn sked_invalidate_word() -> Result<u32, PushError> {
-        let mut w = [0u32; 1];
-        let mut pb = PushBuffer::new(&mut w);
-        pb.invalidate_sked_caches()?;
-        Ok(w[0])
+        Self::one_word(|pb| pb.invalidate_sked_caches())
     }
 
     /// `INVALIDATE_SHADER_CACHES_NO_WFI` of instructions, global data and constants (after new
@@ -678,15 +681,12 @@ mod tests {
             (before, before + 1),
             "one word, where it was written"
         );
-        let mut nop = [0u32; 1];
-        PushBuffer::new(&mut nop)
-            .immd(SUBC_COMPUTE, compute::NO_OPERATION, 0)
-            .unwrap();
-        assert_eq!(w[at], nop[0]);
+        let nop = PushBuffer::one_word(|pb| pb.immd(SUBC_COMPUTE, compute::NO_OPERATION, 0));
+        assert_eq!(Ok(w[at]), nop);
         let mut inv = [0u32; 1];
         PushBuffer::new(&mut inv).invalidate_sked_caches().unwrap();
         assert_eq!(PushBuffer::sked_invalidate_word(), Ok(inv[0]));
-        assert_ne!(inv[0], nop[0]);
+        assert_ne!(Ok(inv[0]), nop);
     }
 
     trait ToVecForTest {
