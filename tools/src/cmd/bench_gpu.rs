@@ -386,6 +386,11 @@ pub struct Probe {
     /// Round trips that start after the CPU idled for a while since the previous one ended:
     /// whether the GPU's part depends on how long it sat idle (clock gating, channel state).
     pub idle_gaps: Vec<IdleGap>,
+    /// The device-to-device copy of `copy_bytes` on the copy kernel, split like the round trip:
+    /// GPU µs from a timer read just before the call to the kernel's release, and the rest of
+    /// the copy + synchronize (medians of 10; `None` when the copy ran on the copy engine).
+    /// What the bandwidth loses to the host besides the kernel itself.
+    pub d2d_split_us: Option<(f64, f64)>,
 }
 
 /// Round trips after one idle gap ([`Probe::idle_gaps`]).
@@ -803,6 +808,16 @@ fn measure<B: CliBackend>(
     let d2d_gbps = bandwidth(&a, &mut b, 2.0, CopyPath::Auto)?;
     let d2d_ce_gbps = bandwidth(&a, &mut b, 2.0, CopyPath::CopyEngine)?;
     let d2d_kernel = dev.has_copy_kernel() && copy_bytes >= dev.options().kernel_copy_min_bytes;
+    let d2d_split_us = if args.probe && d2d_kernel {
+        progress("probe: GPU-timer split of 10 device-to-device copies");
+        Some(gpu_split(dev, 10, || {
+            dev.dtod_copy_with(&a, &mut b, CopyPath::Kernel)
+                .map_err(rt("copy"))?;
+            dev.synchronize().map_err(rt("copy"))
+        })?)
+    } else {
+        None
+    };
     drop((host, b));
 
     progress(&format!(
@@ -894,6 +909,7 @@ fn measure<B: CliBackend>(
             call_windows_us,
             window,
             idle_gaps,
+            d2d_split_us,
         })
     } else {
         None
@@ -1067,7 +1083,8 @@ impl GpuBench {
                  \"release_only_compute_us\":{},\"release_only_copy_us\":{},\
                  \"release_only_gpu_span_us\":{},\"call_window_ms\":{},\"call_windows_us\":[{}],\
                  \"call_fastest_window_us\":{},\"call_slow_windows\":{},\"call_slow_median_us\":{},\
-                 \"idle_gap_us\":[{}],\"idle_gap_round_trip_us\":[{}],\"idle_gap_call_us\":[{}]}}",
+                 \"idle_gap_us\":[{}],\"idle_gap_round_trip_us\":[{}],\"idle_gap_call_us\":[{}],\
+                 \"d2d_gpu_span_us\":{},\"d2d_return_us\":{}}}",
                 q.iterations,
                 num(q.sem_read_ns),
                 num(q.write8_barrier_ns),
@@ -1092,6 +1109,8 @@ impl GpuBench {
                 json_list(p.idle_gaps.iter().map(|g| g.gap_us)),
                 json_list(p.idle_gaps.iter().map(|g| g.round_trip_us)),
                 json_list(p.idle_gaps.iter().map(|g| g.call_us)),
+                p.d2d_split_us.map_or("null".into(), |d| num(d.0)),
+                p.d2d_split_us.map_or("null".into(), |d| num(d.1)),
             ));
         }
         s.push('}');
@@ -1287,6 +1306,13 @@ impl GpuBench {
                     "  after an idle gap (µs)     gap: launch + sync (launch call) medians: {row}\n"
                 ));
             }
+            if let Some((gpu, ret)) = p.d2d_split_us {
+                s.push_str(&format!(
+                    "  D2D copy split             GPU {gpu:.1} µs (timer read to the copy \
+                     kernel's release; {:.1} GB/s), return {ret:.2} µs\n",
+                    2.0 * self.copy_bytes as f64 / (gpu * 1e3)
+                ));
+            }
         }
         s
     }
@@ -1417,11 +1443,44 @@ mod tests {
             "\"idle_gap_us\":[0.0000,1.0000,2.0000,5.0000,10.0000,50.0000,200.0000,1000.0000],",
             "\"idle_gap_round_trip_us\":[",
             "\"idle_gap_call_us\":[",
+            "\"d2d_gpu_span_us\":",
+            "\"d2d_return_us\":",
         ] {
             assert!(s.contains(key), "{key} missing in {s}");
         }
         assert!(s.trim_end().ends_with('}') && !s.contains("NaN"), "{s}");
         assert!(!s.contains("armed"), "{s}");
+        // The copy ran on the copy kernel, so the probe split it.
+        assert!(!s.contains("\"d2d_gpu_span_us\":null"), "{s}");
+    }
+
+    #[test]
+    fn the_probe_splits_a_device_copy_only_when_it_runs_on_the_copy_kernel() {
+        let output = |json: bool, no_runtime: bool| {
+            let mut a = sim_args(false);
+            a.json = json;
+            a.no_runtime = no_runtime;
+            a.verify = false;
+            let mut out = Vec::new();
+            run(&mut out, a).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let kernel = output(false, false);
+        let line = kernel
+            .lines()
+            .find(|l| l.contains("D2D copy split"))
+            .unwrap_or_else(|| panic!("no split line in {kernel}"));
+        assert!(
+            line.contains("kernel's release;") && line.contains("GB/s), return"),
+            "{line}"
+        );
+        let engine = output(true, true);
+        assert!(engine.contains("\"d2d_path\":\"copy engine\""), "{engine}");
+        assert!(
+            engine.contains("\"d2d_gpu_span_us\":null,\"d2d_return_us\":null}"),
+            "{engine}"
+        );
+        assert!(!output(false, true).contains("D2D copy split"));
     }
 
     #[test]
