@@ -10,7 +10,7 @@
 //!    grid dimensions, shared/local windows, stack pointer; CUDA code reads `blockDim` and
 //!    `gridDim` from there) and [`write_param`] for each argument at its `KernelParam::offset`.
 //! 3. Shared memory: `bytes = `[`block_shared_memory`]`(sm, k.shared_size, dynamic)`,
-//!    `sm_config = `[`sm_shared_config`]`(sm, bytes)`.
+//!    `sm_config = `[`sm_shared_config`]`(sm, bytes, block threads, threads per SM)`.
 //! 4. Local memory: per thread [`local_memory_per_thread`]`(k.local_size)` as the QMD's
 //!    `SHADER_LOCAL_MEMORY_HIGH_SIZE` (the CUDA stack grows down from the top of the window),
 //!    and the channel's SLM buffer from [`slm_size`] (programmed with
@@ -279,24 +279,58 @@ pub fn block_shared_memory(
     Ok(total as u32)
 }
 
-/// The QMD carveout fields for a block using `block_bytes` of shared memory: target and
-/// minimum = the smallest carveout of at least 8 KiB that holds it, maximum = the chip's
-/// largest; each encoded as `KiB / 4 + 1` (Mesa NVK's and tinygrad's encoding).
-pub fn sm_shared_config(sm: u32, block_bytes: u32) -> Result<SmSharedConfig, LaunchError> {
+/// Most blocks an SM keeps resident, by shader model (CUDA C Programming Guide, compute
+/// capabilities: 16 on 8.6/8.7, 24 on 8.9, 32 on 8.0, 9.0, 10.x and 12.x).
+pub fn max_blocks_per_sm(sm: u32) -> u32 {
+    match sm {
+        86 | 87 => 16,
+        89 => 24,
+        _ => 32,
+    }
+}
+
+/// The QMD carveout fields for blocks of `block_threads` threads using `block_bytes` of
+/// shared memory each, on an SM of shader model `sm` that keeps at most `max_threads_per_sm`
+/// threads, each encoded as `KiB / 4 + 1` (Mesa NVK's and tinygrad's encoding):
+///
+/// * minimum: the smallest carveout of at least 8 KiB that holds one block;
+/// * target: the smallest that holds one block more than the SM's thread and block limits
+///   let it keep resident (registers are not counted, so a register-bound kernel may get
+///   more shared memory and less L1 than it could use), else the largest;
+/// * maximum: the chip's largest.
+///
+/// The target is what decides occupancy: a carveout for one block (what this picked before)
+/// kept 128-thread blocks of the copy kernel at half occupancy on the H200 (3.63 against
+/// 4.26 TB/s), 64-thread ones at a quarter (2.44 against 3.38). The block more: eight
+/// 256-thread blocks of 1 KiB in the 8 KiB carveout copied 1.4 % slower than with 16 KiB
+/// or more (docs/benchmarks.md, "The shared-memory carveout").
+pub fn sm_shared_config(
+    sm: u32,
+    block_bytes: u32,
+    block_threads: u32,
+    max_threads_per_sm: u32,
+) -> Result<SmSharedConfig, LaunchError> {
     let sizes = shared_carveouts_kib(sm);
     let max = sizes.last().copied().unwrap_or(0);
-    let target = sizes
-        .iter()
-        .copied()
-        .filter(|&k| k >= 8)
-        .find(|&k| u64::from(k) * 1024 >= u64::from(block_bytes))
-        .ok_or(LaunchError::SharedMemoryTooLarge {
-            bytes: block_bytes.into(),
-            max: max * 1024,
-        })?;
+    let holding = |bytes: u64| {
+        sizes
+            .iter()
+            .copied()
+            .filter(|&k| k >= 8)
+            .find(|&k| u64::from(k) * 1024 >= bytes)
+    };
+    let min = holding(block_bytes.into()).ok_or(LaunchError::SharedMemoryTooLarge {
+        bytes: block_bytes.into(),
+        max: max * 1024,
+    })?;
+    let warp_threads = block_threads.max(1).div_ceil(32) * 32;
+    let resident = (max_threads_per_sm / warp_threads).clamp(1, max_blocks_per_sm(sm));
+    let target = holding((u64::from(resident) + 1) * u64::from(block_bytes))
+        .unwrap_or(max)
+        .max(min);
     let enc = |kib: u32| kib / 4 + 1;
     Ok(SmSharedConfig {
-        min: enc(target),
+        min: enc(min),
         max: enc(max),
         target: enc(target),
     })
@@ -681,26 +715,68 @@ mod tests {
         );
         assert!(block_shared_memory(80, u32::MAX, u32::MAX).is_err());
 
-        // Carveouts: KiB / 4 + 1; tinygrad's max for 100 KiB parts is 0x1a.
+        // Carveouts: KiB / 4 + 1; tinygrad's max for 100 KiB parts is 0x1a. 1536 threads
+        // per SM on sm_89 (48 warps), 2048 on sm_80 / sm_90.
+        let enc = |kib: u32| kib / 4 + 1;
+        // One 1024-thread block fits in 1536 threads; room for two of 5 KiB is 10 KiB, so 16
+        // KiB; 8 KiB holds one.
         assert_eq!(
-            sm_shared_config(89, 5120),
+            sm_shared_config(89, 5120, 1024, 1536),
             Ok(SmSharedConfig {
                 min: 3,
                 max: 0x1a,
-                target: 3
+                target: enc(16)
             })
         );
-        assert_eq!(sm_shared_config(89, 40 * 1024).unwrap().target, 64 / 4 + 1);
         assert_eq!(
-            sm_shared_config(90, 200 * 1024).unwrap(),
+            sm_shared_config(89, 40 * 1024, 1024, 1536).unwrap().min,
+            enc(64)
+        );
+        // More than the largest carveout holds: the largest.
+        assert_eq!(
+            sm_shared_config(89, 40 * 1024, 1024, 1536).unwrap().target,
+            enc(100)
+        );
+        assert_eq!(
+            sm_shared_config(90, 200 * 1024, 256, 2048).unwrap(),
             SmSharedConfig {
                 min: 58,
                 max: 58,
                 target: 58
             }
         );
-        assert_eq!(sm_shared_config(80, 0).unwrap().max, 164 / 4 + 1);
-        assert!(sm_shared_config(120, 101 * 1024).is_err());
+        assert_eq!(sm_shared_config(80, 0, 256, 2048).unwrap().max, 164 / 4 + 1);
+        assert!(sm_shared_config(120, 101 * 1024, 32, 1536).is_err());
+        // The copy kernel's blocks (1 KiB, the reserve) on the H200: eight 256-thread blocks
+        // resident, room for nine; sixteen of 128 threads, room for seventeen; thirty-two of
+        // 64 (the block limit); two of 1024.
+        for (threads, kib) in [(256, 16), (128, 32), (64, 64), (1024, 8), (1, 64)] {
+            let c = sm_shared_config(90, 1024, threads, 2048).unwrap();
+            assert_eq!(
+                (c.min, c.target, c.max),
+                (enc(8), enc(kib), enc(228)),
+                "{threads}"
+            );
+        }
+        // sm_89 keeps at most 24 blocks: 25 KiB, so 32.
+        assert_eq!(
+            sm_shared_config(89, 1024, 32, 1536).unwrap().target,
+            enc(32)
+        );
+        // Threads not a multiple of a warp take whole warps; degenerate inputs do not divide
+        // by zero or overflow.
+        assert_eq!(
+            sm_shared_config(90, 1024, 200, 2048),
+            sm_shared_config(90, 1024, 224, 2048)
+        );
+        assert_eq!(sm_shared_config(90, 1024, 0, 2048).unwrap().target, enc(64));
+        assert_eq!(sm_shared_config(90, 1024, 256, 0).unwrap().target, enc(8));
+        assert_eq!(
+            sm_shared_config(90, 228 * 1024, 1, u32::MAX)
+                .unwrap()
+                .target,
+            enc(228)
+        );
     }
 
     #[test]

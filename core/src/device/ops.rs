@@ -1649,7 +1649,12 @@ impl<B: Backend> Inner<B> {
             )));
         }
         let shared = launch::block_shared_memory(info.sm, k.shared_size, dynamic_shared)?;
-        let sm_config = launch::sm_shared_config(info.sm, shared)?;
+        let sm_config = launch::sm_shared_config(
+            info.sm,
+            shared,
+            block[0].saturating_mul(block[1]).saturating_mul(block[2]),
+            info.gr.max_warps_per_sm.saturating_mul(32),
+        )?;
         // Every kernel gets the stack limit, as under CUDA (ptxas 13.0 reports no stack for
         // some recursive kernels, which then need it); one whose stack the compiler could not
         // size gets it on top of its frame.

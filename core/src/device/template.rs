@@ -8,7 +8,7 @@
 
 use alloc::vec::Vec;
 
-use crate::channel::qmd::{LaunchDesc, Qmd, QmdError, QmdField};
+use crate::channel::qmd::{LaunchDesc, Qmd, QmdError, QmdField, SmSharedConfig};
 use crate::chip::QmdVersion;
 
 /// Field handles for the per-launch fields of one layout.
@@ -184,10 +184,12 @@ pub(super) struct TemplateKey {
 /// Most templates kept (oldest evicted).
 const CACHE: usize = 16;
 
-/// Recently built QMDs.
+/// Recently built QMDs, each with the shared-memory carveout it was built with (it depends
+/// on the block size, which launches of one key may change; see
+/// [`crate::channel::launch::sm_shared_config`]).
 #[derive(Debug, Default)]
 pub(super) struct Templates {
-    entries: Vec<(TemplateKey, Qmd)>,
+    entries: Vec<(TemplateKey, SmSharedConfig, Qmd)>,
 }
 
 impl Templates {
@@ -205,7 +207,11 @@ impl Templates {
     ) -> Result<Qmd, QmdError> {
         let (cb0, _) = d.cbufs[0].unwrap_or((0, 0));
         let payload = d.release[0].map_or(0, |r| r.1);
-        if let Some((_, t)) = self.entries.iter().find(|(k, _)| *k == key) {
+        if let Some((_, _, t)) = self
+            .entries
+            .iter()
+            .find(|(k, c, _)| *k == key && *c == d.sm_config)
+        {
             let mut q = t.clone();
             patch.apply(&mut q, d.grid, d.block, cb0, payload)?;
             return Ok(q);
@@ -224,13 +230,13 @@ impl Templates {
         if self.entries.len() >= CACHE {
             self.entries.remove(0);
         }
-        self.entries.push((key, q.clone()));
+        self.entries.push((key, d.sm_config, q.clone()));
         Ok(q)
     }
 
     /// Forgets the templates of a freed module slot.
     pub(super) fn forget_slot(&mut self, slot: usize) {
-        self.entries.retain(|(k, _)| k.slot != slot);
+        self.entries.retain(|(k, _, _)| k.slot != slot);
     }
 }
 
@@ -352,6 +358,27 @@ mod tests {
                 assert_eq!(patched, Qmd::build(v, &d).unwrap(), "{v:?} {grid:?}");
                 assert_eq!(patched.launch_desc().unwrap().grid, grid);
             }
+        }
+    }
+
+    #[test]
+    fn a_launch_whose_carveout_differs_gets_its_own_template() {
+        for v in [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00] {
+            let p = QmdPatch::new(v).unwrap();
+            let mut t = Templates::default();
+            let big_blocks = desc([8, 1, 1], [1024, 1, 1], 0x10_0000_2000, 1);
+            t.qmd(v, &p, KEY, &big_blocks, true, &[]).unwrap();
+            // Smaller blocks of the same kernel: more resident, a larger carveout.
+            let mut small_blocks = desc([8, 1, 1], [64, 1, 1], 0x10_0000_2000, 2);
+            small_blocks.sm_config.target = 17;
+            let q = t.qmd(v, &p, KEY, &small_blocks, true, &[]).unwrap();
+            assert_eq!(q, Qmd::build(v, &small_blocks).unwrap(), "{v:?}");
+            assert_eq!(q.get("TARGET_SM_CONFIG_SHARED_MEM_SIZE").unwrap(), 17);
+            // And the first one's template is still there, unchanged.
+            let again = desc([9, 1, 1], [1024, 1, 1], 0x10_0000_2000, 3);
+            let q = t.qmd(v, &p, KEY, &again, true, &[]).unwrap();
+            assert_eq!(q, Qmd::build(v, &again).unwrap(), "{v:?}");
+            assert_eq!(q.get("TARGET_SM_CONFIG_SHARED_MEM_SIZE").unwrap(), 3);
         }
     }
 

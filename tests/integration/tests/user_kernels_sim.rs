@@ -190,3 +190,57 @@ fn cluster_kernels_are_refused_and_a_cluster_of_one_is_not_a_cluster() {
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![0u32; 64]);
     launch_add1(&dev, &tweaked(90, |k| k.cluster_dims = Some([1, 1, 1]))).unwrap();
 }
+
+#[test]
+fn the_shared_memory_carveout_has_room_for_every_resident_block() {
+    // add1 uses no shared memory: each block needs the 1 KiB the system reserves. The target
+    // carveout holds one block more than the SM keeps resident (its thread and block
+    // limits), the minimum one block; KiB / 4 + 1 as the QMD encodes them.
+    let enc = |kib: u32| kib / 4 + 1;
+    for (model, cases, largest) in [
+        // 2048 threads and 32 blocks per SM.
+        (GH100, [(64, 64), (128, 32), (256, 16), (1024, 8)], 228),
+        // 1536 threads and 24 blocks per SM.
+        (AD102, [(32, 32), (64, 32), (256, 8), (1024, 8)], 100),
+        // 1536 threads and 32 blocks per SM.
+        (GB202, [(32, 64), (64, 32), (128, 16), (1024, 8)], 100),
+    ] {
+        let dev = open(model, DEFAULT_STACK_SIZE);
+        let m = dev.load_module(&tweaked(dev.info().sm, |_| {})).unwrap();
+        let f = m.function("add1").unwrap();
+        let [compute, _] = dev.channel_handles().unwrap();
+        // Each block size twice, interleaved, launching one kernel of one module: the QMD
+        // template built for one size must not serve the other.
+        for (block, kib) in cases.into_iter().chain(cases) {
+            let buf = dev.alloc_zeros::<u32>(64).unwrap();
+            let cfg = LaunchConfig {
+                grid: [64u32.div_ceil(block), 1, 1],
+                block: [block, 1, 1],
+                shared_mem_bytes: 0,
+            };
+            dev.launch(&f, cfg, &[buf.arg(), 64u32.into()]).unwrap();
+            dev.synchronize().unwrap();
+            assert_eq!(
+                dev.dtoh_copy(&buf).unwrap(),
+                vec![1u32; 64],
+                "add1 ran wrong"
+            );
+            let d = dev
+                .with_backend(|b| {
+                    let chid = b.chid(compute).unwrap();
+                    let fifo = b.fifo();
+                    let f = nvbare_sim::fifo::lock(&fifo);
+                    *f.channel(chid).unwrap().last_launch().unwrap()
+                })
+                .unwrap();
+            assert_eq!(d.block, [block, 1, 1]);
+            let c = d.sm_config;
+            assert_eq!(
+                (c.min, c.target, c.max),
+                (enc(8), enc(kib), enc(largest)),
+                "{} with {block}-thread blocks",
+                model.board
+            );
+        }
+    }
+}
