@@ -30,6 +30,23 @@ pub fn compute_stats(
     .expect("backend")
 }
 
+/// The last launch on `dev`'s compute channel, as the simulated GPU's compute engine decoded
+/// its QMD (panics if nothing was launched).
+pub fn last_compute_launch(
+    dev: &nvbare_core::device::Device<nvbare_sim::backend::SimBackend>,
+) -> nvbare_core::channel::qmd::LaunchDesc {
+    let [compute, _] = dev.channel_handles().expect("channels");
+    dev.with_backend(|b| {
+        let chid = b.chid(compute).expect("compute channel");
+        *nvbare_sim::fifo::lock(&b.fifo())
+            .channel(chid)
+            .expect("channel")
+            .last_launch()
+            .expect("a launch")
+    })
+    .expect("backend")
+}
+
 /// The QMD at GPU VA `va` of `dev`'s address space, as the simulated GPU reads it.
 pub fn read_qmd(
     dev: &nvbare_core::device::Device<nvbare_sim::backend::SimBackend>,

@@ -213,15 +213,7 @@ fn the_qmd_decodes_back_to_the_launch_on_every_chip() {
         };
         dev.launch(&f, cfg, &[buf.arg(), 768u32.into()]).unwrap();
         dev.synchronize().unwrap();
-        let [compute, _] = dev.channel_handles().unwrap();
-        let d = dev
-            .with_backend(|b| {
-                let chid = b.chid(compute).unwrap();
-                let fifo = b.fifo();
-                let f = nvbare_sim::fifo::lock(&fifo);
-                *f.channel(chid).unwrap().last_launch().unwrap()
-            })
-            .unwrap();
+        let d = nvbare_integration::last_compute_launch(&dev);
         assert_eq!(d.program_address, k.program_address, "{}", model.chipset);
         assert_eq!(d.grid, [3, 2, 1]);
         assert_eq!(d.block, [64, 2, 1]);

@@ -72,15 +72,7 @@ fn launch_add1(dev: &Device<SimBackend>, p: &Tweaked) -> Result<LaunchDesc, Devi
     )?;
     dev.synchronize()?;
     assert_eq!(dev.dtoh_copy(&buf)?, vec![1u32; 64], "add1 ran wrong");
-    let [compute, _] = dev.channel_handles()?;
-    Ok(dev
-        .with_backend(|b| {
-            let chid = b.chid(compute).unwrap();
-            let fifo = b.fifo();
-            let f = nvbare_sim::fifo::lock(&fifo);
-            *f.channel(chid).unwrap().last_launch().unwrap()
-        })
-        .unwrap())
+    Ok(nvbare_integration::last_compute_launch(dev))
 }
 
 #[test]
@@ -208,7 +200,6 @@ fn the_shared_memory_carveout_has_room_for_every_resident_block() {
         let dev = open(model, DEFAULT_STACK_SIZE);
         let m = dev.load_module(&tweaked(dev.info().sm, |_| {})).unwrap();
         let f = m.function("add1").unwrap();
-        let [compute, _] = dev.channel_handles().unwrap();
         // Each block size twice, interleaved, launching one kernel of one module: the QMD
         // template built for one size must not serve the other.
         for (block, kib) in cases.into_iter().chain(cases) {
@@ -225,14 +216,7 @@ fn the_shared_memory_carveout_has_room_for_every_resident_block() {
                 vec![1u32; 64],
                 "add1 ran wrong"
             );
-            let d = dev
-                .with_backend(|b| {
-                    let chid = b.chid(compute).unwrap();
-                    let fifo = b.fifo();
-                    let f = nvbare_sim::fifo::lock(&fifo);
-                    *f.channel(chid).unwrap().last_launch().unwrap()
-                })
-                .unwrap();
+            let d = nvbare_integration::last_compute_launch(&dev);
             assert_eq!(d.block, [block, 1, 1]);
             let c = d.sm_config;
             assert_eq!(
