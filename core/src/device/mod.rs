@@ -107,7 +107,8 @@ pub struct DeviceOptions {
     /// Delay between polls after the spin. It bounds how late a long wait sees its release:
     /// `HostClock` spins through delays this short, so a shorter interval costs no more CPU.
     /// On the H200, 10 µs made a 1 GiB device-to-device copy (~0.5 ms) about 1 % slower than
-    /// 1 µs (docs/benchmarks.md, "Waits that see the release late").
+    /// 1 µs (docs/benchmarks.md, "Waits that see the release late; the shared-memory
+    /// carveout").
     pub poll_interval: Duration,
     /// How long a wait may see no progress (neither channel's timeline nor `GPGet` moved)
     /// before the doorbell of each channel with unfinished work is rung again; the interval
