@@ -84,8 +84,7 @@ fn add1_launch_end_to_end() {
 
         // Shared and local memory.
         let smem = launch::block_shared_memory(c.sm, k.shared_size, 0).unwrap();
-        let sm_config =
-            launch::sm_shared_config(c.sm, smem, block[0] * block[1] * block[2], 2048).unwrap();
+        let sm_config = launch::sm_shared_config(c.sm, smem, block, 2048).unwrap();
         let local = launch::local_memory_per_thread(k.local_size).unwrap();
 
         // The QMD.

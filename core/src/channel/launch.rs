@@ -10,7 +10,7 @@
 //!    grid dimensions, shared/local windows, stack pointer; CUDA code reads `blockDim` and
 //!    `gridDim` from there) and [`write_param`] for each argument at its `KernelParam::offset`.
 //! 3. Shared memory: `bytes = `[`block_shared_memory`]`(sm, k.shared_size, dynamic)`,
-//!    `sm_config = `[`sm_shared_config`]`(sm, bytes, block threads, threads per SM)`.
+//!    `sm_config = `[`sm_shared_config`]`(sm, bytes, block, threads per SM)`.
 //! 4. Local memory: per thread [`local_memory_per_thread`]`(k.local_size)` as the QMD's
 //!    `SHADER_LOCAL_MEMORY_HIGH_SIZE` (the CUDA stack grows down from the top of the window),
 //!    and the channel's SLM buffer from [`slm_size`] (programmed with
@@ -189,6 +189,11 @@ pub fn max_threads_for_registers(registers: u32) -> u32 {
     (warps * 32).min(u64::from(MAX_THREADS_PER_BLOCK)) as u32
 }
 
+/// Threads in a block of dimensions `block` (u64: the product of three u32 cannot overflow).
+pub fn block_threads(block: [u32; 3]) -> u64 {
+    u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2])
+}
+
 /// Checks a launch shape against the hardware limits, the register file and the kernel's own
 /// thread limit (`Kernel::max_threads`, `None` if it has none).
 pub fn validate_launch(
@@ -222,7 +227,7 @@ pub fn validate_launch(
             });
         }
     }
-    let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
+    let threads = block_threads(block);
     for (max, limit) in [
         (MAX_THREADS_PER_BLOCK, "hardware"),
         (kernel_max_threads.unwrap_or(u32::MAX), "kernel"),
@@ -289,8 +294,8 @@ pub fn max_blocks_per_sm(sm: u32) -> u32 {
     }
 }
 
-/// The QMD carveout fields for blocks of `block_threads` threads using `block_bytes` of
-/// shared memory each, on an SM of shader model `sm` that keeps at most `max_threads_per_sm`
+/// The QMD carveout fields for blocks of dimensions `block` using `block_bytes` of shared
+/// memory each, on an SM of shader model `sm` that keeps at most `max_threads_per_sm`
 /// threads, each encoded as `KiB / 4 + 1` (Mesa NVK's and tinygrad's encoding):
 ///
 /// * minimum: the smallest carveout of at least 8 KiB that holds one block;
@@ -308,7 +313,7 @@ pub fn max_blocks_per_sm(sm: u32) -> u32 {
 pub fn sm_shared_config(
     sm: u32,
     block_bytes: u32,
-    block_threads: u32,
+    block: [u32; 3],
     max_threads_per_sm: u32,
 ) -> Result<SmSharedConfig, LaunchError> {
     let sizes = shared_carveouts_kib(sm);
@@ -324,9 +329,10 @@ pub fn sm_shared_config(
         bytes: block_bytes.into(),
         max: max * 1024,
     })?;
-    let warp_threads = block_threads.max(1).div_ceil(32) * 32;
-    let resident = (max_threads_per_sm / warp_threads).clamp(1, max_blocks_per_sm(sm));
-    let target = holding((u64::from(resident) + 1) * u64::from(block_bytes))
+    let warp_threads = block_threads(block).max(1).div_ceil(32) * 32;
+    let resident =
+        (u64::from(max_threads_per_sm) / warp_threads).clamp(1, max_blocks_per_sm(sm).into());
+    let target = holding((resident + 1) * u64::from(block_bytes))
         .unwrap_or(max)
         .max(min);
     let enc = |kib: u32| kib / 4 + 1;
@@ -722,7 +728,7 @@ mod tests {
         // One 1024-thread block fits in 1536 threads; room for two of 5 KiB is 10 KiB, so 16
         // KiB; 8 KiB holds one.
         assert_eq!(
-            sm_shared_config(89, 5120, 1024, 1536),
+            sm_shared_config(89, 5120, [1024, 1, 1], 1536),
             Ok(SmSharedConfig {
                 min: 3,
                 max: 0x1a,
@@ -730,29 +736,36 @@ mod tests {
             })
         );
         assert_eq!(
-            sm_shared_config(89, 40 * 1024, 1024, 1536).unwrap().min,
+            sm_shared_config(89, 40 * 1024, [1024, 1, 1], 1536)
+                .unwrap()
+                .min,
             enc(64)
         );
         // More than the largest carveout holds: the largest.
         assert_eq!(
-            sm_shared_config(89, 40 * 1024, 1024, 1536).unwrap().target,
+            sm_shared_config(89, 40 * 1024, [1024, 1, 1], 1536)
+                .unwrap()
+                .target,
             enc(100)
         );
         assert_eq!(
-            sm_shared_config(90, 200 * 1024, 256, 2048).unwrap(),
+            sm_shared_config(90, 200 * 1024, [256, 1, 1], 2048).unwrap(),
             SmSharedConfig {
                 min: 58,
                 max: 58,
                 target: 58
             }
         );
-        assert_eq!(sm_shared_config(80, 0, 256, 2048).unwrap().max, 164 / 4 + 1);
-        assert!(sm_shared_config(120, 101 * 1024, 32, 1536).is_err());
+        assert_eq!(
+            sm_shared_config(80, 0, [256, 1, 1], 2048).unwrap().max,
+            164 / 4 + 1
+        );
+        assert!(sm_shared_config(120, 101 * 1024, [32, 1, 1], 1536).is_err());
         // The copy kernel's blocks (1 KiB, the reserve) on the H200: eight 256-thread blocks
         // resident, room for nine; sixteen of 128 threads, room for seventeen; thirty-two of
         // 64 (the block limit); two of 1024.
         for (threads, kib) in [(256, 16), (128, 32), (64, 64), (1024, 8), (1, 64)] {
-            let c = sm_shared_config(90, 1024, threads, 2048).unwrap();
+            let c = sm_shared_config(90, 1024, [threads, 1, 1], 2048).unwrap();
             assert_eq!(
                 (c.min, c.target, c.max),
                 (enc(8), enc(kib), enc(228)),
@@ -761,19 +774,30 @@ mod tests {
         }
         // sm_89 keeps at most 24 blocks: 25 KiB, so 32.
         assert_eq!(
-            sm_shared_config(89, 1024, 32, 1536).unwrap().target,
+            sm_shared_config(89, 1024, [32, 1, 1], 1536).unwrap().target,
             enc(32)
         );
         // Threads not a multiple of a warp take whole warps; degenerate inputs do not divide
         // by zero or overflow.
         assert_eq!(
-            sm_shared_config(90, 1024, 200, 2048),
-            sm_shared_config(90, 1024, 224, 2048)
+            sm_shared_config(90, 1024, [200, 1, 1], 2048),
+            sm_shared_config(90, 1024, [224, 1, 1], 2048)
         );
-        assert_eq!(sm_shared_config(90, 1024, 0, 2048).unwrap().target, enc(64));
-        assert_eq!(sm_shared_config(90, 1024, 256, 0).unwrap().target, enc(8));
+        // A block's threads are the product of its dimensions.
         assert_eq!(
-            sm_shared_config(90, 228 * 1024, 1, u32::MAX)
+            sm_shared_config(90, 1024, [16, 8, 1], 2048),
+            sm_shared_config(90, 1024, [128, 1, 1], 2048)
+        );
+        assert_eq!(
+            sm_shared_config(90, 1024, [0, 1, 1], 2048).unwrap().target,
+            enc(64)
+        );
+        assert_eq!(
+            sm_shared_config(90, 1024, [256, 1, 1], 0).unwrap().target,
+            enc(8)
+        );
+        assert_eq!(
+            sm_shared_config(90, 228 * 1024, [1, 1, 1], u32::MAX)
                 .unwrap()
                 .target,
             enc(228)

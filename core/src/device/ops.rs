@@ -1652,7 +1652,7 @@ impl<B: Backend> Inner<B> {
         let sm_config = launch::sm_shared_config(
             info.sm,
             shared,
-            block[0].saturating_mul(block[1]).saturating_mul(block[2]),
+            block,
             info.gr.max_warps_per_sm.saturating_mul(32),
         )?;
         // Every kernel gets the stack limit, as under CUDA (ptxas 13.0 reports no stack for
