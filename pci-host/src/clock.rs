@@ -53,9 +53,7 @@ impl Clock for HostClock {
         if d >= Self::SPIN_BELOW {
             std::thread::sleep(d);
         }
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
+        spin_for(until.saturating_duration_since(Instant::now()));
     }
 }
 
