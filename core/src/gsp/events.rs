@@ -10,6 +10,8 @@
 //! taken, counts the rest in [`EventQueue::dropped`], and never blocks; the newest RC and
 //! Xid are kept apart ([`super::rpc::GspRpc::last_rc`]) so overflow cannot hide them.
 
+use core::time::Duration;
+
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::GspError;
@@ -765,6 +767,9 @@ pub struct EventContext<'a, M: ?Sized, C: ?Sized> {
     pub bar0: &'a M,
     /// The clock.
     pub clock: &'a C,
+    /// Clock time ([`Clock::now`]) by which the handler must return: the end of the wait
+    /// that received the event. Handlers that wait (the CPU sequencer) stop there.
+    pub deadline: Duration,
 }
 
 /// Services events synchronously, inside whatever wait received them.

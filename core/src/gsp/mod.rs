@@ -48,6 +48,18 @@ pub enum GspError {
         /// How long the wait lasted.
         waited: Duration,
     },
+    /// A wait ended while GSP-RM was still filling the status queue as fast as it was read:
+    /// every poll found a full ring's worth of messages, none of them the one awaited.
+    Flood {
+        /// What was awaited.
+        what: &'static str,
+        /// The RPC function or event awaited.
+        function: u32,
+        /// Messages received during the wait.
+        records: u64,
+        /// How long the wait lasted.
+        waited: Duration,
+    },
     /// The command queue stayed full: GSP-RM is not consuming commands.
     QueueFull {
         /// Elements the message needs.
@@ -190,6 +202,25 @@ impl fmt::Display for GspError {
                 write!(
                     f,
                     "; GSP-RM may have crashed: read its logs (LOGRM) and reset the GPU"
+                )
+            }
+            GspError::Flood {
+                what,
+                function,
+                records,
+                waited,
+            } => {
+                write!(
+                    f,
+                    "GSP-RM sent {records} messages in {waited:?} without {what}"
+                )?;
+                if function != 0 {
+                    write!(f, " ({})", rpc::FunctionName(function))?;
+                }
+                write!(
+                    f,
+                    ": it is flooding the status queue (an event storm); read its logs (LOGRM) \
+                     and reset the GPU"
                 )
             }
             GspError::QueueFull { needed, free } => write!(

@@ -855,8 +855,7 @@ impl<B: DmaBuffer> RingWriter<'_, B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gsp::rpc::{NV_VGPU_MSG_HEADER_VERSION, NV_VGPU_MSG_SIGNATURE_VALID};
-    use crate::gsp::testutil::{Doorbell, StepClock, VecDma};
+    use crate::gsp::testutil::{self, Doorbell, StepClock, VecDma};
     use core::mem::{offset_of, size_of};
 
     #[test]
@@ -963,54 +962,12 @@ mod tests {
 
     /// Plays GSP-RM's status-queue header.
     fn gsp_link(q: &MsgQueue<VecDma>) {
-        let h = msgqTxHeader {
-            version: 0,
-            size: 0x40000,
-            msgSize: 0x1000,
-            msgCount: 63,
-            writePtr: 0,
-            flags: 1,
-            rxHdrOff: 32,
-            entryOff: 0x1000,
-        };
-        q.buffer().write(0x41000, h.as_bytes()).unwrap();
+        testutil::gsp_link(q.buffer());
     }
 
     /// Writes a status message the way GSP-RM does, at `idx`, and publishes it.
     fn gsp_write(q: &MsgQueue<VecDma>, idx: u32, seq: u32, function: u32, payload: &[u8]) -> u32 {
-        let rpc = rpc_message_header_v03_00 {
-            header_version: NV_VGPU_MSG_HEADER_VERSION,
-            signature: NV_VGPU_MSG_SIGNATURE_VALID,
-            length: (RPC_HEADER_SIZE + payload.len()) as u32,
-            function,
-            ..Default::default()
-        };
-        let total = 48 + rpc.length as usize;
-        let ec = total.div_ceil(4096) as u32;
-        let mut e = GSP_MSG_QUEUE_ELEMENT {
-            seqNum: seq,
-            elemCount: ec,
-            ..Default::default()
-        };
-        let mut s = Checksum::default();
-        s.update(e.as_bytes());
-        s.update(rpc.as_bytes());
-        s.update(payload);
-        e.checkSum = s.value();
-        let mut bytes = std::vec::Vec::new();
-        bytes.extend_from_slice(e.as_bytes());
-        bytes.extend_from_slice(rpc.as_bytes());
-        bytes.extend_from_slice(payload);
-        bytes.resize(ec as usize * 4096, 0);
-        for (i, el) in bytes.chunks(4096).enumerate() {
-            let slot = (idx + i as u32) % 63;
-            q.buffer()
-                .write(0x42000 + slot as usize * 4096, el)
-                .unwrap();
-        }
-        let wp = (idx + ec) % 63;
-        q.buffer().write_u32(0x41000 + 16, wp).unwrap();
-        wp
+        testutil::gsp_write(q.buffer(), idx, seq, function, payload)
     }
     extern crate std;
 

@@ -718,18 +718,35 @@ impl<B: DmaBuffer> PayloadRead for RecordPayload<'_, B> {
     }
 }
 
+/// How one [`Core::pump`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pumped {
+    /// What was wanted arrived.
+    Satisfied,
+    /// The status queue is empty.
+    Drained,
+    /// A ring's worth of messages was handled and more are waiting.
+    Budget,
+}
+
 impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
-    /// Drains the status queue until `want` is satisfied (`Some`) or nothing is left (`None`).
+    /// Handles status-queue messages until `want` is satisfied, the queue is empty, or one
+    /// ring's worth (the status queue's element count) has been handled. The bound keeps a GSP
+    /// that refills the queue as fast as it is read from holding the caller past its deadline.
+    /// `deadline` (clock time) is handed to event handlers; `records` counts what was handled.
     fn pump<C: Clock + ?Sized>(
         &mut self,
         clock: &C,
         cfg: &GspConfig,
         want: &mut Want<'_>,
-    ) -> Result<Option<()>, GspError> {
-        loop {
+        deadline: Duration,
+        records: &mut u64,
+    ) -> Result<Pumped, GspError> {
+        for _ in 0..self.msgq.rx_msg_count().max(1) {
             let Some(rec) = self.msgq.receive()? else {
-                return Ok(None);
+                return Ok(Pumped::Drained);
             };
+            *records += 1;
             let f = rec.rpc.function;
             let s = rec.rpc.sequence;
             if rec.rpc.signature != NV_VGPU_MSG_SIGNATURE_VALID {
@@ -747,7 +764,7 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
                     self.msgq.consume(&rec)?;
                     r?;
                     if st.got >= st.expected() || st.first.is_some_and(|h| h.rpc_result != 0) {
-                        return Ok(Some(()));
+                        return Ok(Pumped::Satisfied);
                     }
                     continue;
                 }
@@ -760,7 +777,7 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
                     st.got += n;
                     self.stats.continuations_received += 1;
                     if st.got >= st.expected() {
-                        return Ok(Some(()));
+                        return Ok(Pumped::Satisfied);
                     }
                     if rec.rpc.length as usize != GSP_MSG_QUEUE_RPC_SIZE_MAX {
                         return Err(GspError::ReplyTooShort {
@@ -802,9 +819,9 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
                         rpc_result: rec.rpc.rpc_result,
                         event: ev,
                     });
-                    return Ok(Some(()));
+                    return Ok(Pumped::Satisfied);
                 }
-                self.dispatch(clock, &rec)?;
+                self.dispatch(clock, deadline, &rec)?;
                 continue;
             }
             self.msgq.consume(&rec)?;
@@ -823,6 +840,7 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
                 });
             }
         }
+        Ok(Pumped::Budget)
     }
 
     fn take_first(&mut self, st: &mut ReplyState<'_>, rec: &Record) -> Result<(), GspError> {
@@ -853,7 +871,12 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
     }
 
     /// Parses an event, offers it to the handler, records it, and consumes it.
-    fn dispatch<C: Clock + ?Sized>(&mut self, clock: &C, rec: &Record) -> Result<(), GspError> {
+    fn dispatch<C: Clock + ?Sized>(
+        &mut self,
+        clock: &C,
+        deadline: Duration,
+        rec: &Record,
+    ) -> Result<(), GspError> {
         let f = rec.rpc.function;
         let len = rec.payload_len();
         let r = RecordPayload { q: &self.msgq, rec };
@@ -863,6 +886,7 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
             EventContext {
                 bar0: &self.bar0,
                 clock,
+                deadline,
             },
             &raw,
         );
@@ -1105,10 +1129,20 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
         let clock = &self.clock;
         let cfg = &self.cfg;
         let core = &mut self.core;
+        let deadline = clock.now().saturating_add(timeout);
+        let (mut records, mut flooding) = (0u64, false);
         let r: Result<(), GspError> = poll_until(clock, timeout, cfg.poll_interval, what, || {
-            core.pump(clock, cfg, want)
+            let p = core.pump(clock, cfg, want, deadline, &mut records)?;
+            flooding = p == Pumped::Budget;
+            Ok((p == Pumped::Satisfied).then_some(()))
         });
         r.map_err(|e| match e {
+            GspError::Timeout { what, waited, .. } if flooding => GspError::Flood {
+                what,
+                function,
+                records,
+                waited,
+            },
             GspError::Timeout { what, waited, .. } => GspError::Timeout {
                 what,
                 function,
@@ -1118,10 +1152,14 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
         })
     }
 
-    /// Handles whatever GSP-RM has sent, without waiting; returns the events now queued.
+    /// Handles what GSP-RM has sent, without waiting (at most one ring's worth of messages, so
+    /// a flooding GSP cannot keep the caller here); returns the events now queued. Event
+    /// handlers get [`GspConfig::reply_timeout`] from now as their deadline.
     pub fn poll_events(&mut self) -> Result<usize, GspError> {
         let mut want = Want::Nothing;
-        self.core.pump(&self.clock, &self.cfg, &mut want)?;
+        let deadline = self.clock.now().saturating_add(self.cfg.reply_timeout);
+        self.core
+            .pump(&self.clock, &self.cfg, &mut want, deadline, &mut 0)?;
         Ok(self.core.events.len())
     }
 
@@ -1593,6 +1631,61 @@ mod tests {
         assert_eq!(offset_of!(rpc_unloading_guest_driver_v1F_07, newLevel), 4);
         assert_eq!(size_of::<NV0000_ALLOC_PARAMETERS>(), 120);
         assert_eq!(offset_of!(NV0000_ALLOC_PARAMETERS, pOsPidInfo), 112);
+    }
+
+    /// A GSP that sends a new event each time the CPU publishes its read pointer: a call with
+    /// a 1 ms virtual timeout ends at its deadline, having read a bounded number of messages.
+    #[test]
+    fn an_event_flood_ends_the_wait_at_its_deadline() {
+        use crate::gsp::events::NV_VGPU_MSG_EVENT_GSP_POST_NOCAT_RECORD;
+        use crate::gsp::msgq::SharedMemLayout;
+        use crate::gsp::testutil::{Doorbell, FloodDma, StepClock};
+        let dma = FloodDma::new(NV_VGPU_MSG_EVENT_GSP_POST_NOCAT_RECORD);
+        let q = MsgQueue::new(&dma, SharedMemLayout::default()).unwrap();
+        dma.start();
+        let cfg = GspConfig {
+            reply_timeout: Duration::from_millis(1),
+            poll_interval: Duration::from_micros(100),
+            ..GspConfig::default()
+        };
+        let ring = q.rx_msg_count() as u64;
+        let mut rpc = GspRpc::new(q, Doorbell::default(), StepClock::default(), NoHandler, cfg);
+        let mut fixed = [0u8; 24];
+        let e = rpc
+            .call(
+                NV_VGPU_MSG_FUNCTION_GSP_RM_CONTROL,
+                &mut fixed,
+                &mut [],
+                |_, _| true,
+            )
+            .unwrap_err();
+        let GspError::Flood {
+            function, records, ..
+        } = e
+        else {
+            panic!("expected a flood error, got {e:?}");
+        };
+        assert_eq!(function, NV_VGPU_MSG_FUNCTION_GSP_RM_CONTROL);
+        // One pump per poll: 1 ms / 100 µs polls, plus the first and the one after the
+        // deadline, each at most a ring's worth.
+        assert!(records <= 12 * ring, "{records} messages handled");
+        assert!(records >= ring, "the flood was read ({records})");
+        assert!(rpc.clock().now() <= Duration::from_millis(2));
+        extern crate std;
+        use std::string::ToString;
+        assert!(e.to_string().contains("flooding"), "{e}");
+        // Polling without a wait takes at most one ring's worth too.
+        let before = dma.sent.get();
+        rpc.poll_events().unwrap();
+        assert!(
+            dma.sent.get() - before <= ring,
+            "{}",
+            dma.sent.get() - before
+        );
+        assert!(
+            rpc.events().dropped() > 0,
+            "queued events beyond the queue are counted"
+        );
     }
 
     #[test]
