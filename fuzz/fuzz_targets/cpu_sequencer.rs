@@ -4,6 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nvbare_core::falcon::FalconHal;
+use nvbare_core::hal::Clock;
 use nvbare_core::gsp::boot::sequencer::BootEvents;
 use nvbare_core::gsp::events::{EventContext, EventHandler, GspEvent, RawEvent};
 use nvbare_fuzz::{JumpClock, ScriptMmio};
@@ -30,6 +31,8 @@ fuzz_target!(|data: &[u8]| {
         EventContext {
             bar0: &bar0,
             clock: &clock,
+            // The longest wait that receives scripts at boot (GSP_INIT_DONE).
+            deadline: clock.now() + nvbare_core::gsp::boot::INIT_DONE_TIMEOUT,
         },
         &ev,
     );

@@ -41,6 +41,11 @@ pub const SEQ_POLL_DEFAULT: Duration = Duration::from_secs(4);
 pub const SEQ_DELAY_MAX: Duration = Duration::from_secs(1);
 /// How long CORE_RESUME waits for SEC2 to reload GSP-RM (`_kgspIsReloadCompleted`).
 pub const SEQ_RELOAD_TIMEOUT: Duration = Duration::from_secs(4);
+/// Longest a whole script may run, whatever its commands ask (the scripts RM's boot and
+/// resume paths send are a few register accesses and at most one CORE_RESUME, which waits up
+/// to [`SEQ_RELOAD_TIMEOUT`] + [`RISCV_ACTIVE_TIMEOUT`]). A script also stops at the deadline
+/// of the wait that received it ([`EventContext::deadline`]), whichever comes first.
+pub const SEQ_SCRIPT_MAX: Duration = Duration::from_secs(10);
 
 /// Why a sequencer script failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +84,14 @@ pub enum SequencerError {
     Falcon(FalconError),
     /// The RISC-V core did not run after CORE_RESUME.
     RiscvNotActive,
+    /// The script was still running at its deadline (the caller's wait, capped at
+    /// [`SEQ_SCRIPT_MAX`]).
+    ScriptTimeout {
+        /// Commands completed before the deadline.
+        commands: u32,
+        /// How long the script had.
+        allowed: Duration,
+    },
 }
 
 impl fmt::Display for SequencerError {
@@ -116,6 +129,12 @@ impl fmt::Display for SequencerError {
                     "CPU sequencer CORE_RESUME: the GSP RISC-V core did not start"
                 )
             }
+            SequencerError::ScriptTimeout { commands, allowed } => write!(
+                f,
+                "CPU-sequencer script from GSP-RM still running after {allowed:?} ({commands} \
+                 commands done): GSP-RM sent a script that waits longer than the driver allows; \
+                 reset the GPU and read GSP-RM's logs"
+            ),
         }
     }
 }
@@ -167,12 +186,16 @@ impl BootEvents {
         self.last_error
     }
 
+    /// Runs one command; every wait in it ends by `deadline` (clock time), and a wait the
+    /// deadline cut short is `Err(None)`: the caller reports the script's timeout.
     fn run<M: Mmio + ?Sized, C: Clock + ?Sized>(
         &mut self,
         bar0: &M,
         clock: &C,
+        deadline: Duration,
         cmd: SeqCommand,
-    ) -> Result<(), SequencerError> {
+    ) -> Result<(), Option<SequencerError>> {
+        let left = || deadline.saturating_sub(clock.now());
         let read = |addr: u32| {
             bar0.try_read32(addr as usize)
                 .map_err(|_| SequencerError::BadAddress { addr })
@@ -195,11 +218,12 @@ impl BootEvents {
                 timeout,
                 error,
             } => {
-                let t = if timeout == 0 {
+                let asked = if timeout == 0 {
                     SEQ_POLL_DEFAULT
                 } else {
                     Duration::from_micros(timeout as u64).min(SEQ_POLL_MAX)
                 };
+                let t = asked.min(left());
                 let mut last = read(addr)?;
                 let r: Result<(), PollError> = poll_until(
                     clock,
@@ -211,16 +235,23 @@ impl BootEvents {
                         Ok((last & mask == val).then_some(()))
                     },
                 );
-                r.map_err(|_| SequencerError::PollTimeout {
-                    addr,
-                    mask,
-                    val,
-                    last,
-                    error,
-                })?;
+                if r.is_err() {
+                    return Err((t == asked).then_some(SequencerError::PollTimeout {
+                        addr,
+                        mask,
+                        val,
+                        last,
+                        error,
+                    }));
+                }
             }
             SeqCommand::DelayUs(us) => {
-                clock.delay(Duration::from_micros(us as u64).min(SEQ_DELAY_MAX))
+                let asked = Duration::from_micros(us as u64).min(SEQ_DELAY_MAX);
+                let t = asked.min(left());
+                clock.delay(t);
+                if t < asked {
+                    return Err(None);
+                }
             }
             SeqCommand::RegStore { addr, index } => {
                 let v = read(addr)?;
@@ -236,10 +267,12 @@ impl BootEvents {
                 gsp.disable_ctx_req();
             }
             SeqCommand::CoreStart => gsp.start_cpu(),
-            SeqCommand::CoreWaitForHalt => gsp
-                .wait_halted(HS_HALT_TIMEOUT)
-                .map_err(SequencerError::Falcon)?,
-            SeqCommand::CoreResume => self.core_resume(bar0, clock)?,
+            SeqCommand::CoreWaitForHalt => {
+                let t = HS_HALT_TIMEOUT.min(left());
+                gsp.wait_halted(t)
+                    .map_err(|e| (t == HS_HALT_TIMEOUT).then_some(SequencerError::Falcon(e)))?
+            }
+            SeqCommand::CoreResume => self.core_resume(bar0, clock, deadline)?,
         }
         Ok(())
     }
@@ -248,15 +281,18 @@ impl BootEvents {
         &self,
         bar0: &M,
         clock: &C,
-    ) -> Result<(), SequencerError> {
+        deadline: Duration,
+    ) -> Result<(), Option<SequencerError>> {
+        let left = || deadline.saturating_sub(clock.now());
         let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, clock, self.hal);
         let sec2: Falcon<'_, Sec2, M, C> = Falcon::new(bar0, clock, self.hal);
         gsp.reset_into_riscv().map_err(SequencerError::Falcon)?;
         gsp.write_mailboxes(self.libos_args as u32, (self.libos_args >> 32) as u32);
         sec2.start_cpu();
+        let reload = SEQ_RELOAD_TIMEOUT.min(left());
         let r: Result<(), PollError> = poll_until(
             clock,
-            SEQ_RELOAD_TIMEOUT,
+            reload,
             Duration::from_micros(10),
             "SEC2 to reload GSP-RM (BSI_SECURE_SCRATCH_14.BOOT_STAGE_3_HANDOFF)",
             || {
@@ -266,14 +302,16 @@ impl BootEvents {
         );
         let (m0, _) = sec2.mailboxes();
         if r.is_err() {
-            return Err(SequencerError::ReloadTimeout { sec2_mailbox0: m0 });
+            return Err((reload == SEQ_RELOAD_TIMEOUT)
+                .then_some(SequencerError::ReloadTimeout { sec2_mailbox0: m0 }));
         }
         if m0 != 0 {
-            return Err(SequencerError::ReloadFailed { sec2_mailbox0: m0 });
+            return Err(Some(SequencerError::ReloadFailed { sec2_mailbox0: m0 }));
         }
         gsp.write_os_version(self.app_version);
-        gsp.wait_riscv_active(RISCV_ACTIVE_TIMEOUT)
-            .map_err(|_| SequencerError::RiscvNotActive)
+        let t = RISCV_ACTIVE_TIMEOUT.min(left());
+        gsp.wait_riscv_active(t)
+            .map_err(|_| (t == RISCV_ACTIVE_TIMEOUT).then_some(SequencerError::RiscvNotActive))
     }
 }
 
@@ -302,7 +340,22 @@ impl EventHandler for BootEvents {
             }
         };
         self.save_area = cmds.header().regSaveArea;
+        let start = ctx.clock.now();
+        let deadline = ctx.deadline.min(start.saturating_add(SEQ_SCRIPT_MAX));
+        let mut done = 0u32;
+        let timed_out = |s: &mut Self, done: u32| {
+            fail(
+                s,
+                SequencerError::ScriptTimeout {
+                    commands: done,
+                    allowed: deadline.saturating_sub(start),
+                },
+            )
+        };
         for cmd in cmds {
+            if ctx.clock.now() >= deadline {
+                return Err(timed_out(self, done));
+            }
             let cmd = match cmd {
                 Ok(c) => c,
                 Err(_) => {
@@ -314,8 +367,10 @@ impl EventHandler for BootEvents {
             };
             log::debug!("gsp: sequencer {cmd:?}");
             self.commands += 1;
-            if let Err(e) = self.run(ctx.bar0, ctx.clock, cmd) {
-                return Err(fail(self, e));
+            match self.run(ctx.bar0, ctx.clock, deadline, cmd) {
+                Ok(()) => done += 1,
+                Err(Some(e)) => return Err(fail(self, e)),
+                Err(None) => return Err(timed_out(self, done)),
             }
         }
         Ok(Disposition::Handled)

@@ -374,6 +374,83 @@ fn sequencer_events_are_serviced_synchronously_during_boot_waits() {
     transform(&mut r, 4, 0).unwrap();
 }
 
+/// The boot code's handler, with its script deadline: a 64 KB script of one-second delays
+/// (over two hours as written) and a REG_POLL that never succeeds both end with the wait that
+/// received them, in virtual time, with a typed error; a short script still runs.
+#[test]
+fn hostile_sequencer_scripts_end_at_the_wait_s_deadline() {
+    use nvbare_core::falcon::FalconHal;
+    use nvbare_core::gsp::boot::sequencer::{BootEvents, SequencerError};
+    let model = models::AD102;
+    let handler = BootEvents::new(FalconHal::for_chip(model.chipset.info()), 0, 0);
+    let mut r = rig_with(model, handler, |_, _| {});
+    open_client(&mut r);
+    let timeout = test_config().reply_timeout;
+
+    // 8000 x DELAY_US(1 s): 64 000 bytes of script.
+    let delays: Vec<u32> = (0..8000).flat_map(|_| [3, 1_000_000]).collect();
+    r.emu.queue_event(EmuEvent::RunCpuSequencer(delays));
+    let t0 = r.rpc.clock().now();
+    assert_eq!(
+        transform(&mut r, 4, 0),
+        Err(GspError::Handler("CPU-sequencer script failed"))
+    );
+    let took = r.rpc.clock().now() - t0;
+    assert!(took <= timeout * 2, "the script ran for {took:?}");
+    let e = r.rpc.handler_mut().last_error();
+    assert!(
+        matches!(e, Some(SequencerError::ScriptTimeout { commands: 0, .. })),
+        "{e:?}"
+    );
+    assert!(e.unwrap().to_string().contains("still running"));
+    transform(&mut r, 4, 0).unwrap();
+
+    // REG_POLL(addr, mask, val, 4 s, error) on a register that never matches.
+    r.emu.queue_event(EmuEvent::RunCpuSequencer(vec![
+        2,
+        0x0011_8f04,
+        0xffff_ffff,
+        0xdead_beef,
+        4_000_000,
+        7,
+    ]));
+    let t0 = r.rpc.clock().now();
+    assert!(transform(&mut r, 4, 0).is_err());
+    let took = r.rpc.clock().now() - t0;
+    assert!(took <= timeout * 2, "the poll ran for {took:?}");
+    assert!(matches!(
+        r.rpc.handler_mut().last_error(),
+        Some(SequencerError::ScriptTimeout { .. })
+    ));
+
+    // A script well inside the deadline runs to the end.
+    r.emu.queue_event(EmuEvent::RunCpuSequencer(vec![
+        0,
+        0x0011_8f00,
+        0x1234,
+        3,
+        1000,
+    ]));
+    let before = r.rpc.handler_mut().scripts_run();
+    transform(&mut r, 4, 0).unwrap();
+    assert_eq!(r.rpc.handler_mut().scripts_run(), before + 1);
+    assert_eq!(r.gpu.bar0().read32(0x11_8f00), 0x1234);
+    // A poll whose own timeout ends first is the script's poll error, not a deadline.
+    r.emu.queue_event(EmuEvent::RunCpuSequencer(vec![
+        2,
+        0x0011_8f04,
+        0xffff_ffff,
+        0xdead_beef,
+        1000,
+        7,
+    ]));
+    assert!(transform(&mut r, 4, 0).is_err());
+    assert!(matches!(
+        r.rpc.handler_mut().last_error(),
+        Some(SequencerError::PollTimeout { error: 7, .. })
+    ));
+}
+
 #[test]
 fn fault_bad_checksum_is_reported_then_skipped() {
     let mut r = rig();
