@@ -2,6 +2,7 @@
 //! firmware, GSP RPC, our page tables (walked by the simulated GMMU), channels with physical
 //! descriptors, GR context promotion, copies and launches, faults reported by GSP events,
 //! unload and a second boot. Virtual time, so timeouts cost nothing.
+#![forbid(unsafe_code)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -445,4 +446,52 @@ fn a_small_bar_is_refused_before_booting() {
     let msg = e.to_string();
     assert!(msg.contains("Resizable BAR"), "{msg}");
     assert_eq!(s.boot().stats().gsp_rm_starts, 0, "refused before booting");
+}
+
+/// A GSP-RM that reports absurd buffer sizes: the backend refuses them with an error naming the
+/// value, before allocating anything from them.
+#[test]
+fn sizes_gsp_rm_chooses_are_capped() {
+    use nvbare_core::gsp::client::{
+        NV2080_CTRL_CMD_CE_GET_FAULT_METHOD_BUFFER_SIZE,
+        NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO,
+    };
+    use nvbare_sim::boot::BootSimConfig;
+    use nvbare_sim::gsp::Fault;
+    let lies = [
+        (
+            NV2080_CTRL_CMD_CE_GET_FAULT_METHOD_BUFFER_SIZE,
+            0,
+            0x4000_0000,
+        ),
+        // engineContextBuffersInfo[0].engine[GRAPHICS].size
+        (
+            NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO,
+            0,
+            0xf000_0000,
+        ),
+    ];
+    for (cmd, offset, value) in lies {
+        let (sim_fw, fw) = firmware(GH100.chipset);
+        let cfg = BootSimConfig::new(sim_fw.clone()).with_gsp_fault(Fault::PatchControl {
+            cmd,
+            offset,
+            value,
+        });
+        let s = BareMetalSim::with_config(GH100, cfg, true).unwrap();
+        let e = s
+            .open(
+                &*fw,
+                &BootOptions::default(),
+                &mut NoObserver,
+                BareMetalOptions::default(),
+            )
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(e, BareMetalError::GspSizeTooLarge { value: v, .. } if v == value as u64),
+            "{cmd:#x}: {e}"
+        );
+        assert!(e.to_string().contains(&format!("{value:#x}")), "{e}");
+    }
 }

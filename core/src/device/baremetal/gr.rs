@@ -102,6 +102,48 @@ pub(crate) struct Golden<B1, B> {
     ctx: GrContext<B1, B>,
 }
 
+/// Largest GR context buffer (size or alignment) accepted from GSP-RM's context-buffer info.
+/// The simulator's are at most 1 MiB and RM's compute buffers are a few MiB (the main image,
+/// the page pool, the attribute circular buffer); a larger answer would only waste VRAM.
+pub const MAX_CTX_BUFFER: u64 = 256 << 20;
+/// Largest CE fault method buffer accepted from `CE_GET_FAULT_METHOD_BUFFER_SIZE` (tinygrad
+/// allocates 0x5000; RM sizes it per copy engine, a few KiB each). nvbare allocates it in host
+/// memory for each channel.
+pub const MAX_FAULT_METHOD_BUFFER: u64 = 1 << 20;
+
+/// Checks the sizes GSP-RM reported before anything is allocated from them.
+fn check_gsp_sizes(
+    info: Option<&NV2080_CTRL_INTERNAL_STATIC_GR_CONTEXT_BUFFERS_INFO>,
+    mthdbuf_size: u32,
+) -> Result<(), BareMetalError> {
+    let too_large = |what, value: u64, max| {
+        (value > max).then_some(BareMetalError::GspSizeTooLarge { what, value, max })
+    };
+    if let Some(e) = too_large(
+        "the CE fault method buffer",
+        mthdbuf_size.into(),
+        MAX_FAULT_METHOD_BUFFER,
+    ) {
+        return Err(e);
+    }
+    for e in info.iter().flat_map(|i| i.engine.iter()) {
+        if e.size == u32::MAX {
+            continue; // "not supported"
+        }
+        let err = too_large("a GR context buffer", e.size.into(), MAX_CTX_BUFFER).or_else(|| {
+            too_large(
+                "a GR context buffer's alignment",
+                e.alignment.into(),
+                MAX_CTX_BUFFER,
+            )
+        });
+        if let Some(err) = err {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
 /// What the backend knows about GR context buffers.
 #[derive(Debug)]
 pub(crate) struct GrSetup<B1, B> {
@@ -282,7 +324,9 @@ impl<H: BarePlatform> BareRm<H> {
                 "the GR runlist id does not fit the doorbell",
             ));
         }
-        self.gr.info = info.engineContextBuffersInfo.first().copied();
+        let gr = info.engineContextBuffersInfo.first().copied();
+        check_gsp_sizes(gr.as_ref(), mb.size)?;
+        self.gr.info = gr;
         self.gr.max_subctx = q.value(gr_info::MAX_SUBCONTEXT_COUNT).unwrap_or(0).min(256);
         self.mthdbuf_size = mb.size;
         if self.gr.size_of(promote_id::MAIN).is_none() {

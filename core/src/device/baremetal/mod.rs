@@ -171,6 +171,16 @@ pub enum BareMetalError {
         /// Where.
         location: Location,
     },
+    /// GSP-RM reported a size larger than nvbare accepts for a buffer it allocates from it
+    /// (the limits are in `docs/limits.md`).
+    GspSizeTooLarge {
+        /// What the size is for.
+        what: &'static str,
+        /// The size GSP-RM reported.
+        value: u64,
+        /// The largest accepted.
+        max: u64,
+    },
     /// Anything else.
     Setup(&'static str),
 }
@@ -200,6 +210,12 @@ impl fmt::Display for BareMetalError {
             } => write!(
                 f,
                 "out of {location}: {requested} bytes requested; free buffers or ask for less"
+            ),
+            BareMetalError::GspSizeTooLarge { what, value, max } => write!(
+                f,
+                "GSP-RM reported {value:#x} bytes for {what}, more than the {max:#x} nvbare \
+                 accepts (docs/limits.md): its answer is corrupt or this firmware is not one \
+                 nvbare supports; reset the GPU, and report it if the firmware is r570.144"
             ),
             BareMetalError::Setup(s) => f.write_str(s),
         }

@@ -168,6 +168,8 @@ pub struct BootSimConfig {
     pub gfw_boot_time: Duration,
     /// Faults to inject.
     pub faults: Vec<BootFault>,
+    /// Faults injected into every GSP-RM the boot hardware starts (before its first reply).
+    pub gsp_faults: Vec<crate::gsp::Fault>,
     /// The RM GSP-RM serves.
     pub rm: RmFactory,
 }
@@ -191,6 +193,7 @@ impl BootSimConfig {
             gsp_fuse: 0b100,
             gfw_boot_time: Duration::from_millis(20),
             faults: Vec::new(),
+            gsp_faults: Vec::new(),
             rm: Arc::new(|m: &ChipModel| Box::new(MiniRm::new(m.board)) as Box<dyn RmService>),
         }
     }
@@ -198,6 +201,12 @@ impl BootSimConfig {
     /// With a fault.
     pub fn with_fault(mut self, f: BootFault) -> Self {
         self.faults.push(f);
+        self
+    }
+
+    /// With a fault in every GSP-RM started.
+    pub fn with_gsp_fault(mut self, f: crate::gsp::Fault) -> Self {
+        self.gsp_faults.push(f);
         self
     }
 }
@@ -997,6 +1006,9 @@ impl Model {
         let mut ecfg = EmulatorConfig::new(init, self.model);
         ecfg.send_init_done = false;
         let emu = GspEmulator::new(ecfg, (self.cfg.rm)(&self.model));
+        for f in &self.cfg.gsp_faults {
+            emu.inject(*f);
+        }
         for (name, addr, size) in &logs {
             emu.attach_log(name, *addr, *size);
         }

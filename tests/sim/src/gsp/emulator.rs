@@ -100,6 +100,17 @@ pub enum Fault {
     Stall,
     /// GSP-RM stops consuming commands for this long (virtual time).
     StallFor(Duration),
+    /// GSP-RM lies: in its next successful reply to control `cmd`, the 32-bit word at byte
+    /// `offset` of the parameters reads `value`. Unlike the others this fault waits in the
+    /// queue, wherever it is, until such a reply is sent.
+    PatchControl {
+        /// The control command.
+        cmd: u32,
+        /// Byte offset in its parameters.
+        offset: usize,
+        /// The value reported.
+        value: u32,
+    },
 }
 
 /// An event the emulator can send.
@@ -910,6 +921,26 @@ impl Inner {
         }
     }
 
+    /// Applies the first [`Fault::PatchControl`] for `cmd`, if one is queued.
+    fn patch_control(&mut self, cmd: u32, params: &mut [u8]) {
+        let Some(i) = self
+            .faults
+            .iter()
+            .position(|f| matches!(f, Fault::PatchControl { cmd: c, .. } if *c == cmd))
+        else {
+            return;
+        };
+        if let Some(Fault::PatchControl { offset, value, .. }) = self.faults.remove(i) {
+            match params.get_mut(offset..offset.saturating_add(4)) {
+                Some(w) => w.copy_from_slice(&value.to_le_bytes()),
+                None => self.stats.errors.push(format!(
+                    "PatchControl: offset {offset} is beyond the {}-byte parameters of {cmd:#x}",
+                    params.len()
+                )),
+            }
+        }
+    }
+
     fn reply(&mut self, hdr: rpc_message_header_v03_00, rpc_result: u32, payload: Vec<u8>) {
         let out = Out {
             function: hdr.function,
@@ -1043,6 +1074,9 @@ impl Inner {
                 let r = self
                     .rm
                     .control(core, caller, Handle(obj), cmd, &mut body[h..h + n]);
+                if r.is_ok() {
+                    self.patch_control(cmd, &mut body[h..h + n]);
+                }
                 let status = r.err().map_or(0, |s: RmStatus| s.0);
                 body[12..16].copy_from_slice(&status.to_le_bytes());
                 self.log_rpc(core, &hdr, status);
