@@ -1,11 +1,13 @@
 //! The `nvbare` command-line tool, as a library so its pieces can be tested.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 // Doc comments on clap arguments are `--help` text (`sim[:CHIP]`), not rustdoc links.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 pub mod baremetal;
 pub mod cmd;
 pub mod device;
+pub mod input;
 pub mod kmod;
 pub mod logger;
 pub mod open;

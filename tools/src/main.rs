@@ -1,5 +1,5 @@
 //! `nvbare`: drive NVIDIA GPUs without the nvidia kernel module.
-
+#![forbid(unsafe_code)]
 // Doc comments on clap arguments are `--help` text (`sim[:CHIP]`), not rustdoc links.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
@@ -68,7 +68,8 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         shared: u32,
         /// One per kernel parameter, in order: TYPE:VALUE (u32:5, f32:1.5, u64:0x10) or
-        /// buf:TYPExLEN[=zeros|iota|VALUE|@FILE] (buf:u32x1024=iota; @FILE: raw little-endian).
+        /// buf:TYPExLEN[=zeros|iota|VALUE|@FILE] (buf:u32x1024=iota; @FILE: exactly LEN raw
+        /// little-endian elements, @- reads them from standard input).
         #[arg(long = "arg", value_name = "ARG")]
         args: Vec<cmd::run::RunArg>,
         /// Elements of each buffer to print afterwards.

@@ -1,6 +1,7 @@
 //! The bare-metal path as a user runs it: `nvbare demo` (default device: the simulated GH100,
 //! bare metal), the RM-level simulator for debugging, missing firmware, and `vfio:BDF` on a
 //! machine without VFIO.
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::process::{Command, Output};

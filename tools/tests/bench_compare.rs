@@ -1,4 +1,5 @@
 //! `tools/bench/compare.py`: the side-by-side table the hardware check prints.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

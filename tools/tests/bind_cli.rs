@@ -1,5 +1,6 @@
 //! `nvbare bind` / `nvbare unbind` and `--device vfio:` as a user runs them, against fixture
 //! sysfs trees (`NVBARE_SYSFS_ROOT`).
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::process::{Command, Output};

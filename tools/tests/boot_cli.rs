@@ -1,4 +1,5 @@
 //! `nvbare boot` as a user runs it: the simulated GPUs with the real r570.144 firmware.
+#![forbid(unsafe_code)]
 
 use std::process::{Command, Output};
 

@@ -1,6 +1,7 @@
 //! `tools/contention-check.sh` against a fake `nvbare` (no GPU here): pairs pass and fail by the
 //! processes' exit codes, the failures' errors are shown, the exit status says whether any pair
 //! failed, bad arguments are refused, and bench arguments after `--` reach both processes.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

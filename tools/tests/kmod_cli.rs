@@ -1,5 +1,6 @@
 //! `--device nvidia:N` as a user sees it on a machine without (a usable) nvidia driver.
 #![cfg(feature = "nvidia-kmod")]
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::process::{Command, Output};

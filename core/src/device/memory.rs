@@ -102,6 +102,18 @@ fn bytes_of<T>(len: usize) -> Result<u64, DeviceError> {
         })
 }
 
+/// The byte offset of element `offset` when `n` elements from there are copied `dir` a
+/// buffer of `len`; an error when they do not all lie inside it.
+fn span_start<T>(dir: &str, offset: usize, n: usize, len: usize) -> Result<u64, DeviceError> {
+    match offset.checked_add(n) {
+        // `offset <= len`, and `len` elements' bytes fit (the buffer was allocated).
+        Some(end) if end <= len => Ok((offset * size_of::<T>()) as u64),
+        _ => Err(DeviceError::BadRange(alloc::format!(
+            "copying {n} elements {dir} a buffer of {len} from element {offset}"
+        ))),
+    }
+}
+
 impl<B: Backend> Device<B> {
     fn alloc_in<T: DeviceRepr>(
         &self,
@@ -214,6 +226,43 @@ impl<B: Backend> Device<B> {
         i.dtoh(&self.info, &self.options, src.va, dst.as_mut_bytes())
     }
 
+    /// Copies `src` into `dst` from element `offset` on (`offset + src.len()` must not pass
+    /// the end of `dst`), so a large buffer can be filled through a small host buffer. Returns
+    /// when `src` may be reused; the copy itself completes in stream order.
+    pub fn htod_copy_at<T: DeviceRepr>(
+        &self,
+        src: &[T],
+        dst: &mut DeviceBuffer<'_, B, T>,
+        offset: usize,
+    ) -> Result<(), DeviceError> {
+        dst.check(self)?;
+        let at = span_start::<T>("into", offset, src.len(), dst.len)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let mut i = self.inner()?;
+        i.buffer_va(dst.slot, dst.generation)?;
+        i.htod(&self.info, &self.options, dst.va + at, src.as_bytes())
+    }
+
+    /// Copies `dst.len()` elements of `src` from element `offset` on into `dst`, after all
+    /// earlier work, so a large buffer can be read back through a small host buffer.
+    pub fn dtoh_copy_at<T: DeviceRepr>(
+        &self,
+        src: &DeviceBuffer<'_, B, T>,
+        offset: usize,
+        dst: &mut [T],
+    ) -> Result<(), DeviceError> {
+        src.check(self)?;
+        let at = span_start::<T>("out of", offset, dst.len(), src.len)?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let mut i = self.inner()?;
+        i.buffer_va(src.slot, src.generation)?;
+        i.dtoh(&self.info, &self.options, src.va + at, dst.as_mut_bytes())
+    }
+
     /// Copies all of `src` into `dst` on the GPU, in stream order:
     /// [`Device::dtod_copy_with`] with [`CopyPath::Auto`] (the copy kernel for large copies
     /// between device-memory buffers when one is installed, otherwise the copy engine).
@@ -279,5 +328,24 @@ impl<B: Backend> Device<B> {
         self.inner()?
             .for_launch()
             .launch(&self.info, &self.options, k, m.sass_version, &call)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_copies_stay_inside_the_buffer() {
+        assert_eq!(span_start::<u32>("into", 0, 10, 10).unwrap(), 0);
+        assert_eq!(span_start::<u32>("into", 4, 6, 10).unwrap(), 16);
+        assert_eq!(span_start::<u64>("out of", 10, 0, 10).unwrap(), 80);
+        for (offset, n) in [(4, 7), (11, 0), (usize::MAX, 1), (1, usize::MAX)] {
+            let e = span_start::<u32>("into", offset, n, 10).unwrap_err();
+            assert!(
+                matches!(&e, DeviceError::BadRange(m) if m.contains("a buffer of 10")),
+                "{offset} {n}: {e:?}"
+            );
+        }
     }
 }

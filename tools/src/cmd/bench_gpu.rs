@@ -31,7 +31,7 @@ use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_pci_host::clock::spin_for;
 
 use crate::open::{CliBackend, demo_cubin, open_device_with};
-use crate::{CliError, DeviceSpec, with_device};
+use crate::{CliError, DeviceSpec, input, with_device};
 
 /// Options of `nvbare bench` without a subcommand.
 #[derive(Args, Debug, Clone)]
@@ -1331,8 +1331,7 @@ pub fn run(out: &mut dyn Write, args: GpuBenchArgs) -> Result<(), CliError> {
         builtin,
     )?;
     if let Some(p) = &args.runtime_cubin {
-        let bytes = std::fs::read(p)
-            .map_err(|e| CliError::Runtime(format!("reading {}: {e}", p.display())))?;
+        let bytes = input::read_at_most(p, input::MAX_CUBIN_BYTES, input::CUBIN)?;
         let cubin = nvbare_gsp_firmware::cubin::Cubin::parse(&bytes)
             .map_err(|e| CliError::Runtime(format!("{}: {e}", p.display())))?;
         with_device!(&any, dev => dev.install_copy_kernel(&cubin))

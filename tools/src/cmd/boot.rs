@@ -23,6 +23,7 @@ use nvbare_gsp_firmware::boot::ReadError;
 use nvbare_sim::boot::{BootModel, BootSimConfig, SimFirmware, boot_hw};
 use nvbare_sim::{ChipModel, SimConfig, SimGpu};
 
+use crate::input::{self, InputError};
 use crate::{CliError, DeviceSpec};
 
 /// Options of `nvbare boot`.
@@ -61,13 +62,19 @@ pub fn firmware_dir() -> PathBuf {
 
 /// Loads and checks a chip's firmware files from `dir`.
 pub fn load_firmware(chip: Chipset, dir: &std::path::Path) -> Result<FirmwareSet, CliError> {
-    FirmwareSet::load(chip, |p| {
-        std::fs::read(dir.join(p)).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => ReadError::NotFound,
-            _ => ReadError::Io(e.to_string()),
-        })
+    FirmwareSet::load(chip, |p| read_firmware_file(&dir.join(p)))
+        .map_err(|e| CliError::Runtime(format!("{e} (firmware directory {})", dir.display())))
+}
+
+/// One firmware file, at most [`input::MAX_FIRMWARE_BYTES`] of it.
+fn read_firmware_file(path: &std::path::Path) -> Result<Vec<u8>, ReadError> {
+    input::read_at_most(path, input::MAX_FIRMWARE_BYTES, input::FIRMWARE).map_err(|e| match e {
+        InputError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            ReadError::NotFound
+        }
+        InputError::Io { source, .. } => ReadError::Io(source.to_string()),
+        e @ InputError::Size { .. } => ReadError::Io(e.to_string()),
     })
-    .map_err(|e| CliError::Runtime(format!("{e} (firmware directory {})", dir.display())))
 }
 
 fn io(e: std::io::Error) -> CliError {
@@ -317,4 +324,27 @@ pub fn run(out: &mut dyn Write, args: BootArgs) -> Result<(), CliError> {
     )
     .map_err(io)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvbare_gsp_firmware::pinned::pinned_files;
+
+    #[test]
+    fn an_oversized_firmware_file_is_refused_unread() {
+        let dir = std::env::temp_dir().join(format!("nvbare-boot-fw-{}", std::process::id()));
+        // Sparse files one byte over the limit: refused by their length, nothing read.
+        for p in pinned_files().filter(|p| p.path.starts_with("nvidia/gh100/")) {
+            let path = dir.join(p.path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let f = std::fs::File::create(&path).unwrap();
+            f.set_len(input::MAX_FIRMWARE_BYTES + 1).unwrap();
+        }
+        let e = load_firmware(Chipset::GH100, &dir).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(e.contains("holds 268435457 bytes"), "{e}");
+        assert!(e.contains("at most 268435456 bytes (256 MiB)"), "{e}");
+        assert!(e.contains("firmware directory"), "{e}");
+    }
 }

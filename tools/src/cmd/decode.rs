@@ -3,14 +3,15 @@
 //! One [`DecodeCommand`] variant per structure; adding one is a variant, an args struct and
 //! a function.
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 use nvbare_core::channel::qmd::{Qmd, QmdVersion};
 use nvbare_core::chip::{CHIPS, Chipset};
 
 use crate::CliError;
+use crate::input::{self, Kind};
 
 /// What to decode.
 #[derive(Subcommand, Debug, Clone)]
@@ -72,17 +73,6 @@ fn io(e: std::io::Error) -> CliError {
     CliError::Runtime(format!("writing output: {e}"))
 }
 
-fn read_input(path: &Path) -> Result<Vec<u8>, CliError> {
-    if path.as_os_str() == "-" {
-        let mut b = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut b)
-            .map_err(|e| CliError::Runtime(format!("reading standard input: {e}")))?;
-        return Ok(b);
-    }
-    std::fs::read(path).map_err(|e| CliError::Runtime(format!("reading {}: {e}", path.display())))
-}
-
 /// The layout `--version` or `--chip` names.
 pub fn qmd_version(a: &QmdArgs) -> Result<QmdVersion, CliError> {
     if let Some(l) = a.version {
@@ -105,10 +95,16 @@ pub fn qmd_version(a: &QmdArgs) -> Result<QmdVersion, CliError> {
     Ok(v)
 }
 
+/// A QMD file, for messages: it must hold exactly one QMD of the layout.
+const QMD: Kind = Kind {
+    what: "the QMD",
+    hint: "pass one raw QMD of the layout's size (--version or --chip picks the layout)",
+};
+
 /// Decodes and prints one QMD.
 pub fn qmd(out: &mut dyn Write, a: &QmdArgs) -> Result<(), CliError> {
     let v = qmd_version(a)?;
-    let bytes = read_input(&a.file)?;
+    let bytes = input::read_exactly(&a.file, v.size() as u64, QMD)?;
     let q = Qmd::from_bytes(v, &bytes)
         .map_err(|e| CliError::Runtime(format!("{}: {e}", a.file.display())))?;
     writeln!(
@@ -258,7 +254,11 @@ mod tests {
         let f = temp("short", &[0u8; 100]);
         let e = decode(&["qmd", "--version", "v04", f.to_str().unwrap()]).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("384 bytes, got 100"), "{msg}");
+        assert!(matches!(e, CliError::Usage(_)), "{msg}");
+        assert!(
+            msg.contains("holds 100 bytes") && msg.contains("exactly 384 bytes"),
+            "{msg}"
+        );
         // A V03 QMD read as V05: the size is wrong too.
         let q = Qmd::new(QmdVersion::V03_00);
         let g = temp("v3", q.as_bytes());

@@ -15,6 +15,7 @@ use nvbare_core::chip::Chipset;
 use nvbare_core::rm::class::class_name;
 
 use crate::CliError;
+use crate::input;
 
 /// `nvbare decode pushbuf`.
 #[derive(Args, Debug, Clone)]
@@ -34,15 +35,7 @@ pub struct PushbufArgs {
 
 /// Runs `nvbare decode pushbuf`.
 pub fn run(out: &mut dyn Write, a: &PushbufArgs) -> Result<(), CliError> {
-    let bytes = if a.file.as_os_str() == "-" {
-        let mut b = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
-            .map_err(|e| CliError::Runtime(format!("reading standard input: {e}")))?;
-        b
-    } else {
-        std::fs::read(&a.file)
-            .map_err(|e| CliError::Runtime(format!("reading {}: {e}", a.file.display())))?
-    };
+    let bytes = input::read_at_most(&a.file, input::MAX_PUSHBUF_BYTES, input::PUSHBUF)?;
     let o = PushbufOptions {
         classes: a.classes.clone(),
         chip: a.chip.clone(),

@@ -15,6 +15,7 @@ use nvbare_gsp_firmware::{
 };
 
 use crate::CliError;
+use crate::input;
 
 /// The fetch script, embedded so `nvbare fw fetch` works from an installed binary.
 pub const FETCH_SCRIPT: &str = include_str!("../../fetch-firmware.sh");
@@ -107,8 +108,7 @@ fn io(e: std::io::Error) -> CliError {
 
 /// Prints the structure of `path`.
 pub fn inspect(out: &mut dyn Write, path: &Path, chip: Option<Chipset>) -> Result<(), CliError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| CliError::Runtime(format!("cannot read {}: {e}", path.display())))?;
+    let bytes = input::read_at_most(path, input::MAX_FIRMWARE_BYTES, input::FIRMWARE)?;
     let file = FirmwareFile::detect(&bytes)
         .map_err(|e| CliError::Runtime(e.in_file(path.display().to_string()).to_string()))?;
     print_file(out, path, &bytes, &file, chip).map_err(io)
