@@ -48,6 +48,26 @@ pub enum SysfsError {
         /// The address asked for.
         bdf: Bdf,
     },
+    /// A file where a sysfs attribute should be is larger than any attribute.
+    #[error(
+        "{path} holds more than {limit} bytes, more than any sysfs attribute, so it is not one \
+         (is NVBARE_SYSFS_ROOT pointing at a sysfs tree?)"
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The most nvbare reads ([`MAX_ATTR_BYTES`]).
+        limit: usize,
+    },
+    /// A file where a sysfs attribute should be is a device, FIFO or socket.
+    #[error(
+        "{path} is not a regular file (a device, FIFO or socket), so it is not a sysfs \
+         attribute (is NVBARE_SYSFS_ROOT pointing at a sysfs tree?)"
+    )]
+    NotAFile {
+        /// The file.
+        path: PathBuf,
+    },
     /// Writing a sysfs attribute failed.
     #[error("cannot write {value:?} to {path}: {source}{hint}")]
     Write {
@@ -60,6 +80,78 @@ pub enum SysfsError {
         /// Advice for the user (may be empty).
         hint: &'static str,
     },
+}
+
+/// The most bytes read from a sysfs attribute (and from the other small kernel text files nvbare
+/// reads, such as `/proc/driver/nvidia/version`). The kernel caps an attribute at one page
+/// (4096 bytes); the margin is for fixture trees. `NVBARE_SYSFS_ROOT` can point at any tree,
+/// where a "file" may be a link to `/dev/zero` or many gigabytes, so nothing is read past this.
+pub const MAX_ATTR_BYTES: usize = 64 << 10;
+
+/// Why [`read_small_file`] gave up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SmallFileError {
+    /// Opening or reading failed (`NotFound` included, for callers that treat it as absent).
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// More than the limit.
+    #[error("larger than {0} bytes")]
+    TooLarge(usize),
+    /// A device, FIFO or socket: reading it could block or never end.
+    #[error("not a regular file")]
+    NotAFile,
+}
+
+/// Reads a whole small text file (a sysfs attribute, a procfs file) of at most `limit` bytes.
+///
+/// Devices, FIFOs and sockets are refused unopened (sysfs and procfs files are regular files):
+/// `/dev/zero` would never end and a FIFO could block forever. A directory fails to read, with
+/// the OS error. The read stops one byte past `limit`, so a huge file costs no more than that.
+pub(crate) fn read_small_file(path: &Path, limit: usize) -> Result<String, SmallFileError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let plain = |m: fs::Metadata| m.is_file() || m.is_dir();
+    if !plain(fs::metadata(path)?) {
+        return Err(SmallFileError::NotAFile);
+    }
+    // O_NONBLOCK: if the path was swapped for a FIFO since, opening it does not hang.
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    if !plain(file.metadata()?) {
+        return Err(SmallFileError::NotAFile);
+    }
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Err(SmallFileError::TooLarge(limit));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+        .into()
+    })
+}
+
+/// Reads a sysfs attribute; `Ok(None)` when it does not exist.
+fn read_attr(path: &Path) -> Result<Option<String>, SysfsError> {
+    match read_small_file(path, MAX_ATTR_BYTES) {
+        Ok(t) => Ok(Some(t)),
+        Err(SmallFileError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(attr_error(path, e)),
+    }
+}
+
+fn attr_error(path: &Path, e: SmallFileError) -> SysfsError {
+    let path = path.to_owned();
+    match e {
+        SmallFileError::Io(source) => read_error(&path, source),
+        SmallFileError::TooLarge(limit) => SysfsError::TooLarge { path, limit },
+        SmallFileError::NotAFile => SysfsError::NotAFile { path },
+    }
 }
 
 fn read_error(path: &Path, source: io::Error) -> SysfsError {
@@ -321,8 +413,9 @@ impl Sysfs {
     }
 }
 
+/// Reads a sysfs attribute that must exist.
 fn read_text(path: &Path) -> Result<String, SysfsError> {
-    fs::read_to_string(path).map_err(|e| read_error(path, e))
+    read_small_file(path, MAX_ATTR_BYTES).map_err(|e| attr_error(path, e))
 }
 
 fn parse_hex(s: &str) -> Option<u64> {
@@ -354,10 +447,8 @@ fn link_name(path: &Path) -> Result<Option<String>, SysfsError> {
 
 /// Parses the `resource` file: one `start end flags` line per resource; lines 0-5 are BARs.
 fn read_resources(path: &Path) -> Result<Vec<Bar>, SysfsError> {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(read_error(path, e)),
+    let Some(text) = read_attr(path)? else {
+        return Ok(Vec::new());
     };
     let mut bars = Vec::new();
     for (index, line) in text.lines().take(6).enumerate() {
@@ -470,10 +561,8 @@ impl Sysfs {
             .iommu_groups_dir()
             .join(group.to_string())
             .join("reserved_regions");
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(read_error(&path, e)),
+        let Some(text) = read_attr(&path)? else {
+            return Ok(Vec::new());
         };
         let mut out = Vec::new();
         for line in text.lines() {
@@ -495,25 +584,17 @@ impl Sysfs {
     /// The `driver_override` of a function (`None` when unset or absent).
     pub fn driver_override(&self, bdf: Bdf) -> Result<Option<String>, SysfsError> {
         let path = self.device_dir(bdf).join("driver_override");
-        match fs::read_to_string(&path) {
-            Ok(t) => {
-                let t = t.trim();
-                Ok((!t.is_empty() && t != "(null)").then(|| t.to_owned()))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(read_error(&path, e)),
-        }
+        Ok(read_attr(&path)?.and_then(|t| {
+            let t = t.trim();
+            (!t.is_empty() && t != "(null)").then(|| t.to_owned())
+        }))
     }
 
     /// The reset methods the kernel will try, in order (`reset_method`), or `None` when the
     /// kernel has no such attribute (before 5.15) or the function cannot be reset.
     pub fn reset_methods(&self, bdf: Bdf) -> Result<Option<Vec<String>>, SysfsError> {
         let path = self.device_dir(bdf).join("reset_method");
-        match fs::read_to_string(&path) {
-            Ok(t) => Ok(Some(t.split_whitespace().map(str::to_owned).collect())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(read_error(&path, e)),
-        }
+        Ok(read_attr(&path)?.map(|t| t.split_whitespace().map(str::to_owned).collect()))
     }
 
     /// Resets a function through sysfs (`reset`), with whatever method `reset_method` allows.
@@ -535,8 +616,8 @@ impl Sysfs {
     /// when the kernel offers no resize (no ReBAR capability, or a kernel before 6.1).
     pub fn resize_sizes(&self, bdf: Bdf, bar: u8) -> Result<Option<u64>, SysfsError> {
         let path = self.device_dir(bdf).join(format!("resource{bar}_resize"));
-        match fs::read_to_string(&path) {
-            Ok(t) => match parse_hex(&t) {
+        match read_attr(&path)? {
+            Some(t) => match parse_hex(&t) {
                 Some(v) => Ok(Some(v)),
                 None => Err(SysfsError::Parse {
                     path,
@@ -544,8 +625,7 @@ impl Sysfs {
                     found: t,
                 }),
             },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(read_error(&path, e)),
+            None => Ok(None),
         }
     }
 
@@ -558,10 +638,8 @@ impl Sysfs {
     /// A bridge's forwarding windows (I/O, memory, prefetchable memory), when it has them.
     pub fn bridge_windows(&self, bridge: Bdf) -> Result<Vec<BridgeWindow>, SysfsError> {
         let path = self.device_dir(bridge).join("resource");
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(read_error(&path, e)),
+        let Some(text) = read_attr(&path)? else {
+            return Ok(Vec::new());
         };
         let mut out = Vec::new();
         // A bridge shows DEVICE_COUNT_RESOURCE lines: 6 BARs, the ROM, 6 SR-IOV BARs when the
@@ -729,6 +807,89 @@ impl PciConfig for SysfsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nvbare_integration::sysfs_fixture::SysfsFixture;
+    use std::os::unix::fs::symlink;
+
+    fn replace(path: &Path, with: impl FnOnce(&Path)) {
+        fs::remove_file(path).unwrap();
+        with(path);
+    }
+
+    #[test]
+    fn attributes_that_are_devices_or_fifos_are_refused_unread() {
+        let fx = SysfsFixture::several_gpus();
+        let s = Sysfs::new(fx.root());
+        let gpu: Bdf = "0000:01:00.0".parse().unwrap();
+        let dir = fx.device_dir("0000:01:00.0");
+        // `/dev/zero` never ends: reading it whole would exhaust memory.
+        replace(&dir.join("vendor"), |p| symlink("/dev/zero", p).unwrap());
+        let e = s.function(gpu).unwrap_err();
+        assert!(
+            matches!(&e, SysfsError::NotAFile { path } if path.ends_with("0000:01:00.0/vendor")),
+            "{e}"
+        );
+        let msg = e.to_string();
+        assert!(msg.contains("0000:01:00.0/vendor"), "{msg}");
+        assert!(msg.contains("NVBARE_SYSFS_ROOT"), "{msg}");
+        assert!(matches!(s.list(), Err(SysfsError::NotAFile { .. })));
+        // A FIFO would block the open forever.
+        replace(&dir.join("driver_override"), |p| {
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                p,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .unwrap()
+        });
+        let e = s.driver_override(gpu).unwrap_err();
+        assert!(matches!(e, SysfsError::NotAFile { .. }), "{e}");
+        // A directory fails to read, with the OS error, as before.
+        fx.break_attribute("0000:01:00.0", "device");
+        assert!(matches!(
+            read_attr(&dir.join("device")),
+            Err(SysfsError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn oversized_attributes_are_refused_after_the_limit() {
+        let fx = SysfsFixture::several_gpus();
+        let s = Sysfs::new(fx.root());
+        let gpu: Bdf = "0000:01:00.0".parse().unwrap();
+        let dir = fx.device_dir("0000:01:00.0");
+        // 1 GiB (sparse, so it costs no disk): only MAX_ATTR_BYTES + 1 bytes are read.
+        fs::File::create(dir.join("class"))
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let e = s.function(gpu).unwrap_err();
+        assert!(
+            matches!(&e, SysfsError::TooLarge { path, limit: MAX_ATTR_BYTES }
+                if path.ends_with("0000:01:00.0/class")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("65536 bytes"), "{e}");
+        // The limit itself is fine, one byte more is not.
+        let methods = "flr ".repeat(MAX_ATTR_BYTES / 4);
+        fs::write(dir.join("reset_method"), &methods).unwrap();
+        assert_eq!(
+            s.reset_methods(gpu).unwrap().map(|m| m.len()),
+            Some(MAX_ATTR_BYTES / 4)
+        );
+        fs::write(dir.join("reset_method"), format!("{methods} ")).unwrap();
+        assert!(matches!(
+            s.reset_methods(gpu),
+            Err(SysfsError::TooLarge { .. })
+        ));
+        // Every other attribute reader goes through the same limit.
+        fs::write(dir.join("resource1_resize"), "0".repeat(MAX_ATTR_BYTES + 1)).unwrap();
+        assert!(matches!(
+            s.resize_sizes(gpu, 1),
+            Err(SysfsError::TooLarge { .. })
+        ));
+    }
 
     #[test]
     fn bdf_parse_and_display() {

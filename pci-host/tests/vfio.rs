@@ -223,7 +223,8 @@ fn a_peer_group_checks_every_gpu_then_fails_clearly_without_vfio() {
             Err(VfioError::NoVfio { .. })
         ));
     }
-    // No-IOMMU mode opens each GPU on its own and fails at the first ioctl on the fake node.
+    // No-IOMMU mode opens each GPU on its own container (sharing one DMA pool) and fails at
+    // the first ioctl on the fake node.
     let dev = FakeDev::new("peer-noiommu", &["noiommu-14", "noiommu-16"]);
     let opts = OpenOptions {
         noiommu: true,

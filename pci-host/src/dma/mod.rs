@@ -3,15 +3,22 @@
 //!
 //! * Backing: 2 MiB hugepages (`MAP_HUGETLB | MAP_HUGE_2MB | MAP_POPULATE | MAP_LOCKED`); when
 //!   none are reserved, locked 4 KiB pages with a warning; when neither works, an error that
-//!   names the remedy (`sysctl vm.nr_hugepages`, `hugeadm`, the memlock limit).
+//!   names the remedy (`sysctl vm.nr_hugepages`, `hugeadm`, the memlock limit). Without an
+//!   IOMMU only hugepages are used (see below).
 //! * Device addresses: with an IOMMU ([`Addressing::Iommu`]) each chunk is mapped once at an
 //!   IOVA from an [`IovaSpace`] allocator (reserved regions such as the MSI window excluded);
 //!   without one ([`Addressing::Physical`], VFIO no-IOMMU mode only) the device sees physical
 //!   addresses from `/proc/self/pagemap`, so a buffer must fit in one physically contiguous run.
 //! * Buffers are never borrowed: [`PoolBuffer`] copies in and out with volatile accesses.
-//!   Dropping one returns its space; a chunk with nothing left in it is unmapped from the IOMMU
-//!   (its IOVA range returned) and unmapped from the process, except for the first
-//!   [`PoolOptions::retain_chunks`] idle chunks.
+//!   Dropping one returns its space; with an IOMMU a chunk with nothing left in it is unmapped
+//!   from the IOMMU (its IOVA range returned) and unmapped from the process, except for the
+//!   first [`PoolOptions::retain_chunks`] idle chunks.
+//! * Without an IOMMU nothing stands between the device and the pages, so the pool is stricter:
+//!   locked 4 KiB pages are refused (locking keeps a page resident, not at the same physical
+//!   address: compaction and migration move it, and the device would write wherever it was);
+//!   no chunk is given back while the pool lives; and when the pool is dropped its pages go back
+//!   to the kernel only if every device using it was declared stopped
+//!   ([`DmaPool::mark_device_stopped`]), otherwise they are leaked on purpose.
 
 pub mod pages;
 pub mod range;
@@ -20,6 +27,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nvbare_core::hal::{DmaAllocator, DmaBuffer, HalError, check_range};
@@ -32,11 +40,12 @@ use pages::volatile_copy;
 /// What to do for 2 MiB hugepages versus 4 KiB pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PagePolicy {
-    /// Hugepages; locked 4 KiB pages (with a warning) when none are reserved.
+    /// Hugepages; locked 4 KiB pages (with a warning) when none are reserved. Without an
+    /// IOMMU ([`Addressing::Physical`]) this is [`PagePolicy::HugeOnly`].
     HugeThenSmall,
     /// Hugepages only.
     HugeOnly,
-    /// 4 KiB pages only.
+    /// 4 KiB pages only. Refused without an IOMMU ([`DmaError::HugepagesRequired`]).
     SmallOnly,
 }
 
@@ -47,7 +56,8 @@ pub struct PoolOptions {
     pub pages: PagePolicy,
     /// Bytes added per growth (rounded up to 2 MiB); a larger request grows by its own size.
     pub grow: usize,
-    /// Idle chunks kept mapped for reuse instead of being released.
+    /// Idle chunks kept mapped for reuse instead of being released. Without an IOMMU every
+    /// chunk is kept until the pool is dropped, whatever this says.
     pub retain_chunks: usize,
 }
 
@@ -91,6 +101,27 @@ pub enum DmaError {
         huge: io::Error,
         /// Why 4 KiB pages failed.
         small: io::Error,
+    },
+    /// Without an IOMMU only hugepages will do, and none could be had (or 4 KiB pages were
+    /// asked for).
+    #[error(
+        "VFIO no-IOMMU mode needs 2 MiB hugepages for its {size} bytes of DMA memory, and {}. \
+         Without an IOMMU the GPU reaches host memory by physical address, and locked 4 KiB \
+         pages can move (mlock keeps a page in memory, not at the same physical address: \
+         compaction and migration move it, and the GPU would write where it used to be). \
+         Reserve hugepages: `sysctl vm.nr_hugepages=64` (as root; `vm.nr_hugepages=64` in \
+         /etc/sysctl.d/ for every boot), and check `grep Huge /proc/meminfo`",
+        match source {
+            Some(e) => format!("none could be mapped ({e})"),
+            None => "4 KiB pages were asked for (PagePolicy::SmallOnly)".to_owned(),
+        }
+    )]
+    HugepagesRequired {
+        /// Bytes requested.
+        size: usize,
+        /// The mmap/mlock error, when hugepages were tried.
+        #[source]
+        source: Option<io::Error>,
     },
     /// Locked 4 KiB pages were required and could not be had.
     #[error(
@@ -268,6 +299,10 @@ struct Shared {
     addressing: Addressing,
     opts: PoolOptions,
     state: Mutex<State>,
+    /// Devices that may still master into the pool's memory: one at first, more with
+    /// [`DmaPool::add_device`], one less per [`DmaPool::mark_device_stopped`]. Only matters
+    /// for physical addressing, where it decides whether the pages may go back to the kernel.
+    masters: AtomicUsize,
 }
 
 /// The DMA pool; cheap to clone (all clones share the pool).
@@ -303,8 +338,41 @@ impl DmaPool {
                 addressing,
                 opts,
                 state: Mutex::new(State::default()),
+                masters: AtomicUsize::new(1),
             }),
         }
+    }
+
+    /// Says that one device using the pool no longer reaches its memory: its bus mastering is
+    /// off or the function was reset, and nothing will turn it back on. Call it once per
+    /// device (one, plus one per [`DmaPool::add_device`]).
+    ///
+    /// Without an IOMMU the device writes physical addresses, so the pool keeps its pages
+    /// until it is dropped, and gives them back to the kernel then only if every device was
+    /// declared stopped; otherwise it leaks them (and logs why) rather than let a GPU or GSP
+    /// that is still running write into memory the kernel has handed to someone else. With
+    /// an IOMMU this changes nothing: unmapping from the IOMMU cuts the device off.
+    pub fn mark_device_stopped(&self) {
+        let _ = self
+            .shared
+            .masters
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// Says that one more device will master into the pool's memory (the GPUs of a no-IOMMU
+    /// peer group share one pool); it too must call [`DmaPool::mark_device_stopped`].
+    pub fn add_device(&self) {
+        self.shared.masters.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether every device using the pool was declared stopped.
+    pub fn device_stopped(&self) -> bool {
+        self.shared.masters.load(Ordering::Acquire) == 0
+    }
+
+    /// Whether the device sees physical addresses (no IOMMU).
+    fn physical(&self) -> bool {
+        matches!(self.shared.addressing, Addressing::Physical)
     }
 
     /// Allocates `size` bytes (rounded up to 4 KiB), zeroed, at a device address aligned to
@@ -375,7 +443,21 @@ impl DmaPool {
             .max(self.shared.opts.grow)
             .checked_next_multiple_of(HUGE_PAGE)
             .ok_or(DmaError::Invalid("DMA buffer size overflows"))?;
+        let physical = self.physical();
         let pages = match self.shared.opts.pages {
+            // Without an IOMMU a 4 KiB page could move under the device (see the module docs).
+            PagePolicy::SmallOnly if physical => {
+                return Err(DmaError::HugepagesRequired {
+                    size: len,
+                    source: None,
+                });
+            }
+            PagePolicy::HugeOnly | PagePolicy::HugeThenSmall if physical => {
+                HostPages::new(len, PageKind::Huge2M).map_err(|e| DmaError::HugepagesRequired {
+                    size: len,
+                    source: Some(e),
+                })?
+            }
             PagePolicy::HugeOnly => HostPages::new(len, PageKind::Huge2M)
                 .map_err(|source| DmaError::NoHugepages { size: len, source })?,
             PagePolicy::SmallOnly => HostPages::new(len, PageKind::Small4K)
@@ -491,6 +573,11 @@ impl DmaPool {
             Some(Err(e)) => log::error!("DMA pool: {e}"),
             None => log::error!("DMA buffer freed into an arena the pool does not have"),
         }
+        // Without an IOMMU the device may still write a chunk's physical pages after its last
+        // buffer is gone (a GSP still running, a stale descriptor): keep every chunk.
+        if self.physical() {
+            return;
+        }
         let idle = st.chunks.values().filter(|c| c.used == 0).count();
         let empty = st.chunks.get(&id).is_some_and(|c| c.used == 0);
         if empty && idle > self.shared.opts.retain_chunks {
@@ -520,6 +607,19 @@ impl DmaPool {
     }
 }
 
+#[cfg(test)]
+impl DmaPool {
+    /// Adds a chunk built by hand (tests of physical addressing, which otherwise needs root
+    /// and hugepages).
+    fn insert_chunk(&self, chunk: Chunk) -> u64 {
+        let mut st = lock(&self.shared.state);
+        let id = st.next_id;
+        st.next_id += 1;
+        st.chunks.insert(id, chunk);
+        id
+    }
+}
+
 /// Takes `size` bytes aligned to `align` (in device addresses) from a chunk:
 /// `(arena index, device address, offset in the chunk)`.
 fn take(c: &mut Chunk, size: usize, align: usize) -> Option<(usize, u64, usize)> {
@@ -534,6 +634,21 @@ impl Drop for Shared {
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         let chunks = std::mem::take(&mut st.chunks);
+        let masters = *self.masters.get_mut();
+        if matches!(self.addressing, Addressing::Physical) && masters > 0 && !chunks.is_empty() {
+            let bytes: usize = chunks.values().map(|c| c.pages.len()).sum();
+            log::error!(
+                "DMA pool dropped while {masters} device(s) may still be mastering into it (no \
+                 IOMMU, and no mark_device_stopped after bus mastering was turned off or the \
+                 function reset): keeping its {bytes} bytes of DMA memory locked and mapped \
+                 until the process exits, rather than let the device write into memory the \
+                 kernel hands to someone else"
+            );
+            for (_, chunk) in chunks {
+                std::mem::forget(chunk);
+            }
+            return;
+        }
         for (_, chunk) in chunks {
             if let (Some(iova), Addressing::Iommu { iommu, .. }) = (chunk.iova, &self.addressing)
                 && let Err(e) = iommu.unmap(iova, chunk.pages.len())

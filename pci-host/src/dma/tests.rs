@@ -13,6 +13,7 @@ struct FakeIommu {
 }
 
 impl Iommu for FakeIommu {
+    // SAFETY: only the numbers are recorded; the host pointer is never used.
     unsafe fn map(&self, iova: u64, _host: *mut u8, len: usize) -> Result<(), String> {
         if self.refuse.load(std::sync::atomic::Ordering::Relaxed) {
             return Err("Cannot allocate memory (os error 12)".into());
@@ -257,17 +258,175 @@ fn no_memory_at_all_names_every_remedy() {
     assert_eq!(e.to_hal(5), HalError::NoMemory { requested: 5 });
 }
 
+/// Without an IOMMU the default policy takes hugepages only: with none reserved it fails,
+/// saying how to reserve them and why 4 KiB pages will not do.
 #[test]
-fn physical_addressing_uses_pagemap_as_root() {
-    let p = DmaPool::new(Addressing::Physical, small(0));
+fn physical_addressing_uses_hugepages_and_pagemap_as_root() {
+    let p = DmaPool::new(Addressing::Physical, PoolOptions::default());
     match p.alloc(4096, 0) {
         Ok(b) => {
             let phys = pages::physical_pages(b.as_ptr() as usize, 4096).unwrap();
             assert_eq!(phys, [b.dev_addr()]);
+            assert_eq!(
+                (p.stats().huge_bytes, p.stats().small_bytes),
+                (HUGE_PAGE, 0)
+            );
             b.write_u32(0, 9).unwrap();
         }
-        Err(e) => assert!(matches!(e, DmaError::Pagemap(PagemapError::Hidden)), "{e}"),
+        Err(DmaError::Pagemap(e)) => assert!(matches!(e, PagemapError::Hidden), "{e}"),
+        Err(e) => {
+            assert_eq!(hugepages_free(), 0, "hugepages were free but: {e}");
+            assert!(
+                matches!(
+                    e,
+                    DmaError::HugepagesRequired {
+                        source: Some(_),
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+            assert_eq!(p.stats(), PoolStats::default(), "no 4 KiB fallback");
+            let msg = e.to_string();
+            for want in [
+                "none could be mapped",
+                "sysctl vm.nr_hugepages=",
+                "grep Huge /proc/meminfo",
+                "physical address",
+                "4 KiB pages can move",
+            ] {
+                assert!(msg.contains(want), "{want} missing from {msg}");
+            }
+        }
     }
+    // Nothing masters into this pool: let it give its pages back.
+    p.mark_device_stopped();
+}
+
+/// Without an IOMMU, asking for 4 KiB pages is refused before anything is mapped.
+#[test]
+fn physical_addressing_refuses_small_pages() {
+    let p = DmaPool::new(Addressing::Physical, small(0));
+    let e = p.alloc(4096, 0).unwrap_err();
+    assert!(
+        matches!(e, DmaError::HugepagesRequired { source: None, .. }),
+        "{e}"
+    );
+    assert_eq!(p.stats(), PoolStats::default(), "nothing was mapped");
+    let msg = e.to_string();
+    for want in [
+        "SmallOnly",
+        "sysctl vm.nr_hugepages=",
+        "grep Huge /proc/meminfo",
+        "4 KiB pages can move",
+    ] {
+        assert!(msg.contains(want), "{want} missing from {msg}");
+    }
+}
+
+/// A physical-addressing pool with one hand-built chunk of `len` bytes of 4 KiB pages, seen by
+/// the "device" as one run at 0x10_0000 (a real one needs root and hugepages). Returns the pool
+/// and the chunk's CPU address.
+fn physical_pool_with_chunk(len: usize, retain: usize) -> (DmaPool, usize) {
+    let p = DmaPool::new(Addressing::Physical, small(retain));
+    let pages = HostPages::new(len, PageKind::Small4K).unwrap();
+    let at = pages.as_ptr() as usize;
+    p.insert_chunk(Chunk {
+        pages,
+        iova: None,
+        arenas: vec![Arena {
+            offset: 0,
+            dev: 0x10_0000,
+            free: RangeAllocator::with_range(0x10_0000, len as u64, 4096),
+        }],
+        used: 0,
+    });
+    (p, at)
+}
+
+/// Whether `[at, at + len)` lies inside one mapping of `/proc/self/maps`.
+fn mapped(at: usize, len: usize) -> bool {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            Some((
+                usize::from_str_radix(a, 16).ok()?,
+                usize::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .any(|(a, b)| a <= at && at + len <= b)
+}
+
+/// The 16 bytes at `at`, read through `/proc/self/mem` (which fails cleanly for an unmapped
+/// address, and reads memory another thread may have mapped there since without a data race).
+fn peek(at: usize) -> Option<[u8; 16]> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open("/proc/self/mem").ok()?;
+    let mut b = [0u8; 16];
+    f.read_exact_at(&mut b, at as u64).ok()?;
+    Some(b)
+}
+
+const MARK: [u8; 16] = *b"nvbare-dma-mark!";
+
+#[test]
+fn physical_chunks_stay_after_their_last_buffer_is_freed() {
+    let (p, _) = physical_pool_with_chunk(4 * SMALL_PAGE, 0);
+    let a = p.alloc(4096, 0).unwrap();
+    let b = p.alloc(8192, 0).unwrap();
+    assert_eq!((a.dev_addr(), b.dev_addr()), (0x10_0000, 0x10_1000));
+    drop(a);
+    drop(b);
+    // retain_chunks is 0, yet the chunk stays: the device may still write it.
+    let s = p.stats();
+    assert_eq!(
+        (s.chunks, s.small_bytes, s.used_bytes),
+        (1, 4 * SMALL_PAGE, 0)
+    );
+    // Its space is handed out again.
+    assert_eq!(p.alloc(4096, 0).unwrap().dev_addr(), 0x10_0000);
+    p.mark_device_stopped();
+}
+
+#[test]
+fn physical_pages_are_kept_when_the_device_was_not_stopped() {
+    let len = 4 * SMALL_PAGE;
+    let (p, at) = physical_pool_with_chunk(len, 0);
+    let b = p.alloc(len, 0).unwrap();
+    b.write(0, &MARK).unwrap();
+    drop(b);
+    assert!(!p.device_stopped());
+    drop(p);
+    assert!(mapped(at, len), "the pages were given back to the kernel");
+    assert_eq!(peek(at), Some(MARK));
+    // SAFETY: the pool leaked this mapping on purpose and nothing refers to it any more (the
+    // "device" is imaginary); give it back so the test does not hold locked memory.
+    unsafe { rustix::mm::munmap(at as *mut std::ffi::c_void, len) }.unwrap();
+}
+
+#[test]
+fn physical_pages_go_back_once_the_device_is_stopped() {
+    let len = 4 * SMALL_PAGE;
+    let (p, at) = physical_pool_with_chunk(len, 0);
+    let b = p.alloc(len, 0).unwrap();
+    b.write(0, &MARK).unwrap();
+    let other = p.clone();
+    p.add_device();
+    p.mark_device_stopped();
+    assert!(!p.device_stopped(), "a second device still masters");
+    p.mark_device_stopped();
+    assert!(p.device_stopped());
+    drop((p, other));
+    // The buffer keeps the pool alive.
+    assert_eq!(peek(at), Some(MARK));
+    drop(b);
+    // Unmapped (if another test's thread has mapped something there since, it is not ours).
+    assert!(
+        !mapped(at, len) || peek(at) != Some(MARK),
+        "the pages are still mapped"
+    );
 }
 
 #[test]

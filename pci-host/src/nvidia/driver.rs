@@ -13,7 +13,6 @@
 
 use std::ffi::CStr;
 use std::fmt;
-use std::fs;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,6 +29,7 @@ use super::abi::{
 };
 use super::error::{KmodError, SUPPORTED_BRANCH, open_error};
 use super::ioctl::nv_escape_plain;
+use crate::sysfs::{MAX_ATTR_BYTES, SmallFileError, read_small_file};
 
 /// Where the driver's files are. [`NvidiaPaths::from_env`] lets tests point them at a fixture
 /// directory, like `NVBARE_SYSFS_ROOT` does for sysfs.
@@ -408,8 +408,15 @@ impl GpuNode {
 }
 
 fn proc_version(paths: &NvidiaPaths) -> Result<DriverVersion, String> {
-    let text = fs::read_to_string(&paths.proc_version)
-        .map_err(|e| format!("{}: {e}", paths.proc_version.display()))?;
+    // `NVBARE_PROC_ROOT` can point anywhere, so the file is read like a sysfs attribute: a
+    // regular file of at most MAX_ATTR_BYTES (the real one is a few hundred bytes).
+    let text = read_small_file(&paths.proc_version, MAX_ATTR_BYTES).map_err(|e| {
+        let hint = match e {
+            SmallFileError::Io(_) => "",
+            _ => " (is NVBARE_PROC_ROOT pointing at a proc tree?)",
+        };
+        format!("{}: {e}{hint}", paths.proc_version.display())
+    })?;
     parse_proc_version(&text)
         .ok_or_else(|| format!("{}: no version found", paths.proc_version.display()))
 }
@@ -451,6 +458,7 @@ fn query_version(ctl: &CtlFile) -> Result<DriverVersion, KmodError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn supported_branch_constants_agree() {
@@ -491,6 +499,37 @@ mod tests {
         assert_eq!(parse_proc_version(closed).unwrap().text, "535.104.05");
         assert_eq!(parse_proc_version("GCC version: 12.2.0\n"), None);
         assert_eq!(parse_proc_version(""), None);
+    }
+
+    #[test]
+    fn the_proc_version_file_is_read_within_a_limit() {
+        let dir = std::env::temp_dir().join(format!("nvbare-procver-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let paths = NvidiaPaths {
+            dev: dir.clone(),
+            proc_version: dir.join("version"),
+        };
+        let line = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  \
+                    Release Build\n";
+        fs::write(&paths.proc_version, line).unwrap();
+        assert_eq!(proc_version(&paths).unwrap().text, "580.159.04");
+        // A valid first line followed by more than any proc file holds: refused.
+        let mut big = line.to_owned();
+        big.push_str(&" ".repeat(MAX_ATTR_BYTES));
+        fs::write(&paths.proc_version, big).unwrap();
+        let e = proc_version(&paths).unwrap_err();
+        assert!(e.contains("larger than 65536 bytes"), "{e}");
+        assert!(e.contains("NVBARE_PROC_ROOT"), "{e}");
+        // A link to /dev/zero is not read at all.
+        fs::remove_file(&paths.proc_version).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &paths.proc_version).unwrap();
+        let e = proc_version(&paths).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        // Missing: the OS error, without the hint.
+        fs::remove_file(&paths.proc_version).unwrap();
+        let e = proc_version(&paths).unwrap_err();
+        assert!(!e.contains("NVBARE_PROC_ROOT"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

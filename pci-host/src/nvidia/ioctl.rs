@@ -34,6 +34,8 @@ unsafe impl Ioctl for RawIoctl {
         self.arg
     }
 
+    // SAFETY: the argument pointer is not touched; the output is the integer the syscall
+    // returned, so nothing the caller must uphold for `output_from_ptr` is relied on.
     unsafe fn output_from_ptr(
         out: IoctlOutput,
         _arg: *mut c_void,
@@ -119,18 +121,39 @@ pub(crate) unsafe fn uvm_command<T: IntoBytes + FromBytes>(
     Ok(())
 }
 
-/// Marker for escape arguments without embedded pointers, which are safe to pass as they are.
-pub(crate) trait NoPointers {}
+/// Marker for escape arguments without embedded pointers, which are safe to pass as they are
+/// ([`nv_escape_plain`]).
+///
+/// # Safety
+/// No field of the type may be a pointer that the driver reads or writes through for the
+/// escapes it is passed to: every field must be a handle, a size, a flag word, a status, an
+/// fd, a device or GPU address, or an address the driver only stores, returns or compares
+/// (never dereferences). A wrong impl lets safe code make the kernel write through a garbage
+/// user pointer.
+pub(crate) unsafe trait NoPointers {}
 
-impl NoPointers for super::abi::nv_ioctl_register_fd_t {}
-impl NoPointers for super::abi::nv_ioctl_rm_api_version_t {}
-impl NoPointers for super::abi::nv_ioctl_wait_open_complete_t {}
-impl<const N: usize> NoPointers for [super::abi::nv_ioctl_card_info_t; N] {}
-impl NoPointers for super::abi::NVOS00_PARAMETERS {}
-impl NoPointers for super::abi::NVOS34_PARAMETERS {}
-impl NoPointers for super::abi::NVOS46_PARAMETERS {}
-impl NoPointers for super::abi::NVOS47_PARAMETERS {}
-impl NoPointers for super::abi::nv_ioctl_nvos33_parameters_with_fd {}
+// SAFETY: one fd number (`ctl_fd`); NV_ESC_REGISTER_FD looks the fd up, it follows no pointer.
+unsafe impl NoPointers for super::abi::nv_ioctl_register_fd_t {}
+// SAFETY: two u32s and an inline string buffer that the driver fills in place.
+unsafe impl NoPointers for super::abi::nv_ioctl_rm_api_version_t {}
+// SAFETY: an errno and an NV_STATUS, both written by the driver.
+unsafe impl NoPointers for super::abi::nv_ioctl_wait_open_complete_t {}
+// SAFETY: each entry holds PCI ids, bus addresses and sizes of the GPU's BARs (physical
+// addresses, not pointers into this process), a minor number and an inline name.
+unsafe impl<const N: usize> NoPointers for [super::abi::nv_ioctl_card_info_t; N] {}
+// SAFETY: three RM handles and a status (RM_FREE).
+unsafe impl NoPointers for super::abi::NVOS00_PARAMETERS {}
+// SAFETY: handles, flags and a status; `pLinearAddress` is the cookie RM_MAP_MEMORY returned,
+// which RM_UNMAP_MEMORY uses only to find the mapping (the caller munmaps it itself).
+unsafe impl NoPointers for super::abi::NVOS34_PARAMETERS {}
+// SAFETY: handles, an offset and length within the memory object, flags, a kind, and a GPU
+// virtual address (`dmaOffset`): nothing in this process's address space.
+unsafe impl NoPointers for super::abi::NVOS46_PARAMETERS {}
+// SAFETY: handles, flags, and a GPU virtual address and size (`dmaOffset`, `size`).
+unsafe impl NoPointers for super::abi::NVOS47_PARAMETERS {}
+// SAFETY: handles, offset, length, flags, a status and an fd; `pLinearAddress` is an output
+// (the cookie of the mmap context RM creates on `fd`), which the driver writes, never follows.
+unsafe impl NoPointers for super::abi::nv_ioctl_nvos33_parameters_with_fd {}
 
 #[cfg(test)]
 mod tests {

@@ -28,7 +28,7 @@ use vfio_ioctls::{VfioContainer, VfioDevice, VfioRegionInfoCap};
 
 use crate::bind::human;
 use crate::clock::HostClock;
-use crate::config::{PCI_COMMAND_MASTER, PCI_COMMAND_MEMORY, update_command};
+use crate::config::{PCI_COMMAND, PCI_COMMAND_MASTER, PCI_COMMAND_MEMORY, update_command};
 use crate::dma::{Addressing, DmaError, DmaPool, Iommu, IovaSpace, PoolOptions};
 use crate::sysfs::driver_keeps_group_viable;
 use crate::{Bdf, NVIDIA_VENDOR_ID, PciFunction, Sysfs, SysfsError};
@@ -307,6 +307,8 @@ impl std::fmt::Debug for ContainerIommu {
 }
 
 impl Iommu for ContainerIommu {
+    // SAFETY: `Iommu::map`'s contract (the range stays mapped and is reached only through raw
+    // pointers until `unmap`) is what `vfio_dma_map` needs, since VFIO pins those pages.
     unsafe fn map(&self, iova: u64, host: *mut u8, len: usize) -> Result<(), String> {
         // SAFETY: forwarded from the caller's contract, which is VFIO's.
         unsafe { self.0.vfio_dma_map(iova, len, host) }.map_err(|e| {
@@ -384,7 +386,9 @@ impl PciConfig for VfioConfig {
 /// A GPU bound to vfio-pci, opened: everything the bare-metal backend needs from the host.
 ///
 /// Fields drop in order: BAR mappings, then the DMA pool's handle, then config; the device fd
-/// closes when the last of them is gone.
+/// closes when the last of them is gone. Before that, in no-IOMMU mode, dropping it turns the
+/// GPU's bus mastering off, and only then lets the DMA pool give its pages back to the kernel
+/// ([`stop_mastering`]).
 #[derive(Debug)]
 pub struct VfioGpu {
     bar0: BarMmio,
@@ -393,6 +397,41 @@ pub struct VfioGpu {
     config: VfioConfig,
     function: PciFunction,
     noiommu: bool,
+}
+
+/// Turns bus mastering off (`PCI_COMMAND_MASTER`), checks that it stayed off, and only then
+/// tells `pool` that this device no longer writes its memory ([`DmaPool::mark_device_stopped`]).
+/// On any error the pool is left unmarked, so in no-IOMMU mode it keeps (leaks) its pages
+/// rather than let a GPU or GSP that may still be running write into reused memory.
+pub fn stop_mastering<P: PciConfig + ?Sized>(config: &P, pool: &DmaPool) -> Result<(), HalError> {
+    update_command(config, 0, PCI_COMMAND_MASTER)?;
+    let cmd = config.read_config16(PCI_COMMAND)?;
+    if cmd == 0xffff {
+        return Err(HalError::DeviceLost);
+    }
+    if cmd & PCI_COMMAND_MASTER != 0 {
+        return Err(HalError::Unsupported(
+            "turning bus mastering off (the command register kept the bit set)",
+        ));
+    }
+    pool.mark_device_stopped();
+    Ok(())
+}
+
+impl Drop for VfioGpu {
+    fn drop(&mut self) {
+        // With an IOMMU, the container going away cuts the GPU off from host memory. Without
+        // one, only the GPU's bus mastering stands between it and pages the kernel may reuse.
+        if self.noiommu
+            && let Err(e) = stop_mastering(&self.config, &self.dma)
+        {
+            log::error!(
+                "cannot turn bus mastering of {} off ({e}): its DMA memory stays allocated \
+                 until the process exits",
+                self.function.bdf
+            );
+        }
+    }
 }
 
 /// Maps vfio-ioctls' errors to advice. `dev` is where vfio-ioctls looked: always `/dev/vfio`.
@@ -509,12 +548,7 @@ impl VfioGpu {
         let (function, group) = preflight(sysfs, bdf, opts)?;
         warn_memlock();
         let (device, addressing) = if opts.noiommu {
-            log::warn!(
-                "VFIO no-IOMMU mode: {bdf} can read and write all host memory; DMA uses \
-                 physical addresses"
-            );
-            let d = sys::open_noiommu(&opts.vfio_dev, group, &bdf.to_string())?;
-            (DeviceHandle::NoIommu(d), Addressing::Physical)
+            (open_noiommu(opts, bdf, group)?, Addressing::Physical)
         } else {
             let container = Arc::new(
                 VfioContainer::new(None)
@@ -674,6 +708,16 @@ impl VfioGpu {
         d.enable_msi(vec![&fd])?;
         Ok(fd)
     }
+}
+
+/// Opens `bdf` in VFIO's no-IOMMU mode, warning what that means.
+fn open_noiommu(opts: &OpenOptions, bdf: Bdf, group: u32) -> Result<DeviceHandle, VfioError> {
+    log::warn!(
+        "VFIO no-IOMMU mode: {bdf} can read and write all host memory; DMA uses physical \
+         addresses"
+    );
+    let d = sys::open_noiommu(&opts.vfio_dev, group, &bdf.to_string())?;
+    Ok(DeviceHandle::NoIommu(d))
 }
 
 /// `EFD_NONBLOCK` (= `O_NONBLOCK`).
@@ -887,6 +931,160 @@ mod tests {
         let full = BarMmio::map(dev, 2, 0, 8192, &[(0, 8192), (4096, 1 << 20)], true).unwrap();
         assert!(full.fully_mapped());
         assert_eq!(full.read32(4096 + 0x10), 0x1234_5678);
+    }
+
+    /// Config space that records every write, with whether the pool had been told the device
+    /// was stopped at that moment.
+    struct RecordingConfig {
+        command: std::cell::Cell<u32>,
+        pool: DmaPool,
+        writes: std::cell::RefCell<Vec<(u16, u32, bool)>>,
+        /// Writes fail with this errno.
+        fail: Option<i32>,
+        /// Writes "succeed" but change nothing.
+        ignore_writes: bool,
+    }
+
+    impl RecordingConfig {
+        fn new(command: u32) -> Self {
+            RecordingConfig {
+                command: command.into(),
+                pool: DmaPool::new(Addressing::Physical, PoolOptions::default()),
+                writes: Vec::new().into(),
+                fail: None,
+                ignore_writes: false,
+            }
+        }
+    }
+
+    impl PciConfig for RecordingConfig {
+        fn read_config32(&self, offset: u16) -> Result<u32, HalError> {
+            Ok(if offset == PCI_COMMAND {
+                self.command.get()
+            } else {
+                0
+            })
+        }
+
+        fn write_config32(&self, offset: u16, value: u32) -> Result<(), HalError> {
+            self.writes
+                .borrow_mut()
+                .push((offset, value, self.pool.device_stopped()));
+            if let Some(errno) = self.fail {
+                return Err(HalError::Os {
+                    op: "writing PCI config space through VFIO",
+                    errno,
+                });
+            }
+            if offset == PCI_COMMAND && !self.ignore_writes {
+                self.command.set(value);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn bus_mastering_goes_off_before_the_pool_is_told_the_device_stopped() {
+        // Memory decoding and bus mastering on; a status bit in the upper half.
+        let cfg = RecordingConfig::new(0x0010_0006);
+        stop_mastering(&cfg, &cfg.pool).unwrap();
+        assert_eq!(
+            *cfg.writes.borrow(),
+            [(PCI_COMMAND, 0x0002, false)],
+            "one write clearing only the master bit (status half zero), made before the mark"
+        );
+        assert!(cfg.pool.device_stopped());
+
+        // Already off: nothing to write, and the pool may be marked.
+        let cfg = RecordingConfig::new(0x0002);
+        stop_mastering(&cfg, &cfg.pool).unwrap();
+        assert!(cfg.writes.borrow().is_empty());
+        assert!(cfg.pool.device_stopped());
+    }
+
+    #[test]
+    fn a_failed_bus_master_clear_leaves_the_pool_unmarked() {
+        let cfg = RecordingConfig {
+            fail: Some(19),
+            ..RecordingConfig::new(0x0006)
+        };
+        let e = stop_mastering(&cfg, &cfg.pool).unwrap_err();
+        assert!(matches!(e, HalError::Os { errno: 19, .. }), "{e}");
+        assert!(!cfg.pool.device_stopped());
+
+        // The write went through but the bit stayed set: not stopped either.
+        let cfg = RecordingConfig {
+            ignore_writes: true,
+            ..RecordingConfig::new(0x0006)
+        };
+        let e = stop_mastering(&cfg, &cfg.pool).unwrap_err();
+        assert!(matches!(e, HalError::Unsupported(_)), "{e}");
+        assert!(!cfg.pool.device_stopped());
+
+        // The device is gone (all ones): nothing says it stopped.
+        let cfg = RecordingConfig {
+            ignore_writes: true,
+            ..RecordingConfig::new(u32::MAX)
+        };
+        assert_eq!(
+            stop_mastering(&cfg, &cfg.pool).unwrap_err(),
+            HalError::DeviceLost
+        );
+        assert!(!cfg.pool.device_stopped());
+    }
+
+    /// A no-IOMMU `VfioGpu` over a regular file standing in for the device fd, with bus
+    /// mastering on in its config space. Returns it, its pool, and the file.
+    fn fake_noiommu_gpu(command: u32) -> (VfioGpu, DmaPool, std::fs::File) {
+        use std::os::unix::fs::FileExt;
+        // A length no other test uses: `fake_device` names the file after it.
+        let (dev, file) = fake_device(5 * 4096);
+        file.write_all_at(&command.to_le_bytes(), 2 * 4096 + 4)
+            .unwrap();
+        let pool = DmaPool::new(Addressing::Physical, PoolOptions::default());
+        let gpu = VfioGpu {
+            bar0: BarMmio::map(dev.clone(), 0, 0, 4096, &[(0, 4096)], true).unwrap(),
+            bar1: BarMmio::map(dev.clone(), 1, 4096, 4096, &[(0, 4096)], true).unwrap(),
+            dma: pool.clone(),
+            config: VfioConfig {
+                device: dev,
+                offset: 2 * 4096,
+                size: 4096,
+            },
+            function: PciFunction {
+                bdf: "0000:01:00.0".parse().unwrap(),
+                vendor: NVIDIA_VENDOR_ID,
+                device: 0x2335,
+                class: 0x030200,
+                driver: Some("vfio-pci".into()),
+                iommu_group: Some(3),
+                bars: Vec::new(),
+                path: PathBuf::new(),
+            },
+            noiommu: true,
+        };
+        (gpu, pool, file)
+    }
+
+    #[test]
+    fn dropping_a_noiommu_gpu_turns_bus_mastering_off_then_frees_its_pool() {
+        use std::os::unix::fs::FileExt;
+        let (gpu, pool, file) = fake_noiommu_gpu(0x0010_0006);
+        assert!(!pool.device_stopped());
+        drop(gpu);
+        let mut b = [0u8; 4];
+        file.read_exact_at(&mut b, 2 * 4096 + 4).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 0x0002, "bus master bit cleared");
+        assert!(pool.device_stopped());
+
+        // With an IOMMU the GPU is left as it is (the container cuts it off).
+        let (mut gpu, pool, file) = fake_noiommu_gpu(0x0006);
+        gpu.noiommu = false;
+        drop(gpu);
+        file.read_exact_at(&mut b, 2 * 4096 + 4).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 0x0006);
+        assert!(!pool.device_stopped());
+        pool.mark_device_stopped();
     }
 
     #[test]

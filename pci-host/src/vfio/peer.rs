@@ -10,8 +10,10 @@
 //! BAR1 plus the VRAM address (BAR1 is in physical mode). The BAR IOVAs are taken from the top of the
 //! IOMMU's highest window and kept out of the DMA pool's range.
 //!
-//! In no-IOMMU mode DMA addresses are physical: each GPU is opened as usual and a peer's BAR1
-//! is reached at its bus address from sysfs.
+//! In no-IOMMU mode DMA addresses are physical: each GPU is opened on its own VFIO container,
+//! all of them share one DMA pool (a buffer of one is valid for the others, so the pool gives
+//! its pages back only once every GPU of the group has stopped mastering), and a peer's BAR1 is
+//! reached at its bus address from sysfs.
 //!
 //! What the platform must also allow (not visible from here, so not checked): PCIe P2P
 //! between the GPUs' slots (ACS/root complex routing, the IOMMU accepting P2P translations).
@@ -26,7 +28,7 @@ use vfio_ioctls::{VfioContainer, VfioDevice};
 
 use super::{
     ContainerIommu, DeviceHandle, OpenOptions, VFIO_DEV, VfioError, VfioGpu, classify,
-    clip_windows, preflight, sys, warn_memlock,
+    clip_windows, open_noiommu, preflight, sys, warn_memlock,
 };
 use crate::dma::{Addressing, DmaPool, IovaSpace};
 use crate::{Bdf, Sysfs};
@@ -128,11 +130,22 @@ impl VfioPeerGroup {
             .iter()
             .map(|&b| preflight(sysfs, b, opts))
             .collect::<Result<Vec<_>, _>>()?;
+        warn_memlock();
         if opts.noiommu {
-            let gpus = bdfs
-                .iter()
-                .map(|&b| VfioGpu::open_with(sysfs, b, opts).map(Arc::new))
-                .collect::<Result<Vec<_>, _>>()?;
+            // One pool: any GPU may be handed a buffer allocated for another (one physical
+            // address space), so the pages may go back only when every GPU has stopped. Each
+            // GPU marks it once on drop; the first is counted by `DmaPool::new`, the others
+            // once they exist, so a GPU that failed to open is not waited for.
+            let pool = DmaPool::new(Addressing::Physical, opts.dma);
+            let mut gpus = Vec::with_capacity(bdfs.len());
+            for (i, (&b, (f, group))) in bdfs.iter().zip(checked).enumerate() {
+                let device = open_noiommu(opts, b, group)?;
+                let gpu = VfioGpu::finish(sysfs, f, device, pool.clone(), opts)?;
+                if i > 0 {
+                    pool.add_device();
+                }
+                gpus.push(Arc::new(gpu));
+            }
             let bar1 = gpus
                 .iter()
                 .map(|g| {
@@ -154,7 +167,6 @@ impl VfioPeerGroup {
                 mapped: Vec::new(),
             });
         }
-        warn_memlock();
         let (first_bdf, first_group) = (bdfs[0], checked[0].1);
         let container =
             Arc::new(VfioContainer::new(None).map_err(|e| {

@@ -50,9 +50,10 @@ struct Raw {
     arg: *mut c_void,
 }
 
-// SAFETY: the opcode identifies one VFIO ioctl; every caller passes the argument that ioctl
-// documents (a pointer to its struct with `argsz` set, or an integer) and the result is the
-// plain return value.
+// SAFETY: `Raw` is built only by `ioctl` below, whose callers promise that `arg` is what the
+// VFIO ioctl `nr` takes (a pointer to its live struct with `argsz` set, or an integer); VFIO
+// encodes no direction, and the kernel may write the struct, so the call is declared mutating.
+// The output is the syscall's plain return value, read from no pointer.
 unsafe impl Ioctl for Raw {
     type Output = IoctlOutput;
     const IS_MUTATING: bool = true;
@@ -65,20 +66,30 @@ unsafe impl Ioctl for Raw {
         self.arg
     }
 
+    // SAFETY: the pointer is not touched; the result is the integer the syscall returned, so
+    // nothing the caller must uphold for `output_from_ptr` is relied on.
     unsafe fn output_from_ptr(out: IoctlOutput, _: *mut c_void) -> rustix::io::Result<IoctlOutput> {
         Ok(out)
     }
 }
 
-fn ioctl(fd: BorrowedFd<'_>, nr: u32, arg: *mut c_void) -> io::Result<i32> {
-    // SAFETY: see `Raw`; the callers below pass the argument each ioctl expects, and pointers
-    // stay valid for the duration of the call.
+/// Issues VFIO ioctl `nr` on `fd` with `arg`, returning the syscall's result.
+///
+/// # Safety
+/// `arg` must be what ioctl `nr` takes: an integer, or a pointer to a live, writable struct of
+/// the type the ioctl expects (with `argsz` set to its size where it has one), valid for the
+/// kernel's reads and writes for the whole call. `fd` must be the kind of VFIO file
+/// (container, group, device) the ioctl belongs to, or a file of no VFIO kind at all: ';' is
+/// VFIO's type in the kernel's ioctl registry, so other drivers refuse it (ENOTTY).
+unsafe fn ioctl(fd: BorrowedFd<'_>, nr: u32, arg: *mut c_void) -> io::Result<i32> {
+    // SAFETY: `Raw`'s contract is this function's, passed on to the caller.
     Ok(unsafe { rustix::ioctl::ioctl(fd, Raw { nr, arg }) }?)
 }
 
 /// `VFIO_DEVICE_RESET`: function-level reset (or the reset the kernel picks for the device).
 pub fn device_reset(device: BorrowedFd<'_>) -> io::Result<()> {
-    ioctl(device, DEVICE_RESET, std::ptr::null_mut()).map(|_| ())
+    // SAFETY: VFIO_DEVICE_RESET takes no argument; the null pointer is not read.
+    unsafe { ioctl(device, DEVICE_RESET, std::ptr::null_mut()) }.map(|_| ())
 }
 
 /// What `VFIO_DEVICE_GET_REGION_INFO` says about a region.
@@ -99,7 +110,9 @@ pub fn region_info(device: BorrowedFd<'_>, index: u32) -> io::Result<RegionInfo>
         index,
         ..Default::default()
     };
-    ioctl(device, DEVICE_GET_REGION_INFO, (&raw mut info).cast())?;
+    // SAFETY: `info` is a live vfio_region_info with argsz = its size, which is what
+    // VFIO_DEVICE_GET_REGION_INFO reads and writes (capabilities need a larger argsz).
+    unsafe { ioctl(device, DEVICE_GET_REGION_INFO, (&raw mut info).cast()) }?;
     Ok(RegionInfo {
         flags: info.flags,
         offset: info.offset,
@@ -115,7 +128,9 @@ pub fn iommu_iova_ranges(container: BorrowedFd<'_>) -> io::Result<Option<Vec<(u6
     struct Buf([u8; 4096]);
     let mut buf = Buf([0; 4096]);
     buf.0[..4].copy_from_slice(&4096u32.to_ne_bytes());
-    ioctl(container, IOMMU_GET_INFO, (&raw mut buf).cast())?;
+    // SAFETY: `buf` is a live, 8-byte aligned 4096-byte buffer whose first field (argsz) says
+    // 4096; VFIO_IOMMU_GET_INFO writes vfio_iommu_type1_info and its capabilities within argsz.
+    unsafe { ioctl(container, IOMMU_GET_INFO, (&raw mut buf).cast()) }?;
     Ok(parse_iova_ranges(&buf.0))
 }
 
@@ -187,16 +202,20 @@ fn rw(path: &Path) -> io::Result<File> {
 pub fn open_noiommu(dev_dir: &Path, group: u32, bdf: &str) -> Result<NoIommuDevice, NoIommuError> {
     let container_path = dev_dir.join("vfio");
     let container = rw(&container_path).map_err(|e| NoIommuError::Open(container_path, e))?;
-    let version = ioctl(container.as_fd(), GET_API_VERSION, std::ptr::null_mut())
+    // SAFETY: VFIO_GET_API_VERSION takes no argument; the null pointer is not read.
+    let version = unsafe { ioctl(container.as_fd(), GET_API_VERSION, std::ptr::null_mut()) }
         .map_err(|e| NoIommuError::Ioctl("VFIO_GET_API_VERSION", e))?;
     if version != API_VERSION {
         return Err(NoIommuError::Unsupported("VFIO API version"));
     }
-    let ext = ioctl(
-        container.as_fd(),
-        CHECK_EXTENSION,
-        NOIOMMU_IOMMU as *mut c_void,
-    )
+    // SAFETY: VFIO_CHECK_EXTENSION takes the extension number as an integer, not a pointer.
+    let ext = unsafe {
+        ioctl(
+            container.as_fd(),
+            CHECK_EXTENSION,
+            NOIOMMU_IOMMU as *mut c_void,
+        )
+    }
     .map_err(|e| NoIommuError::Ioctl("VFIO_CHECK_EXTENSION", e))?;
     if ext != 1 {
         return Err(NoIommuError::Unsupported(
@@ -209,30 +228,43 @@ pub fn open_noiommu(dev_dir: &Path, group: u32, bdf: &str) -> Result<NoIommuDevi
         argsz: std::mem::size_of::<vfio_group_status>() as u32,
         flags: 0,
     };
-    ioctl(
-        group_file.as_fd(),
-        GROUP_GET_STATUS,
-        (&raw mut status).cast(),
-    )
+    // SAFETY: `status` is a live vfio_group_status with argsz = its size, which
+    // VFIO_GROUP_GET_STATUS fills in.
+    unsafe {
+        ioctl(
+            group_file.as_fd(),
+            GROUP_GET_STATUS,
+            (&raw mut status).cast(),
+        )
+    }
     .map_err(|e| NoIommuError::Ioctl("VFIO_GROUP_GET_STATUS", e))?;
     if status.flags & GROUP_FLAGS_VIABLE == 0 {
         return Err(NoIommuError::NotViable);
     }
     let mut cfd: i32 = std::os::fd::AsRawFd::as_raw_fd(&container);
-    ioctl(
-        group_file.as_fd(),
-        GROUP_SET_CONTAINER,
-        (&raw mut cfd).cast(),
-    )
+    // SAFETY: VFIO_GROUP_SET_CONTAINER reads an int (the container fd) through the pointer;
+    // `cfd` is a live i32 holding the fd of `container`, which outlives the call.
+    unsafe {
+        ioctl(
+            group_file.as_fd(),
+            GROUP_SET_CONTAINER,
+            (&raw mut cfd).cast(),
+        )
+    }
     .map_err(|e| NoIommuError::Ioctl("VFIO_GROUP_SET_CONTAINER", e))?;
-    ioctl(container.as_fd(), SET_IOMMU, NOIOMMU_IOMMU as *mut c_void)
+    // SAFETY: VFIO_SET_IOMMU takes the IOMMU type as an integer, not a pointer.
+    unsafe { ioctl(container.as_fd(), SET_IOMMU, NOIOMMU_IOMMU as *mut c_void) }
         .map_err(|e| NoIommuError::Ioctl("VFIO_SET_IOMMU(NOIOMMU)", e))?;
     let name = CString::new(bdf).map_err(|_| NoIommuError::Unsupported("device name"))?;
-    let fd = ioctl(
-        group_file.as_fd(),
-        GROUP_GET_DEVICE_FD,
-        name.as_ptr().cast_mut().cast(),
-    )
+    // SAFETY: VFIO_GROUP_GET_DEVICE_FD only reads a NUL-terminated device name through the
+    // pointer; `name` is a live CString, so the const-to-mut cast is never written through.
+    let fd = unsafe {
+        ioctl(
+            group_file.as_fd(),
+            GROUP_GET_DEVICE_FD,
+            name.as_ptr().cast_mut().cast(),
+        )
+    }
     .map_err(|e| NoIommuError::Ioctl("VFIO_GROUP_GET_DEVICE_FD", e))?;
     // SAFETY: VFIO_GROUP_GET_DEVICE_FD returned a new file descriptor that nothing else owns.
     let device = unsafe { OwnedFd::from_raw_fd(fd) };
