@@ -15,7 +15,7 @@
 //! The crate needs no heap. The optional `alloc` feature only adds conveniences; the `device`
 //! feature (which implies `alloc`) adds the device layer.
 #![no_std]
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "alloc")]

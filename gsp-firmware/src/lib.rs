@@ -22,7 +22,7 @@
 //! or allocates an amount derived from an unchecked length field; every walk is bounded by the
 //! input size or a fixed limit.
 #![no_std]
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 extern crate alloc;

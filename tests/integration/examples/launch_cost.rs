@@ -1,4 +1,5 @@
 //! Driver-side cost of back-to-back launches on the simulator (host paused), for profiling.
+#![forbid(unsafe_code)]
 use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;

@@ -1,4 +1,5 @@
 //! Shared helpers for nvbare's end-to-end tests.
+#![forbid(unsafe_code)]
 
 pub mod sysfs_fixture;
 

@@ -3,6 +3,7 @@
 //! next launch goes through it with no doorbell, and everything else on the compute channel
 //! first consumes it with a no-op launch. The simulator's host retries a blocked acquire when
 //! the CPU writes memory it may be polling, as the real host keeps retrying.
+#![forbid(unsafe_code)]
 
 use nvbare_integration::kernels_cubin as kernels;
 use std::time::Duration;

@@ -4,6 +4,7 @@
 //! work is held so the launches after it chain to it; the flusher (polled here by hand, or by
 //! `nvbare_pci_host::flusher`'s thread) publishes it once the GPU has run that work, without
 //! the program calling the device again. Every result is checked.
+#![forbid(unsafe_code)]
 
 use nvbare_integration::kernels_cubin as kernels;
 use std::time::{Duration, Instant};

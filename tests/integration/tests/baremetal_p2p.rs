@@ -4,6 +4,7 @@
 //! address, walked by the simulated GMMU). Copies both ways pushed and pulled, cross-device
 //! semaphores and events, peer host memory, unmap → fault, no P2P → a clear error. Virtual
 //! time.
+#![forbid(unsafe_code)]
 
 use nvbare_integration::kernels_cubin;
 use std::time::Duration;

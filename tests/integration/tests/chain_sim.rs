@@ -3,6 +3,7 @@
 //! waiting for its doorbell is scheduled by the QMD before it (dependent QMD `QMD_SCHEDULE`),
 //! which the simulator runs when that QMD's grid completes. Every result is checked, so a
 //! chained QMD run twice, not at all, out of order or from a stale QMD cache entry fails here.
+#![forbid(unsafe_code)]
 
 use nvbare_integration::{compute_stats, kernels_cubin as kernels, read_qmd};
 use std::time::Duration;

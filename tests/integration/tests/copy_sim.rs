@@ -1,6 +1,7 @@
 //! Device-to-device copies on the simulated GPUs: the copy kernel (`runtime.ptx`, run by the
 //! simulator's model of it) against the copy engine, the choice between them, stream order
 //! across the two channels, deferred doorbells and the doorbell fences.
+#![forbid(unsafe_code)]
 
 use std::time::Duration;
 

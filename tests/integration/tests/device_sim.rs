@@ -1,5 +1,6 @@
 //! The device layer end to end on the simulated GPUs (AD102 / QMD V03, GH100 / V04, GB202 /
 //! V05): bring-up, copies, launches, faults, timeouts, back-pressure, bad input.
+#![forbid(unsafe_code)]
 
 use nvbare_integration::{compute_stats, cubin_fixture as fixture, kernels_cubin as kernels};
 use std::time::Duration;

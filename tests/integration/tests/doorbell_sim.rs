@@ -4,6 +4,7 @@
 //! full ring) now ring the doorbell again when published entries stay unfetched
 //! (`channel::gpfifo::DOORBELL_RETRY`). The simulator loses doorbells on request
 //! (`SimBackend::lose_doorbells`).
+#![forbid(unsafe_code)]
 
 use nvbare_integration::kernels_cubin;
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! bring-up calls, in the r570 layouts GSP-RM 570.144 speaks, go through the real message
 //! queue (`nvbare_core::gsp`) to `nvbare_sim::rm::RmModel`, and the objects they create are
 //! the same ones a direct caller sees.
+#![forbid(unsafe_code)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -5,6 +5,7 @@
 //! calls; whichever it takes, every element must end up as the model says. With a flusher the
 //! GPU runs lazily (only when time passes for the driver), so launches find it busy, and the
 //! flusher is polled at random points, as its thread would.
+#![forbid(unsafe_code)]
 
 use std::time::Duration;
 

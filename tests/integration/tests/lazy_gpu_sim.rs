@@ -3,6 +3,7 @@
 //! delays), as on hardware, where the GPU is microseconds behind the CPU. Otherwise the
 //! simulator runs work at the doorbell, so a missing wait before reading results would pass.
 //! Every launch, copy and wait path must still give the right results.
+#![forbid(unsafe_code)]
 
 use nvbare_integration::kernels_cubin as kernels;
 

@@ -1,6 +1,7 @@
 //! Several devices in one process on a simulated host (`nvbare_sim::system::SimSystem`): peer
 //! links, copies between GPUs in both directions, peer mappings as kernel arguments,
 //! cross-device semaphore waits and events, and what happens without a P2P path.
+#![forbid(unsafe_code)]
 
 use nvbare_integration::kernels_cubin;
 use std::sync::Arc;

@@ -8,6 +8,7 @@
 //! Launches behind a running grid prefetch their QMD (`INVALIDATE`, then `PREFETCH`, before
 //! the `WAIT_FOR_IDLE`): a prefetch that finds a cached copy keeps it, so the invalidate
 //! comes first there too.
+#![forbid(unsafe_code)]
 
 use nvbare_integration::{compute_stats, kernels_cubin, read_qmd};
 

@@ -1,6 +1,7 @@
 //! The simulated GPU's front end driven with raw pushbuffers through the device layer's real
 //! submission path: host semaphores, object binding, copy-engine launches, QMD decode-back,
 //! and the errors malformed work must produce.
+#![forbid(unsafe_code)]
 
 use std::time::Duration;
 

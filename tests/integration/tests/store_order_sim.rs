@@ -8,6 +8,7 @@
 //! models write-combined stores (`nvbare_sim::wc`) and, on request, drains them newest first
 //! (`SimBackend::reorder_wc_stores`) and switches a channel in after every store that lands
 //! (`SimBackend::switch_in_on_stores`).
+#![forbid(unsafe_code)]
 
 use nvbare_integration::kernels_cubin;
 use std::time::Duration;

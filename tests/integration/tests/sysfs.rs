@@ -1,4 +1,5 @@
 //! PCI enumeration against fixture sysfs trees.
+#![forbid(unsafe_code)]
 
 use nvbare_integration::sysfs_fixture::SysfsFixture;
 use nvbare_pci_host::{Bdf, Sysfs, SysfsError};

@@ -2,6 +2,7 @@
 //! simulator: constant bank 3's address in the driver area (`nvcc -G` reads `__constant__` data
 //! through it), the stack limit every kernel gets, and the refusal of thread-block clusters. The
 //! same kernels run on the H200 in `tools/nvcc-check.sh`.
+#![forbid(unsafe_code)]
 
 use std::time::Duration;
 

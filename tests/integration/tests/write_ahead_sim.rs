@@ -4,6 +4,7 @@
 //! differs only in its parameters (only the changed words are written), and takes the ordinary
 //! path otherwise. Every result is checked, so a region run with the wrong QMD, bank or timeline
 //! value fails here.
+#![forbid(unsafe_code)]
 
 use nvbare_integration::kernels_cubin as kernels;
 use std::time::Duration;

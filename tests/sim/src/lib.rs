@@ -9,6 +9,7 @@
 //! [`SimGpu::add_engine`]; each subsystem (GSP, MMU, GPFIFO host, copy engine) lives in its own
 //! module.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

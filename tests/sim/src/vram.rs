@@ -113,10 +113,18 @@ impl Vram {
             let a = addr + done as u64;
             let (idx, off) = (a / CHUNK, (a % CHUNK) as usize);
             let n = (CHUNK as usize - off).min(src.len() - done);
-            let c = chunks
-                .entry(idx)
-                .or_insert_with(|| vec![0u8; CHUNK as usize].into());
-            c[off..off + n].copy_from_slice(&src[done..done + n]);
+            let part = &src[done..done + n];
+            match chunks.get_mut(&idx) {
+                Some(c) => c[off..off + n].copy_from_slice(part),
+                // Zeros into an untouched chunk change nothing: keep it sparse, so clearing a
+                // large buffer takes no host memory.
+                None if part.iter().all(|&b| b == 0) => {}
+                None => {
+                    let mut c: Box<[u8]> = vec![0u8; CHUNK as usize].into();
+                    c[off..off + n].copy_from_slice(part);
+                    chunks.insert(idx, c);
+                }
+            }
             done += n;
         }
         Ok(())
@@ -151,5 +159,17 @@ mod tests {
         assert_eq!(v.read_u32(0).unwrap(), 0);
         assert!(v.write(1 << 40, &[1]).is_err());
         assert!(v.read(u64::MAX, &mut [0]).is_err());
+    }
+
+    #[test]
+    fn zeros_into_untouched_memory_take_no_host_memory() {
+        let v = Vram::new(1 << 40);
+        v.write(1 << 30, &vec![0u8; 1 << 20]).unwrap();
+        assert_eq!(v.resident_bytes(), 0);
+        // Zeros over written memory still land.
+        v.write_u32(8, 0xdead_beef).unwrap();
+        v.write(0, &[0u8; 16]).unwrap();
+        assert_eq!(v.read_u32(8).unwrap(), 0);
+        assert_eq!(v.resident_bytes(), CHUNK);
     }
 }
