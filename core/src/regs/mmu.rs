@@ -5,7 +5,7 @@ use crate::register;
 
 register! {
     /// Which page directory to invalidate (ignored with ALL_PDB).
-    pub NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB @ 0x00bb_30a0 {
+    pub NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB @ 0x00b8_30a0 {
         #[bits(1)] __: u8,
         /// 1:1 APERTURE (0 VID_MEM, 1 SYS_MEM)
         #[bits(1)] pub aperture_sys: bool,
@@ -15,14 +15,14 @@ register! {
     }
 
     /// Upper PDB address bits.
-    pub NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_UPPER_PDB @ 0x00bb_30a4 {
+    pub NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_UPPER_PDB @ 0x00b8_30a4 {
         /// 19:0 ADDR: PDB address >> 40
         #[bits(20)] pub addr: u32,
         #[bits(12)] __: u16,
     }
 
     /// Starts an invalidate when TRIGGER is written; TRIGGER reads 0 when it has finished.
-    pub NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE @ 0x00bb_30b0 {
+    pub NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE @ 0x00b8_30b0 {
         /// 0:0 ALL_VA
         #[bits(1)] pub all_va: bool,
         /// 1:1 ALL_PDB
@@ -61,6 +61,27 @@ pub const INVALIDATE_ACK_GLOBALLY: u8 = 1;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offsets_are_the_vf_block_plus_the_header_offsets() {
+        use crate::regs::Register;
+        // tu102/dev_vm.h: NV_VIRTUAL_FUNCTION_FULL_PHYS_OFFSET 0x00BBFFFF:0x00B80000;
+        // _PRIV_MMU_INVALIDATE_PDB 0x30A0, _UPPER_PDB 0x30A4, _INVALIDATE 0x30B0 (the PRIV
+        // registers are 0x0-0x2FFFF of the block; the usermode page is 0x30000 on).
+        const VF: usize = 0xb8_0000;
+        assert_eq!(
+            NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB::OFFSET as usize,
+            VF + 0x30a0
+        );
+        assert_eq!(
+            NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_UPPER_PDB::OFFSET as usize,
+            VF + 0x30a4
+        );
+        assert_eq!(
+            NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE::OFFSET as usize,
+            VF + 0x30b0
+        );
+    }
 
     #[test]
     fn invalidate_bits_match_header() {

@@ -295,10 +295,10 @@ fn invalidate_register_protocol() {
     assert!(!r.trigger());
     assert_eq!(mmu.stats().invalidations, 1);
     // PDB registers read back what was written.
-    bar0.write32(0xbb_30a0, 0x1234_5672);
-    bar0.write32(0xbb_30a4, 0x3);
+    bar0.write32(0xb8_30a0, 0x1234_5672);
+    bar0.write32(0xb8_30a4, 0x3);
     assert_eq!(
-        (bar0.read32(0xbb_30a0), bar0.read32(0xbb_30a4)),
+        (bar0.read32(0xb8_30a0), bar0.read32(0xb8_30a4)),
         (0x1234_5672, 3)
     );
     // The core's invalidator polls through the latency.
@@ -313,8 +313,8 @@ fn invalidate_register_protocol() {
     )
     .unwrap();
     assert_eq!(mmu.stats().invalidations, 2);
-    assert_eq!(bar0.read32(0xbb_30a0), (0x1234_5678 & 0x0fff_ffff) << 4);
-    assert_eq!(bar0.read32(0xbb_30a4), 0x1);
+    assert_eq!(bar0.read32(0xb8_30a0), (0x1234_5678 & 0x0fff_ffff) << 4);
+    assert_eq!(bar0.read32(0xb8_30a4), 0x1);
     let r = NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE::read(&bar0);
     assert!(r.sys_membar() && r.ack() == 1 && !r.all_pdb() && r.all_va());
 }
