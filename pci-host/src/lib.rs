@@ -10,6 +10,8 @@
 //! * [`dma`]: DMA memory: a pool of locked 2 MiB hugepages (4 KiB fallback) mapped once into
 //!   the IOMMU and sub-allocated as [`nvbare_core::hal::DmaBuffer`]s.
 //! * [`clock`]: a [`nvbare_core::hal::Clock`] over `std::time::Instant`.
+//! * [`remote`]: tinygrad's remote PCI protocol (a GPU's BARs, config space and DMA memory
+//!   over TCP), which `nvbare serve` answers and `remote:` devices speak.
 //! * [`nvidia`] (feature `nvidia-kmod`): the kernel-driver adapter over nvidia.ko's ioctls.
 //!
 //! This crate knows nothing about GPU internals; it finds devices and gives the core access to
@@ -25,6 +27,7 @@ pub mod flusher;
 #[cfg(feature = "nvidia-kmod")]
 pub mod nvidia;
 mod pci_ids;
+pub mod remote;
 pub mod sysfs;
 pub mod vfio;
 

@@ -1,6 +1,6 @@
-//! The bare-metal path in the CLI: the simulated GPU (`sim:CHIP`) and a GPU bound to vfio-pci
-//! (`vfio:BDF`), both through `nvbare_core::device::baremetal::BareMetalBackend` with the
-//! r570.144 firmware.
+//! The bare-metal path in the CLI: the simulated GPU (`sim:CHIP`), a GPU bound to vfio-pci
+//! (`vfio:BDF`) and a GPU of a remote PCI server (`remote:HOST:PORT:N`), all through
+//! `nvbare_core::device::baremetal::BareMetalBackend` with the r570.144 firmware.
 //!
 //! The firmware comes from the cache (`$NVBARE_FIRMWARE_DIR` or `~/.cache/nvbare/firmware`);
 //! when a file is missing it is fetched once, as `nvbare fw fetch` does (progress on stderr),
@@ -25,6 +25,7 @@ use nvbare_gsp_firmware::pinned::boot_files;
 use nvbare_pci_host::Bdf;
 use nvbare_pci_host::clock::HostClock;
 use nvbare_pci_host::dma::{DmaPool, PoolBuffer};
+use nvbare_pci_host::remote::client::{RemoteBar, RemoteDma, RemoteGpu, RemotePci};
 use nvbare_pci_host::vfio::VfioGpu;
 use nvbare_pci_host::vfio::peer::VfioPeerGroup;
 use nvbare_sim::ChipModel;
@@ -387,6 +388,106 @@ pub fn open_vfio_group(
         );
     }
     Ok((group, backends))
+}
+
+// ------------------------------------------------------------------------------------------------
+// Remote PCI servers (tinygrad's protocol).
+
+/// The host side of a GPU of a remote PCI server: BARs, DMA memory and config space over TCP
+/// (`nvbare_pci_host::remote::client`), the local clock.
+#[derive(Debug, Clone, Copy)]
+pub struct RemotePlatform;
+
+impl BarePlatform for RemotePlatform {
+    type Bar0 = RemoteBar;
+    type Bar1 = RemoteBar;
+    type Dma = RemoteDma;
+    type Clock = HostClock;
+    type Pci = RemotePci;
+}
+
+/// The hardware of a remote GPU, as the boot code wants it.
+pub type RemoteHw = BareHw<RemotePlatform>;
+
+/// The bare-metal backend on a remote GPU.
+pub type RemoteBareMetal = BareMetalBackend<RemotePlatform>;
+
+/// `error`, with why the connection to `gpu` broke or, if it did not, its latest error (the
+/// server's text): `hal` errors carry no text.
+pub fn remote_error(gpu: &RemoteGpu, what: &str, error: impl fmt::Display) -> CliError {
+    match gpu.broken().or_else(|| gpu.last_error()) {
+        Some(r) => CliError::Runtime(format!("{what}: {error} (remote: {r})")),
+        None => CliError::Runtime(format!("{what}: {error}")),
+    }
+}
+
+/// The `hal` view of a remote GPU, and the addresses GSP-RM wants in `GspSystemInfo`: the
+/// bus addresses MAP_BAR reports for BARs 0, 1 and 3 (0 for a BAR3 the server refuses), and
+/// the PCI address in the server's name for the device when it has one (else 0).
+pub fn remote_hw(gpu: &RemoteGpu) -> Result<(RemoteHw, RemoteBar, SystemAddrs), CliError> {
+    let bar3 = match gpu.map_bar(3) {
+        Ok(b) => b.bus_addr(),
+        Err(e) if !e.is_fatal() => {
+            // Handled: not to be blamed for a later error.
+            gpu.take_last_error();
+            log::debug!("remote {}: no BAR3 ({e}); GSP-RM is told 0", gpu.addr());
+            0
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let bdf = gpu.device().bdf().map_or(0, |b| {
+        ((b.bus as u64) << 8) | ((b.device as u64) << 3) | b.function as u64
+    });
+    let addrs = SystemAddrs {
+        bar0: gpu.bar0().bus_addr(),
+        bar1: gpu.bar1().bus_addr(),
+        bar3,
+        bdf,
+    };
+    let hw = BootHw {
+        bar0: gpu.bar0().clone(),
+        dma: gpu.dma(),
+        clock: gpu.clock(),
+        pci: gpu.pci(),
+    };
+    Ok((hw, gpu.bar1().clone(), addrs))
+}
+
+/// Connects to the remote PCI server at `host:port`, opens its GPU `index`, identifies it,
+/// boots GSP-RM and opens the bare-metal backend, as [`open_vfio`] does locally.
+pub fn open_remote(
+    host: &str,
+    port: u16,
+    index: u32,
+    obs: &mut dyn BootObserver,
+) -> Result<RemoteBareMetal, CliError> {
+    let spec = crate::DeviceSpec::Remote {
+        host: host.to_string(),
+        port,
+        index,
+    };
+    let gpu = crate::device::open_remote(host, port, index)?;
+    let chip = nvbare_core::chip::identify_mmio(gpu.bar0()).map_err(|e| {
+        if gpu.last_error().is_some() {
+            remote_error(&gpu, &format!("{spec}: identifying the GPU"), e)
+        } else {
+            e.into()
+        }
+    })?;
+    let chipset = chip.chipset();
+    let dir = ensure_firmware(chipset)?;
+    let fw = load_firmware(chipset, &dir)?;
+    let (hw, bar1, addrs) = remote_hw(&gpu)?;
+    let boot = BootOptions {
+        addrs,
+        ..BootOptions::default()
+    };
+    let opts = BareMetalOptions {
+        label: format!("{spec} ({}, bare metal over TCP)", chip.info.name),
+        ..Default::default()
+    };
+    BareMetalBackend::open(hw, bar1, &fw, &boot, obs, opts)
+        .map_err(|e| remote_error(&gpu, &spec.to_string(), e))
 }
 
 /// The firmware directory in messages.

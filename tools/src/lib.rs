@@ -32,6 +32,9 @@ pub enum CliError {
     /// Opening a GPU through VFIO failed.
     #[error(transparent)]
     Vfio(#[from] nvbare_pci_host::vfio::VfioError),
+    /// Talking to a remote PCI server (`remote:` devices) failed.
+    #[error(transparent)]
+    Remote(#[from] nvbare_pci_host::remote::client::RemoteError),
     /// The nvidia kernel-driver adapter failed.
     #[cfg(feature = "nvidia-kmod")]
     #[error(transparent)]

@@ -9,6 +9,7 @@
 //! | `sim:CHIP` | bare metal on the simulated GPU (`BareMetalBackend`: GSP boot, RPC, page tables) |
 //! | `nvidia:N` | the nvidia kernel driver (`KernelBackend`) |
 //! | `vfio:BDF` | bare metal on a GPU bound to vfio-pci (`BareMetalBackend` over `VfioGpu`) |
+//! | `remote:HOST:PORT:N` | bare metal on a GPU of a remote PCI server (`BareMetalBackend` over `RemoteGpu`, tinygrad's protocol over TCP) |
 //!
 //! `NVBARE_ARMED=1` in the environment turns on `DeviceOptions::armed_launches` (pre-armed
 //! launches, docs/device.md) for every device the CLI opens, so the hardware check can run
@@ -21,7 +22,7 @@ use nvbare_core::gsp::boot::BootObserver;
 use nvbare_core::rm::Handle;
 use nvbare_sim::baremetal::{BareMetalSim, SimBareMetal};
 
-use crate::baremetal::{PhasePrinter, VfioBareMetal};
+use crate::baremetal::{PhasePrinter, RemoteBareMetal, VfioBareMetal};
 use crate::{CliError, DeviceSpec};
 
 /// What the CLI needs from a backend beyond [`Backend`].
@@ -82,6 +83,17 @@ impl CliBackend for VfioBareMetal {
     }
 }
 
+// The server may be a simulator (`nvbare serve --device sim:CHIP`) or a real GPU; nothing in
+// the protocol tells them apart, so timings are not taken to mean anything.
+impl CliBackend for RemoteBareMetal {
+    fn bare_metal_summary(&self) -> Vec<String> {
+        crate::baremetal::summary(self)
+    }
+    fn page_table_stats(&self) -> Option<String> {
+        Some(crate::baremetal::page_table_stats(self))
+    }
+}
+
 /// A device of whichever backend the device string names.
 // One per process, used in place: the size difference does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -91,6 +103,8 @@ pub enum AnyDevice {
     BareSim(Device<SimBareMetal>, BareMetalSim),
     /// A GPU bound to vfio-pci, driven bare metal.
     Vfio(Device<VfioBareMetal>),
+    /// A GPU of a remote PCI server, driven bare metal over TCP.
+    Remote(Device<RemoteBareMetal>),
     /// A GPU through the nvidia kernel driver.
     #[cfg(feature = "nvidia-kmod")]
     Kernel(Device<nvbare_pci_host::nvidia::KernelBackend>),
@@ -102,6 +116,7 @@ impl AnyDevice {
         match self {
             AnyDevice::BareSim(d, _) => d.info(),
             AnyDevice::Vfio(d) => d.info(),
+            AnyDevice::Remote(d) => d.info(),
             #[cfg(feature = "nvidia-kmod")]
             AnyDevice::Kernel(d) => d.info(),
         }
@@ -133,6 +148,10 @@ impl AnyDevice {
                 d.close().map_err(closed)?.unload(obs).map_err(unloaded)?;
                 Ok(())
             }
+            AnyDevice::Remote(d) => {
+                d.close().map_err(closed)?.unload(obs).map_err(unloaded)?;
+                Ok(())
+            }
             // Closed by dropping it (the kernel driver frees what it holds).
             #[cfg(feature = "nvidia-kmod")]
             AnyDevice::Kernel(d) => {
@@ -150,6 +169,7 @@ macro_rules! with_device {
         match $any {
             $crate::open::AnyDevice::BareSim($dev, _) => $body,
             $crate::open::AnyDevice::Vfio($dev) => $body,
+            $crate::open::AnyDevice::Remote($dev) => $body,
             #[cfg(feature = "nvidia-kmod")]
             $crate::open::AnyDevice::Kernel($dev) => $body,
         }
@@ -190,7 +210,7 @@ pub fn open_device_with(
     if opts.armed_launches {
         log::info!("pre-armed launches on ({ARMED_ENV} or --armed): for a GPU nothing else uses");
     }
-    let any = open_bare(spec, opts, obs)?;
+    let any = open_bare(&spec, opts, obs)?;
     if runtime {
         let r = std::time::Instant::now();
         crate::with_device!(&any, dev => install_runtime(dev));
@@ -252,28 +272,34 @@ pub(crate) fn install_runtime<B: Backend>(dev: &Device<B>) {
 }
 
 fn open_bare(
-    spec: DeviceSpec,
+    spec: &DeviceSpec,
     opts: DeviceOptions,
     obs: &mut dyn BootObserver,
 ) -> Result<AnyDevice, CliError> {
     let dev_err = |e| CliError::Runtime(format!("{spec}: {e}"));
     match spec {
         DeviceSpec::Sim(cs) => {
-            let (backend, sim) = crate::baremetal::open_sim(cs, obs)?;
+            let (backend, sim) = crate::baremetal::open_sim(*cs, obs)?;
             Device::open(backend, opts)
                 .map(|d| AnyDevice::BareSim(d, sim))
                 .map_err(dev_err)
         }
         DeviceSpec::Vfio(bdf) => {
-            let backend = crate::baremetal::open_vfio(bdf, obs)?;
+            let backend = crate::baremetal::open_vfio(*bdf, obs)?;
             Device::open(backend, opts)
                 .map(AnyDevice::Vfio)
+                .map_err(dev_err)
+        }
+        DeviceSpec::Remote { host, port, index } => {
+            let backend = crate::baremetal::open_remote(host, *port, *index, obs)?;
+            Device::open(backend, opts)
+                .map(AnyDevice::Remote)
                 .map_err(dev_err)
         }
         #[cfg(feature = "nvidia-kmod")]
         DeviceSpec::Nvidia(index) => {
             let t = std::time::Instant::now();
-            let backend = nvbare_pci_host::nvidia::KernelBackend::open(index)?;
+            let backend = nvbare_pci_host::nvidia::KernelBackend::open(*index)?;
             log::debug!(
                 "open: driver nodes, root client, GPU attach (nvidia.ko): {:.2} ms",
                 t.elapsed().as_secs_f64() * 1e3
@@ -285,7 +311,7 @@ fn open_bare(
         #[cfg(not(feature = "nvidia-kmod"))]
         DeviceSpec::Nvidia(index) => {
             let _ = opts;
-            Err(crate::kmod::not_built(index))
+            Err(crate::kmod::not_built(*index))
         }
     }
 }

@@ -36,7 +36,7 @@ use crate::{CliError, DeviceSpec, input, with_device};
 /// Options of `nvbare bench` without a subcommand.
 #[derive(Args, Debug, Clone)]
 pub struct GpuBenchArgs {
-    /// sim[:CHIP] or nvidia:N
+    /// sim[:CHIP], nvidia:N, vfio:DOMAIN:BUS:DEV.FN or remote:HOST[:PORT[:N]]
     #[arg(long, short, default_value = "sim:gh100")]
     pub device: DeviceSpec,
     /// Print one JSON object (tools/bench/README.md) instead of a table.
@@ -1325,7 +1325,7 @@ pub fn run(out: &mut dyn Write, args: GpuBenchArgs) -> Result<(), CliError> {
     let t = Instant::now();
     let builtin = !args.no_runtime && args.runtime_cubin.is_none();
     let any = open_device_with(
-        args.device,
+        args.device.clone(),
         opts,
         &mut crate::baremetal::PhasePrinter::quiet(),
         builtin,

@@ -104,7 +104,7 @@ fn topology(t: SimTopologyArg) -> Topology {
 }
 
 /// Two `--device` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DevicePair(pub DeviceSpec, pub DeviceSpec);
 
 impl std::fmt::Display for DevicePair {

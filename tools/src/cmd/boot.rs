@@ -3,7 +3,8 @@
 //!
 //! `--device sim:CHIP` runs on the simulated GPU with its boot hardware
 //! (`nvbare_sim::boot`); `--device vfio:BDF` on a GPU bound to vfio-pci (`VfioGpu`'s
-//! `bar0()/dma()/pci()/clock()`). [`boot_cycles`] is generic over the `hal` traits.
+//! `bar0()/dma()/pci()/clock()`); `--device remote:HOST:PORT:N` on a GPU of a remote PCI
+//! server (`RemoteGpu`). [`boot_cycles`] is generic over the `hal` traits.
 
 use std::fmt;
 use std::io::Write;
@@ -29,7 +30,7 @@ use crate::{CliError, DeviceSpec};
 /// Options of `nvbare boot`.
 #[derive(clap::Args, Debug)]
 pub struct BootArgs {
-    /// sim:CHIP (ad102, gh100, gb202) or vfio:DOMAIN:BUS:DEV.FN.
+    /// sim:CHIP (ad102, gh100, gb202), vfio:DOMAIN:BUS:DEV.FN or remote:HOST[:PORT[:N]].
     #[arg(long, short, default_value = "sim:gh100")]
     pub device: DeviceSpec,
     /// Boot/unload cycles.
@@ -256,15 +257,71 @@ fn run_vfio(
     boot_cycles(out, &hw, &fw, &opts, args.cycles, args.log, None)
 }
 
+/// `nvbare boot --device remote:HOST:PORT:N`: the same cycles on a GPU of a remote PCI server.
+fn run_remote(
+    out: &mut dyn Write,
+    (host, port, index): (&str, u16, u32),
+    args: &BootArgs,
+) -> Result<(), CliError> {
+    let gpu = crate::device::open_remote(host, port, index)?;
+    let chip = nvbare_core::chip::identify_mmio(gpu.bar0()).map_err(|e| {
+        if gpu.last_error().is_some() {
+            crate::baremetal::remote_error(
+                &gpu,
+                &format!("{}: identifying the GPU", args.device),
+                e,
+            )
+        } else {
+            e.into()
+        }
+    })?;
+    let dir = match &args.firmware_dir {
+        Some(d) => d.clone(),
+        None => crate::baremetal::ensure_firmware(chip.chipset())?,
+    };
+    writeln!(
+        out,
+        "loading r570.144 firmware for {} from {}",
+        chip.info.name,
+        dir.display()
+    )
+    .map_err(io)?;
+    let fw = load_firmware(chip.chipset(), &dir)?;
+    let (hw, _bar1, addrs) = crate::baremetal::remote_hw(&gpu)?;
+    let opts = BootOptions {
+        running_gsp: if args.reset {
+            RunningGsp::Reset
+        } else {
+            RunningGsp::Refuse
+        },
+        addrs,
+        ..BootOptions::default()
+    };
+    writeln!(
+        out,
+        "device    {} ({}, {:?} on the server)",
+        args.device,
+        chip.info.name,
+        gpu.device().name
+    )
+    .map_err(io)?;
+    boot_cycles(out, &hw, &fw, &opts, args.cycles, args.log, None)
+        .map_err(|e| crate::baremetal::remote_error(&gpu, &args.device.to_string(), e))
+}
+
 /// Runs `nvbare boot`.
 pub fn run(out: &mut dyn Write, args: BootArgs) -> Result<(), CliError> {
-    let chip = match args.device {
-        DeviceSpec::Sim(c) => c,
-        DeviceSpec::Vfio(bdf) => return run_vfio(out, bdf, &args),
+    let chip = match &args.device {
+        DeviceSpec::Sim(c) => *c,
+        DeviceSpec::Vfio(bdf) => return run_vfio(out, *bdf, &args),
+        DeviceSpec::Remote { host, port, index } => {
+            return run_remote(out, (host, *port, *index), &args);
+        }
         other => {
             return Err(CliError::Usage(format!(
-                "nvbare boot runs on sim:CHIP (ad102, gh100, gb202) and vfio:BDF; {other} is \
-                 driven by the nvidia kernel driver, which boots GSP-RM itself"
+                "nvbare boot runs on sim:CHIP (ad102, gh100, gb202), vfio:BDF and \
+                 remote:HOST:PORT:N; {other} is driven by the nvidia kernel driver, which boots \
+                 GSP-RM itself"
             )));
         }
     };

@@ -52,7 +52,7 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec, o: DemoOptions) -> Result<()
         return Err(CliError::Usage("--elements must be at least 1".into()));
     }
     let t = Instant::now();
-    let bare_metal = matches!(device, DeviceSpec::Sim(_) | DeviceSpec::Vfio(_));
+    let bare_metal = device.is_bare_metal();
     if bare_metal {
         writeln!(
             out,

@@ -57,8 +57,9 @@ fn io(e: std::io::Error) -> CliError {
 
 /// Runs `nvbare info --device DEV`.
 pub fn run(out: &mut dyn Write, device: DeviceSpec) -> Result<(), CliError> {
-    match device {
+    match &device {
         DeviceSpec::Sim(cs) => {
+            let cs = *cs;
             let model = ChipModel::for_chipset(cs)
                 .ok_or_else(|| CliError::Usage(format!("the simulator has no {cs} model")))?;
             let gpu = SimGpu::new(SimConfig::new(model));
@@ -86,14 +87,69 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec) -> Result<(), CliError> {
             print_chip(out, &chip).map_err(io)?;
             crate::cmd::device_info::print(out, device)
         }
-        DeviceSpec::Nvidia(index) => crate::kmod::info(out, index),
+        DeviceSpec::Nvidia(index) => crate::kmod::info(out, *index),
         DeviceSpec::Vfio(bdf) => {
-            let gpu = crate::device::open_vfio(bdf)?;
+            let gpu = crate::device::open_vfio(*bdf)?;
             let chip = chip::identify_mmio(gpu.bar0())?;
             print_vfio(out, &gpu).map_err(io)?;
             print_chip(out, &chip).map_err(io)
         }
+        DeviceSpec::Remote { host, port, index } => {
+            let gpu = crate::device::open_remote(host, *port, *index)?;
+            let chip = chip::identify_mmio(gpu.bar0()).map_err(|e| {
+                if gpu.last_error().is_some() {
+                    crate::baremetal::remote_error(&gpu, &format!("{device}: identifying"), e)
+                } else {
+                    e.into()
+                }
+            })?;
+            print_remote(out, &device, &gpu).map_err(io)?;
+            print_chip(out, &chip).map_err(io)
+        }
     }
+}
+
+/// Prints what the server says about a GPU of a remote PCI server.
+fn print_remote(
+    out: &mut dyn Write,
+    device: &DeviceSpec,
+    gpu: &nvbare_pci_host::remote::client::RemoteGpu,
+) -> std::io::Result<()> {
+    use nvbare_core::hal::Mmio;
+    let pci = gpu.pci();
+    let id = pci.read_config32(0).unwrap_or(u32::MAX);
+    let sub = pci.read_config32(0x2c).unwrap_or(u32::MAX);
+    let name = (id & 0xffff == u32::from(nvbare_pci_host::NVIDIA_VENDOR_ID))
+        .then(|| nvbare_pci_host::nvidia_device_name((id >> 16) as u16))
+        .flatten()
+        .unwrap_or("unknown NVIDIA GPU");
+    writeln!(
+        out,
+        "device    {device} ({name}; {:?} on the server, device index {})",
+        gpu.device().name,
+        gpu.device().dev_id
+    )?;
+    writeln!(
+        out,
+        "pci       {:04x}:{:04x} subsystem {:04x}:{:04x}",
+        id & 0xffff,
+        id >> 16,
+        sub & 0xffff,
+        sub >> 16
+    )?;
+    writeln!(
+        out,
+        "bars      BAR0 {} at {:#x}, BAR1 {} at {:#x} (bus addresses on the server)",
+        nvbare_pci_host::bind::human(gpu.bar0().size() as u64),
+        gpu.bar0().bus_addr(),
+        nvbare_pci_host::bind::human(gpu.bar1().size() as u64),
+        gpu.bar1().bus_addr()
+    )?;
+    writeln!(
+        out,
+        "dma       the server's host memory (MAP_SYSMEM, contiguous), over TCP to {}",
+        gpu.addr()
+    )
 }
 
 /// Prints what the host knows about a GPU opened through VFIO.
