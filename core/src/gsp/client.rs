@@ -62,6 +62,43 @@ pub struct NV0080_CTRL_DMA_SET_PAGE_DIRECTORY_PARAMS_v1E_05 {
     pub pasid: u32,
 }
 
+/// `NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES` (`ctrl90f1.h`): on a VA space whose page
+/// tables the client owns, tells GSP-RM (the server) where they are, so its GPU walks use them
+/// and it can fill the range it manages (`gvaspaceCopyServerRmReservedPdesToServerRm_IMPL`).
+pub const NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES: u32 = 0x90f1_0106;
+/// `GMMU_FMT_MAX_LEVELS`.
+pub const GMMU_FMT_MAX_LEVELS: usize = 6;
+
+/// One level of [`NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS`] (24 B).
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+pub struct NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_LEVEL {
+    pub physAddress: u64,
+    pub size: u64,
+    /// `GMMU_APERTURE_*`: 1 video, 2 coherent system, 3 non-coherent system.
+    pub aperture: u32,
+    pub pageShift: u8,
+    pub _pad: [u8; 3],
+}
+
+/// `NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS` (`ctrl90f1.h`, 184 B).
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+pub struct NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS {
+    pub hSubDevice: u32,
+    pub subDeviceId: u32,
+    pub pageSize: u64,
+    pub virtAddrLo: u64,
+    pub virtAddrHi: u64,
+    pub numLevelsToCopy: u32,
+    pub _pad0: u32,
+    pub levels: [NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_LEVEL; GMMU_FMT_MAX_LEVELS],
+}
+
 /// `rpc_set_page_directory_v1E_05` (`generated/g_rpc-structures.h`, 48 B: the params are
 /// 8-byte aligned, so 4 bytes of padding follow `pasid`).
 #[repr(C)]
@@ -282,6 +319,37 @@ pub struct NV2080_CTRL_INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO_PARAMS {
         [NV2080_CTRL_INTERNAL_STATIC_GR_CONTEXT_BUFFERS_INFO; NV2080_CTRL_INTERNAL_GR_MAX_ENGINES],
 }
 
+/// `NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_INFO` (`ctrl2080internal.h`): GR facts per GR
+/// engine, the table the kernel RM keeps to answer `NV2080_CTRL_CMD_GR_GET_INFO`.
+pub const NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_INFO: u32 = 0x2080_0a2a;
+/// `NV0080_CTRL_GR_INFO_MAX_SIZE` (`ctrl0080gr.h`): GR info indices.
+pub const NV0080_CTRL_GR_INFO_MAX_SIZE: usize = 0x3a;
+
+/// `NV2080_CTRL_INTERNAL_GR_INFO` (8 B).
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+pub struct NV2080_CTRL_INTERNAL_GR_INFO {
+    pub index: u32,
+    pub data: u32,
+}
+
+/// `NV2080_CTRL_INTERNAL_STATIC_GR_INFO`: one engine's table, indexed by GR info index
+/// (464 B).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NV2080_CTRL_INTERNAL_STATIC_GR_INFO {
+    pub infoList: [NV2080_CTRL_INTERNAL_GR_INFO; NV0080_CTRL_GR_INFO_MAX_SIZE],
+}
+
+/// `NV2080_CTRL_INTERNAL_STATIC_GR_GET_INFO_PARAMS` (3712 B).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NV2080_CTRL_INTERNAL_STATIC_GR_GET_INFO_PARAMS {
+    pub engineInfo: [NV2080_CTRL_INTERNAL_STATIC_GR_INFO; NV2080_CTRL_INTERNAL_GR_MAX_ENGINES],
+}
+
 // ----------------------------------------------------------------------------------------------
 // FIFO device info and the CE fault method buffer.
 
@@ -407,6 +475,27 @@ mod tests {
         assert_eq!(offset_of!(S, chId), 20);
         assert_eq!(offset_of!(S, subDeviceId), 24);
         assert_eq!(offset_of!(S, pasid), 28);
+        // ctrl2080internal.h.
+        assert_eq!(size_of::<NV2080_CTRL_INTERNAL_GR_INFO>(), 8);
+        assert_eq!(offset_of!(NV2080_CTRL_INTERNAL_GR_INFO, data), 4);
+        assert_eq!(size_of::<NV2080_CTRL_INTERNAL_STATIC_GR_INFO>(), 464);
+        assert_eq!(
+            size_of::<NV2080_CTRL_INTERNAL_STATIC_GR_GET_INFO_PARAMS>(),
+            3712
+        );
+        // ctrl90f1.h.
+        type L = NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_LEVEL;
+        assert_eq!(size_of::<L>(), 24);
+        assert_eq!(offset_of!(L, size), 8);
+        assert_eq!(offset_of!(L, aperture), 16);
+        assert_eq!(offset_of!(L, pageShift), 20);
+        type C = NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS;
+        assert_eq!(size_of::<C>(), 184);
+        assert_eq!(offset_of!(C, pageSize), 8);
+        assert_eq!(offset_of!(C, virtAddrLo), 16);
+        assert_eq!(offset_of!(C, virtAddrHi), 24);
+        assert_eq!(offset_of!(C, numLevelsToCopy), 32);
+        assert_eq!(offset_of!(C, levels), 40);
         type R = rpc_set_page_directory_v1E_05;
         assert_eq!(size_of::<R>(), 48);
         assert_eq!(offset_of!(R, hDevice), 4);

@@ -355,8 +355,13 @@ fn the_simulated_gsp_rm_checks_the_kernel_rm_s_work() {
     let be = open_backend(&s, &fw, BareMetalOptions::default());
     let root = be.page_directory();
     let dev = Device::open(be, dev_opts()).unwrap();
-    // Work-submit tokens carry the runlist (1 on the simulated AD102).
-    assert_eq!(dev.info().tokens[0] >> 16, 1, "{:#x}", dev.info().tokens[0]);
+    // Work-submit tokens carry GR's runlist from the device info table (0, as on real GPUs).
+    assert_eq!(
+        dev.info().tokens[0] >> 16,
+        nvbare_sim::rm::gr_runlist(AD102.chipset),
+        "{:#x}",
+        dev.info().tokens[0]
+    );
     let objs = s
         .rm()
         .objects(nvbare_core::gsp::rpc::ClientConfig::default().client);

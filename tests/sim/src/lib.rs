@@ -40,6 +40,7 @@ pub mod pci;
 pub mod rm;
 pub mod rm_service;
 pub mod system;
+pub mod trace;
 pub mod vram;
 pub mod wc;
 

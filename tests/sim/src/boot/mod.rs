@@ -170,6 +170,8 @@ pub struct BootSimConfig {
     pub faults: Vec<BootFault>,
     /// Faults injected into every GSP-RM the boot hardware starts (before its first reply).
     pub gsp_faults: Vec<crate::gsp::Fault>,
+    /// Where to record the boot steps recognised and every RPC GSP-RM receives.
+    pub trace: Option<crate::trace::Trace>,
     /// The RM GSP-RM serves.
     pub rm: RmFactory,
 }
@@ -194,6 +196,7 @@ impl BootSimConfig {
             gfw_boot_time: Duration::from_millis(20),
             faults: Vec::new(),
             gsp_faults: Vec::new(),
+            trace: None,
             rm: Arc::new(|m: &ChipModel| Box::new(MiniRm::new(m.board)) as Box<dyn RmService>),
         }
     }
@@ -494,7 +497,17 @@ impl BootModel {
 impl Model {
     fn error(&mut self, e: String) {
         log::warn!("sim boot: {e}");
+        if let Some(t) = &self.cfg.trace {
+            t.line(&format!("boot error: {e}"));
+        }
         self.stats.errors.push(e);
+    }
+
+    /// Records a boot step in the trace.
+    fn phase(&self, what: &str) {
+        if let Some(t) = &self.cfg.trace {
+            t.line(&format!("boot {what}"));
+        }
     }
 
     fn now(core: &SimCore) -> Duration {
@@ -550,6 +563,7 @@ impl Model {
                 r.suspended = true;
             }
             self.stats.suspends += 1;
+            self.phase("GSP-RM suspended (UNLOADING_GUEST_DRIVER)");
             self.gsp.set_reg(off::MAILBOX0, 0x8000_0000);
             self.gsp.riscv = Riscv::Halted;
             if self.fsp_chip() {
@@ -574,6 +588,7 @@ impl Model {
         let time = match &job {
             Job::Rejected => {
                 self.stats.brom_rejects += 1;
+                self.phase("boot ROM rejected a ucode");
                 BROM_REJECT_TIME
             }
             Job::Fwsec => FWSEC_TIME,
@@ -638,9 +653,16 @@ impl Model {
             return Err(format!("{name}: the code was not loaded secure"));
         }
         if f.dmem.get(..dmem.len()) != Some(dmem) {
+            let at = f
+                .dmem
+                .iter()
+                .zip(dmem)
+                .position(|(a, b)| a != b)
+                .unwrap_or(f.dmem.len().min(dmem.len()));
             return Err(format!(
                 "{name}: DMEM differs from the ucode's data patched with the signature for the \
-                 fuse version"
+                 fuse version (first at byte {at:#x} of {:#x})",
+                dmem.len()
             ));
         }
         Ok(())
@@ -679,6 +701,18 @@ impl Model {
             0x19 => fw.dmem_sb(fuse),
             _ => None,
         };
+        // FWSECLIC_FRTS_CMD is 44 bytes of fields padded to 48 by its u64
+        // (kernel_gsp_frts_tu102.c): RM copies 48, tinygrad 44 (packed). FWSEC reads the fields
+        // only, so the padding is whatever the DMEM held.
+        let expected = expected.map(|mut d| {
+            if init_cmd == 0x15 {
+                let p = nvbare_gsp_firmware::testutil::vbios::CMD_IN + 44;
+                if let (Some(dst), Some(src)) = (d.get_mut(p..p + 4), f.dmem.get(p..p + 4)) {
+                    dst.copy_from_slice(src);
+                }
+            }
+            d
+        });
         let Some(dmem) = expected else {
             self.error(format!(
                 "GSP: FWSEC with init_cmd {init_cmd:#x} (or no signature for fuse version {fuse})"
@@ -781,6 +815,7 @@ impl Model {
         if init_cmd == 0x19 {
             self.scratch_15 = 0;
             self.stats.fwsec_sb += 1;
+            self.phase("FWSEC-SB ran");
             return;
         }
         let (offset, size) = ((w(8) as u64) << 12, (w(9) as u64) << 12);
@@ -788,6 +823,7 @@ impl Model {
             // FWSEC refuses to set FRTS up twice: the GPU needs a reset.
             self.scratch_0e = (err::FRTS_WPR2_UP as u32) << 16;
             self.stats.fwsec_refused += 1;
+            self.phase("FWSEC-FRTS refused (WPR2 already up)");
             return;
         }
         if offset == 0 || size != 1 << 20 || offset + size > self.fb_size {
@@ -800,6 +836,7 @@ impl Model {
         self.scratch_0e = 0;
         self.wpr2 = Some((offset, offset + size));
         self.stats.fwsec_frts += 1;
+        self.phase("FWSEC-FRTS ran: WPR2 up");
     }
 
     fn read_host<T: FromBytes>(core: &SimCore, addr: u64) -> Option<T> {
@@ -959,6 +996,7 @@ impl Model {
         }
         self.wpr2 = Some((meta.gspFwWprStart, meta.gspFwWprEnd));
         self.stats.booter_load += 1;
+        self.phase("booter_load ran: GSP-RM loaded into WPR2");
         self.sec2.set_reg(off::MAILBOX0, 0);
         self.sec2_loaded = Some(self.sec2.resets);
         self.start_gsp_rm(core, libos);
@@ -981,6 +1019,7 @@ impl Model {
         self.wpr2 = None;
         self.rm = None;
         self.stats.booter_unload += 1;
+        self.phase("booter_unload ran: WPR2 down");
         self.sec2.set_reg(off::MAILBOX0, 0);
     }
 
@@ -991,6 +1030,7 @@ impl Model {
         }
         self.gsp.riscv = Riscv::Active;
         self.stats.gsp_rm_starts += 1;
+        self.phase("GSP-RM started: found its queues from the LIBOS arguments");
         // GSP-RM binds BAR1 to its own tables (just below the end of FB, in its reservation).
         let fsp = self.model.chipset.info().boot == BootMethod::FspChainOfTrust;
         bar1::gsp_binds_bar1(core, fsp, ((self.fb_size - (4 << 20)) >> 12) as u32);
@@ -1005,6 +1045,7 @@ impl Model {
         let booter = self.model.chipset.info().boot == BootMethod::Booter;
         let mut ecfg = EmulatorConfig::new(init, self.model);
         ecfg.send_init_done = false;
+        ecfg.trace = self.cfg.trace.clone();
         let emu = GspEmulator::new(ecfg, (self.cfg.rm)(&self.model));
         for f in &self.cfg.gsp_faults {
             emu.inject(*f);
@@ -1088,6 +1129,7 @@ impl Model {
         }
         if missing.is_empty() {
             self.stats.sequencer_ok += 1;
+            self.phase("CPU-sequencer script executed as expected");
             self.send_init_done(core);
         } else {
             self.error(format!("CPU sequencer not executed correctly:{missing}"));
@@ -1127,6 +1169,7 @@ impl Model {
         self.fsp.answer_at = Some((now + FSP_ANSWER_TIME, answer(code, 0x14)));
         if code == 0 {
             self.stats.cot_accepted += 1;
+            self.phase("FSP accepted the chain-of-trust message");
             let cot = NVDM_PAYLOAD_COT::read_from_bytes(&pkt[8..8 + 860]).ok();
             let params = cot.map(|c| c.gspBootArgsSysmemOffset).unwrap_or(0);
             self.fsp.boot_params = params;
@@ -1182,7 +1225,9 @@ impl Model {
             ));
             return BAD;
         };
-        if pkt.len() != 8 + 860 {
+        // Up to a dword of padding after the payload is taken: tinygrad always pads the packet
+        // (to 872 bytes) and its COT boots real Blackwell GPUs; RM sends exactly 868.
+        if !(8 + 860..=8 + 860 + 4).contains(&pkt.len()) {
             self.error(format!("FSP: COT packet of {} bytes", pkt.len()));
             return BAD;
         }
@@ -1397,10 +1442,15 @@ fn sequencer_script() -> Vec<u32> {
         0,
         mb(0),
         0xcafe_0001, // REG_WRITE
+        // REG_MODIFY(addr, mask, val) with val == mask: the register's other bits must stay.
+        // What GSP-RM really sends is not public; tinygrad, which boots real Ada GPUs, reads
+        // the operands as (addr, val, mask), so the real scripts' REG_MODIFYs cannot tell the
+        // two orders apart (docs/witness.md). The operand order itself is tested on the
+        // driver's handler directly.
         1,
         mb(1),
         0xff00,
-        0x1200, // REG_MODIFY
+        0xff00,
         2,
         mb(3),
         0xffff,
@@ -1586,6 +1636,7 @@ impl MmioEngine for BootEngine {
         let t = g.cfg.gfw_boot_time;
         g.gfw_ready_at = (!has(&g.faults, BootFault::GfwBootNeverCompletes)).then_some(now + t);
         g.stats.resets += 1;
+        g.phase("function-level reset: WPR2, falcons and GSP-RM back to cold");
     }
 }
 
@@ -1599,7 +1650,7 @@ impl Model {
         if !self.seq.core_reset {
             self.seq.core_reset = true;
             self.seq.write_ok = self.gsp.reg(PGSP_MAILBOX) == 0xcafe_0001;
-            self.seq.modify_ok = self.gsp.reg(PGSP_MAILBOX + 4) == 0x12ff;
+            self.seq.modify_ok = self.gsp.reg(PGSP_MAILBOX + 4) == 0xffff;
             self.seq.delay_ok = self
                 .seq
                 .poll_satisfied_at

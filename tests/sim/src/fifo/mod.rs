@@ -744,6 +744,11 @@ impl MmioEngine for DoorbellEngine {
         "doorbell"
     }
 
+    /// A function-level reset takes every channel off the host (RM must allocate them anew).
+    fn reset(&mut self, _core: &mut SimCore) {
+        lock(&self.fifo).clear();
+    }
+
     fn claims(&self, offset: u32) -> bool {
         offset == DOORBELL_OFFSET
     }

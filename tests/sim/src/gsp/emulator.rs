@@ -66,8 +66,11 @@ const RPC_INVALID_MESSAGE_FORMAT: u32 = 0xff10_0002;
 /// `NV_ERR_INVALID_PARAM_STRUCT`.
 const NV_ERR_INVALID_PARAM_STRUCT: u32 = 0x3a;
 
-/// Handles GSP-RM reports for its internal client, device and subdevice.
-pub const INTERNAL_CLIENT: u32 = 0xc1e0_0004;
+/// Handles GSP-RM reports for its internal client, device and subdevice. The client is the
+/// first handle of RM's internal range (`RS_CLIENT_INTERNAL_HANDLE_BASE`); not 0xc1e00004,
+/// which tinygrad allocates as a new client on real GPUs (a duplicate would fail with
+/// NV_ERR_INSERT_DUPLICATE_NAME, rs_server.c). Drivers read it from GspStaticConfigInfo.
+pub const INTERNAL_CLIENT: u32 = 0xc1e0_0000;
 /// See [`INTERNAL_CLIENT`].
 pub const INTERNAL_DEVICE: u32 = 0xde1d_0000;
 /// See [`INTERNAL_CLIENT`].
@@ -247,6 +250,8 @@ pub struct EmulatorConfig {
     pub send_init_done: bool,
     /// Log every RPC to the LOGRM buffer (when attached).
     pub log_rpcs: bool,
+    /// Where to record one line per RPC received, if anywhere.
+    pub trace: Option<crate::trace::Trace>,
 }
 
 impl EmulatorConfig {
@@ -258,6 +263,7 @@ impl EmulatorConfig {
             abi: RmAbi::R570,
             send_init_done: true,
             log_rpcs: false,
+            trace: None,
         }
     }
 }
@@ -329,6 +335,8 @@ struct Inner {
     rm: Box<dyn RmService>,
     started: bool,
     crashed: bool,
+    /// Answered UNLOADING_GUEST_DRIVER: consumes nothing more.
+    halted: bool,
     pages: Vec<u64>,
     cmd_off: usize,
     stat_off: usize,
@@ -413,6 +421,7 @@ impl GspEmulator {
                 rm,
                 started: false,
                 crashed: false,
+                halted: false,
                 pages: Vec::new(),
                 cmd_off: 0,
                 stat_off: 0,
@@ -717,7 +726,7 @@ impl Inner {
             self.stalled = false;
         }
         self.flush(core);
-        if self.stalled {
+        if self.stalled || self.halted {
             return;
         }
         if let Some(f) = self.faults.front().copied() {
@@ -980,8 +989,24 @@ impl Inner {
         self.outbox.push_back(out);
     }
 
+    /// Records an RPC in the trace: `what` names its object or command, `params` are the
+    /// parameters as received, `status` the result (`None` for RPCs nobody answers).
+    fn trace_rpc(&self, function: u32, what: &str, params: &[u8], status: Option<u32>) {
+        let Some(t) = &self.cfg.trace else {
+            return;
+        };
+        let st = status.map_or_else(|| "-".to_string(), |s| format!("{s:#x}"));
+        t.line(&format!(
+            "rpc {}{what} params={} hash={:08x} status={st}",
+            rpc::FunctionName(function),
+            params.len(),
+            crate::trace::hash(params)
+        ));
+    }
+
     fn dispatch(&mut self, core: &mut SimCore, hdr: rpc_message_header_v03_00, mut body: Vec<u8>) {
         self.stats.rpcs += 1;
+        let traced_in = self.cfg.trace.is_some().then(|| body.clone());
         let u32_at = |b: &[u8], o: usize| {
             b.get(o..o + 4)
                 .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
@@ -995,9 +1020,11 @@ impl Inner {
                         body.len()
                     ));
                 }
+                self.trace_rpc(hdr.function, "", &body, None);
                 self.stats.system_info = Some(body);
             }
             NV_VGPU_MSG_FUNCTION_SET_REGISTRY => {
+                self.trace_rpc(hdr.function, "", &body, None);
                 let n = u32_at(&body, 4);
                 for i in 0..n.min(4096) {
                     match registry::entry(&body, i) {
@@ -1021,12 +1048,17 @@ impl Inner {
                 }
             }
             NV_VGPU_MSG_FUNCTION_GET_GSP_STATIC_INFO => {
+                self.trace_rpc(hdr.function, "", &[], Some(0));
                 let info = static_info(&self.cfg.model);
                 self.reply(hdr, 0, info.as_bytes().to_vec());
             }
             NV_VGPU_MSG_FUNCTION_UNLOADING_GUEST_DRIVER => {
+                self.trace_rpc(hdr.function, "", &body, Some(0));
                 self.stats.unloaded = true;
                 self.reply(hdr, 0, body);
+                // GSP-RM suspends and halts once it has answered: nothing after this is read
+                // (a driver that sends more waits for a reply that never comes).
+                self.halted = true;
             }
             NV_VGPU_MSG_FUNCTION_GSP_RM_ALLOC => {
                 let Ok((a, rest)) = rpc_gsp_rm_alloc_v03_00::read_from_prefix(&body) else {
@@ -1051,6 +1083,16 @@ impl Inner {
                     &mut body[32..32 + n],
                 );
                 let status = r.err().map_or(0, |s| s.0);
+                if let Some(b) = &traced_in {
+                    let what = format!(
+                        " class={:#x}{} parent={:#x} object={:#x}",
+                        a.hClass,
+                        class_label(a.hClass),
+                        a.hParent,
+                        a.hObject
+                    );
+                    self.trace_rpc(hdr.function, &what, &b[32..32 + n], Some(status));
+                }
                 body[16..20].copy_from_slice(&status.to_le_bytes());
                 self.log_rpc(core, &hdr, status);
                 self.reply(hdr, status, body);
@@ -1078,6 +1120,10 @@ impl Inner {
                     self.patch_control(cmd, &mut body[h..h + n]);
                 }
                 let status = r.err().map_or(0, |s: RmStatus| s.0);
+                if let Some(b) = &traced_in {
+                    let what = format!(" cmd={cmd:#x} object={obj:#x}");
+                    self.trace_rpc(hdr.function, &what, &b[h..h + n], Some(status));
+                }
                 body[12..16].copy_from_slice(&status.to_le_bytes());
                 self.log_rpc(core, &hdr, status);
                 self.reply(hdr, status, body);
@@ -1095,6 +1141,8 @@ impl Inner {
                     .rm
                     .free(core, caller, Handle(p.hObjectParent), Handle(p.hObjectOld));
                 let status = r.err().map_or(0, |s| s.0);
+                let what = format!(" object={:#x}", p.hObjectOld);
+                self.trace_rpc(hdr.function, &what, &[], Some(status));
                 body[12..16].copy_from_slice(&status.to_le_bytes());
                 self.log_rpc(core, &hdr, status);
                 self.reply(hdr, status, body);
@@ -1102,10 +1150,18 @@ impl Inner {
             function => match self.rm.rpc(core, self.cfg.abi, function, &mut body) {
                 Some(r) => {
                     let status = r.err().map_or(0, |s| s.0);
+                    if let Some(b) = &traced_in {
+                        self.trace_rpc(function, "", b, Some(status));
+                    }
                     self.log_rpc(core, &hdr, status);
                     self.reply(hdr, status, body);
                 }
-                None => self.reply(hdr, RPC_UNKNOWN_FUNCTION, body),
+                None => {
+                    if let Some(b) = &traced_in {
+                        self.trace_rpc(function, "", b, Some(RPC_UNKNOWN_FUNCTION));
+                    }
+                    self.reply(hdr, RPC_UNKNOWN_FUNCTION, body)
+                }
             },
         }
     }
@@ -1346,6 +1402,11 @@ impl Inner {
             self.logs[i].put = put;
         }
     }
+}
+
+/// ` (NAME)` for a class the core knows, or nothing.
+fn class_label(class: u32) -> String {
+    nvbare_core::rm::class::class_name(class).map_or_else(String::new, |n| format!(" ({n})"))
 }
 
 /// `GspStaticConfigInfo` for `model`, consistent with the chip table and the board.

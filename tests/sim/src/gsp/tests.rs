@@ -423,18 +423,24 @@ fn hostile_sequencer_scripts_end_at_the_wait_s_deadline() {
         Some(SequencerError::ScriptTimeout { .. })
     ));
 
-    // A script well inside the deadline runs to the end.
+    // A script well inside the deadline runs to the end. REG_MODIFY's operands are
+    // (addr, mask, val) and it computes `reg & !mask | val` (GSP_SEQ_BUF_PAYLOAD_REG_MODIFY,
+    // kgspExecuteSequencerCommand_GA102): a swapped reading would give 0x36ff.
     r.emu.queue_event(EmuEvent::RunCpuSequencer(vec![
         0,
         0x0011_8f00,
-        0x1234,
+        0x34ff,
+        1,
+        0x0011_8f00,
+        0xff00,
+        0x1200,
         3,
         1000,
     ]));
     let before = r.rpc.handler_mut().scripts_run();
     transform(&mut r, 4, 0).unwrap();
     assert_eq!(r.rpc.handler_mut().scripts_run(), before + 1);
-    assert_eq!(r.gpu.bar0().read32(0x11_8f00), 0x1234);
+    assert_eq!(r.gpu.bar0().read32(0x11_8f00), 0x12ff);
     // A poll whose own timeout ends first is the script's poll error, not a deadline.
     r.emu.queue_event(EmuEvent::RunCpuSequencer(vec![
         2,

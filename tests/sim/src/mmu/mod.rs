@@ -8,8 +8,8 @@
 //!   PDB or ALL_PDB). A driver that forgets to invalidate keeps reaching memory it unmapped,
 //!   as on hardware. Every TLB hit is also checked against a fresh walk; a mismatch is counted
 //!   as a stale hit ([`MmuStats::stale_hits`]) so tests can assert none happened.
-//! * [`MmuInvalidateEngine`] claims `..._INVALIDATE_PDB` (0xbb30a0), `_UPPER_PDB` (0xbb30a4)
-//!   and `_INVALIDATE` (0xbb30b0); TRIGGER reads 1 until the invalidate completes (after
+//! * [`MmuInvalidateEngine`] claims `..._INVALIDATE_PDB` (0xb830a0), `_UPPER_PDB` (0xb830a4)
+//!   and `_INVALIDATE` (0xb830b0); TRIGGER reads 1 until the invalidate completes (after
 //!   [`MmuConfig::invalidate_latency`] of simulated time), then self-clears.
 //!
 //! The TLB is one level standing for the GPC and hub TLBs together: `HUBTLB_ONLY`
@@ -220,6 +220,16 @@ const INVALIDATE: u32 = NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE::OFFSET;
 impl MmioEngine for MmuInvalidateEngine {
     fn name(&self) -> &'static str {
         "mmu-invalidate"
+    }
+
+    /// A function-level reset empties the TLBs and drops a pending invalidate.
+    fn reset(&mut self, _core: &mut SimCore) {
+        let mut st = self.mmu.lock();
+        st.tlb.clear();
+        st.pending = None;
+        st.pdb_reg = 0;
+        st.upper_pdb_reg = 0;
+        st.invalidate_reg = 0;
     }
 
     fn claims(&self, offset: u32) -> bool {

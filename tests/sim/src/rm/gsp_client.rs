@@ -47,10 +47,13 @@ use nvbare_core::gsp::client::{
     ENGINE_INFO_TYPE_RM_ENGINE_TYPE, ENGINE_INFO_TYPE_RUNLIST, ERROR_NOTIFIER_TYPE_MEMORY,
     INITIALIZE_CTX_APERTURE_COH_SYS, INITIALIZE_CTX_APERTURE_NCOH_SYS,
     INITIALIZE_CTX_APERTURE_VIDMEM, NV_VGPU_MSG_FUNCTION_SET_PAGE_DIRECTORY,
+    NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES,
+    NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS,
     NV2080_CTRL_CE_GET_FAULT_METHOD_BUFFER_SIZE_PARAMS,
     NV2080_CTRL_CMD_CE_GET_FAULT_METHOD_BUFFER_SIZE, NV2080_CTRL_CMD_FIFO_GET_DEVICE_INFO_TABLE,
     NV2080_CTRL_CMD_GPU_PROMOTE_CTX, NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO,
-    NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_PARAMS, NV2080_CTRL_GPU_PROMOTE_CTX_PARAMS,
+    NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_INFO, NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_PARAMS,
+    NV2080_CTRL_GPU_PROMOTE_CTX_PARAMS, NV2080_CTRL_INTERNAL_STATIC_GR_GET_INFO_PARAMS,
     NV2080_CTRL_INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO_PARAMS, ctx_engine_id,
     decode_channel_internal_flags, promote_id, rpc_set_page_directory_v1E_05, work_submit_token,
 };
@@ -104,22 +107,33 @@ pub fn context_buffer_sizes(chip: Chipset) -> [(u32, u32); 0x1a] {
         _ => 0x8_8000,
     };
     t[ctx_engine_id::GRAPHICS] = (main, 0x1000);
-    t[ctx_engine_id::GRAPHICS_PM] = (0x2_0000, 0x1000);
+    // No larger than PATCH: tinygrad initialises PM with PATCH's size and runs on real GPUs
+    // (whether GSP-RM checks promoted sizes is not public; the simulator does).
+    t[ctx_engine_id::GRAPHICS_PM] = (0x1_0000, 0x1000);
     t[ctx_engine_id::GRAPHICS_PATCH] = (0x1_0000, 0x1000);
     t[ctx_engine_id::GRAPHICS_BUNDLE_CB] = (0x6_0000, 0x100);
     t[ctx_engine_id::GRAPHICS_PAGEPOOL_GLOBAL] = (0x8_0000, 0x1000);
     t[ctx_engine_id::GRAPHICS_ATTRIBUTE_CB] = (0x10_0000, 0x1000);
-    // H100/H200 have no 3D pipe worth the name: no RTV circular buffer.
+    // H100/H200 have no 3D pipe worth the name: no RTV circular buffer, no graphics
+    // preemption buffers. Ada and Blackwell have them (tinygrad, on real GPUs, rounds every
+    // size of entries 0x11-0x18 up to its alignment, so none of those alignments is 0 there).
     t[ctx_engine_id::GRAPHICS_RTV_CB_GLOBAL] = if hopper { (0, 0) } else { (0x8000, 0x1000) };
+    if !hopper {
+        t[ctx_engine_id::GRAPHICS_GFXP_POOL] = (0x10_0000, 0x1000);
+        t[ctx_engine_id::GRAPHICS_GFXP_CTRL_BLK] = (0x1_0000, 0x1000);
+    }
     t[ctx_engine_id::GRAPHICS_FECS_EVENT] = (0x1000, 0x1000);
     t[ctx_engine_id::GRAPHICS_PRIV_ACCESS_MAP] = (0x3000, 0x1000);
     t
 }
 
-/// The simulator's runlist of the GR engine: 0 on GH100 (the H200's tokens 0xa/0xb carry
-/// runlist 0), 1 elsewhere (a choice, so that a token without the runlist fails there).
+/// The runlist of the GR engine: 0 on every chip. The H200's tokens 0xa/0xb carry runlist 0,
+/// and tinygrad, which writes runlist 0 into every compute and copy token, runs on real
+/// Ampere, Ada and Blackwell GPUs. The copy engines have runlists of their own (1-4), so a
+/// driver must still take the runlist from the device info table.
 pub fn gr_runlist(chip: Chipset) -> u32 {
-    if chip == Chipset::GH100 { 0 } else { 1 }
+    let _ = chip;
+    0
 }
 
 /// The CE fault method buffer size (tinygrad's 0x5000).
@@ -393,10 +407,10 @@ impl RmModel {
             .object(client, object)
             .is_ok_and(|o| o.class == NV20_SUBDEVICE_0);
         let r = match cmd {
+            // An internal control: GSP-RM serves it to any client of the kernel RM (every RPC
+            // caller has kernel privilege), as tinygrad, which asks on its own client, shows on
+            // real GPUs.
             NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO => {
-                if client != Handle(INTERNAL_CLIENT) {
-                    return Some(Err(RmStatus::NV_ERR_INSUFFICIENT_PERMISSIONS));
-                }
                 if !is_subdevice {
                     return Some(Err(RmStatus::NV_ERR_NOT_SUPPORTED));
                 }
@@ -462,6 +476,28 @@ impl RmModel {
                     return Some(Err(RmStatus::NV_ERR_NOT_SUPPORTED));
                 }
                 self.promote_ctx(core, client, &gr, p)
+            }
+            // The GR facts table the kernel RM caches (kgraphicsLoadStaticInfo), each entry
+            // at its index, for GR engine 0.
+            NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_INFO => {
+                if !is_subdevice {
+                    return Some(Err(RmStatus::NV_ERR_NOT_SUPPORTED));
+                }
+                let facts = self.rm.gr;
+                (|| {
+                    let mut q: NV2080_CTRL_INTERNAL_STATIC_GR_GET_INFO_PARAMS = ctrl_params(p)?;
+                    if let Some(e0) = q.engineInfo.first_mut() {
+                        for (i, e) in e0.infoList.iter_mut().enumerate() {
+                            e.index = i as u32;
+                            e.data = facts.value(i as u32).unwrap_or(0);
+                        }
+                    }
+                    write_back(p, &q);
+                    Ok(())
+                })()
+            }
+            NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES => {
+                self.copy_server_reserved_pdes(core, client, object, p)
             }
             _ => return None,
         };
@@ -558,6 +594,80 @@ impl RmModel {
         if !g.golden && ctx_ref.is_some_and(|c| g.golden_complete(c)) {
             g.golden = true;
             core_trace_golden(chid);
+        }
+        Ok(())
+    }
+
+    /// `NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES` on an RM-owned VA space: the client
+    /// owns its page tables (a GSP client's split VA space, `gvaspaceCopyServerRmReserved
+    /// PdesToServerRm_IMPL`) and tells GSP-RM the levels above the range GSP-RM manages; from
+    /// then on GPU accesses in the VA space walk the client's tables from `levels[0]`. GSP-RM
+    /// itself maps nothing in the range here.
+    fn copy_server_reserved_pdes(
+        &mut self,
+        core: &SimCore,
+        client: Handle,
+        vaspace: Handle,
+        p: &mut [u8],
+    ) -> Result<(), RmStatus> {
+        let g = self.gsp.as_ref().ok_or(RmStatus::NV_ERR_NOT_SUPPORTED)?;
+        let mmu = g.mmu.clone();
+        let q: NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS = ctrl_params(p)?;
+        let Kind::VaSpace {
+            flags, external, ..
+        } = &self.object(client, vaspace)?.kind
+        else {
+            return Err(RmStatus::NV_ERR_NOT_SUPPORTED);
+        };
+        if flags & (NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED | SHARED_MANAGEMENT) != 0 {
+            // Its tables come from SET_PAGE_DIRECTORY.
+            return Err(RmStatus::NV_ERR_NOT_SUPPORTED);
+        }
+        if external.is_some() {
+            return Err(RmStatus::NV_ERR_INVALID_STATE);
+        }
+        let n = q.numLevelsToCopy as usize;
+        let ps = q.pageSize;
+        if n == 0
+            || n > q.levels.len()
+            || !ps.is_power_of_two()
+            || q.virtAddrHi < q.virtAddrLo
+            || !q.virtAddrLo.is_multiple_of(ps)
+            || !q.virtAddrHi.wrapping_add(1).is_multiple_of(ps)
+        {
+            return Err(RmStatus::NV_ERR_INVALID_ARGUMENT);
+        }
+        let mut root = None;
+        for l in &q.levels[..n] {
+            // GMMU_APERTURE_VIDEO, _SYS_COH, _SYS_NONCOH.
+            let aperture = match l.aperture {
+                1 => Aperture::Vram,
+                2 => Aperture::SysCoherent,
+                3 => Aperture::SysNonCoherent,
+                _ => return Err(RmStatus::NV_ERR_INVALID_ARGUMENT),
+            };
+            let loc = PhysLoc {
+                aperture,
+                addr: l.physAddress,
+            };
+            if !l.physAddress.is_multiple_of(4096) || l.size == 0 || !exists(core, loc, l.size) {
+                return Err(RmStatus::NV_ERR_INVALID_ARGUMENT);
+            }
+            root.get_or_insert(TableLoc {
+                aperture,
+                addr: l.physAddress,
+            });
+        }
+        let root = root.ok_or(RmStatus::NV_ERR_INVALID_ARGUMENT)?;
+        let info = self.model.chipset.info();
+        let space: Arc<dyn AddressSpace> =
+            Arc::new(mmu.address_space(GmmuFormat::for_chip(info), root));
+        if let Kind::VaSpace {
+            space: s, external, ..
+        } = &mut self.object_mut(client, vaspace)?.kind
+        {
+            *s = space;
+            *external = Some(root);
         }
         Ok(())
     }
@@ -664,7 +774,14 @@ impl RmModel {
         {
             return Err(RmStatus::NV_ERR_INVALID_ARGUMENT);
         }
-        let userd = phys(&a.userdMem, nvbare_core::channel::gpfifo::USERD_SIZE, 512)?;
+        // USERD: RM takes the described memory as it is (memdescCreate, alignment 1, any size);
+        // the channel's pointer to it keeps bits 31:9 only (the RAMFC USERD field is 512-byte
+        // granular), so the host uses the 512-byte block the base falls in.
+        let described = phys(&a.userdMem, 1, 1)?;
+        let userd = PhysLoc {
+            aperture: described.aperture,
+            addr: described.addr & !0x1ff,
+        };
         if first_of_tsg {
             // _kchannelDescribeMemDescsFromParams: NV_ASSERT(size > 0), NV_ASSERT(base != 0).
             if a.mthdbufMem.size == 0 || a.mthdbufMem.base == 0 {
@@ -695,8 +812,12 @@ impl RmModel {
         instance
             .write(core, 0, &written)
             .map_err(|_| RmStatus::NV_ERR_INVALID_ARGUMENT)?;
-        // GSP-RM initialises USERD (GPGet = GPPut = 0).
-        let _ = userd.write(core, 0, &[0u8; 0x200]);
+        // GSP-RM clears USERD (GPGet = GPPut = 0) in system memory only (kchannelConstruct:
+        // kfifoSetupUserD for SYSMEM, or FB under full SR-IOV); one in video memory is the
+        // client's to initialise.
+        if described.aperture != Aperture::Vram {
+            let _ = userd.write(core, 0, &[0u8; 0x200]);
+        }
         let mut f = crate::fifo::lock(&self.fifo);
         f.add_channel(ChannelDesc {
             chid,

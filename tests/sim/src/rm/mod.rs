@@ -122,10 +122,12 @@ enum Kind {
         /// The page directory set by SET_PAGE_DIRECTORY (GSP mode).
         external: Option<crate::mmu::TableLoc>,
     },
+    /// `NV01_MEMORY_VIRTUAL`: a VA range of a VA space, bound when first used (the device's
+    /// only VA space then, if `hVASpace` was 0), with `offset`/`limit` as asked (0 = whole).
     Virtual {
-        vaspace: Handle,
-        lo: u64,
-        hi: u64,
+        vaspace: Option<Handle>,
+        offset: u64,
+        limit: u64,
     },
     Memory(Memory),
     ChannelGroup {
@@ -489,7 +491,27 @@ impl RmModel {
         dma_offset: u64,
     ) -> Result<u64, RmStatus> {
         let (vaspace, lo, hi) = match &self.object(client, dma)?.kind {
-            Kind::Virtual { vaspace, lo, hi } => (*vaspace, *lo, *hi),
+            Kind::Virtual {
+                vaspace,
+                offset,
+                limit,
+            } => {
+                let v = match vaspace {
+                    Some(v) => *v,
+                    None => self.default_vaspace(client)?,
+                };
+                let t = self.vaspace_table(client, v)?;
+                let lo = (*offset).max(t.base());
+                let hi = if *limit == 0 {
+                    t.limit()
+                } else {
+                    (*limit).min(t.limit())
+                };
+                if lo > hi {
+                    return Err(RmStatus::NV_ERR_INVALID_LIMIT);
+                }
+                (v, lo, hi)
+            }
             Kind::VaSpace { table, .. } => (dma, table.base(), table.limit()),
             _ => return Err(RmStatus::NV_ERR_INVALID_OBJECT_HANDLE),
         };
@@ -892,22 +914,22 @@ impl RmModel {
             NV01_MEMORY_VIRTUAL => {
                 self.expect_parent(c, parent, &[NV01_DEVICE_0])?;
                 let a: NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS = params(p)?;
+                // virtmemConstruct returns at once for this class: the VA space is looked up
+                // when the range is used, so a device may have none yet.
                 let vaspace = if a.hVASpace != 0 {
-                    Handle(a.hVASpace)
+                    self.vaspace_table(c, Handle(a.hVASpace))?;
+                    Some(Handle(a.hVASpace))
                 } else {
-                    self.default_vaspace(c)?
+                    None
                 };
-                let t = self.vaspace_table(c, vaspace)?;
-                let lo = a.offset.max(t.base());
-                let hi = if a.limit == 0 {
-                    t.limit()
-                } else {
-                    a.limit.min(t.limit())
-                };
-                if lo > hi {
+                if a.limit != 0 && a.offset > a.limit {
                     return Err(RmStatus::NV_ERR_INVALID_LIMIT);
                 }
-                Kind::Virtual { vaspace, lo, hi }
+                Kind::Virtual {
+                    vaspace,
+                    offset: a.offset,
+                    limit: a.limit,
+                }
             }
             NV01_MEMORY_LOCAL_USER | NV01_MEMORY_SYSTEM => {
                 self.expect_parent(c, parent, &[NV01_DEVICE_0, NV20_SUBDEVICE_0])?;
@@ -1274,7 +1296,10 @@ impl RmService for RmModel {
     ) -> Result<(), RmStatus> {
         let c = caller.client;
         if class == NV01_ROOT || class == NV01_ROOT_CLIENT {
-            if object != c || object.0 == 0 {
+            // The new client's handle is the caller's hClient; hObject is ignored
+            // (serverAllocClient sets hResource = hClient, rs_server.c).
+            let _ = object;
+            if c.0 == 0 {
                 return Err(RmStatus::NV_ERR_INVALID_OBJECT_NEW);
             }
             if self.clients.contains_key(&c) {
