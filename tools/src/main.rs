@@ -141,6 +141,20 @@ enum Command {
     /// Boot GSP-RM from a cold GPU (FWSEC + booter, or FSP chain of trust), print the phases
     /// and GSP-RM's static info, unload, and boot again.
     Boot(cmd::boot::BootArgs),
+    /// Serve GPUs over tinygrad's remote PCI protocol (REMOTE=HOST:PORT for tinygrad,
+    /// --device remote:HOST:PORT for nvbare). No authentication: loopback unless --listen says
+    /// otherwise.
+    Serve {
+        /// A device to serve: sim:CHIP (repeat for several; PROBE lists them in this order)
+        #[arg(long, short, required = true)]
+        device: Vec<DeviceSpec>,
+        /// Address and port to listen on (port 0: any free port, printed at start).
+        #[arg(long, default_value = "127.0.0.1:6667")]
+        listen: std::net::SocketAddr,
+        /// Write one line per GSP-RM RPC and boot phase of the served GPUs to FILE.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<std::path::PathBuf>,
+    },
     /// Fetch GSP firmware r570.144 into the cache, or inspect a firmware file.
     Fw {
         #[command(subcommand)]
@@ -227,6 +241,19 @@ fn main() -> ExitCode {
             },
         ),
         Command::Fw { command } => cmd::fw::run(&mut out, command),
+        Command::Serve {
+            device,
+            listen,
+            trace,
+        } => cmd::serve::run(
+            &mut out,
+            cmd::serve::ServeOptions {
+                devices: device,
+                listen,
+                trace,
+                limits: cmd::serve::ServeLimits::default(),
+            },
+        ),
         Command::Boot(args) => cmd::boot::run(&mut out, args),
     };
     match result {

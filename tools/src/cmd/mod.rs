@@ -14,4 +14,5 @@ pub mod fw;
 pub mod info;
 pub mod list;
 pub mod run;
+pub mod serve;
 pub mod stress;
