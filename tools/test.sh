@@ -22,5 +22,8 @@ echo "freestanding check passed"
 step "tests"
 cargo test --workspace --locked
 
+step "witness: unmodified tinygrad 0.14.0 boots the simulated AD102 and GB202 (docs/witness.md)"
+bash tools/witness/tinygrad.sh
+
 echo
 echo "all tests passed"
