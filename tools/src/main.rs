@@ -30,13 +30,13 @@ enum Command {
     List,
     /// Identify a device and print its chip, classes, MMU and QMD versions.
     Info {
-        /// sim[:CHIP], nvidia:N or vfio:DOMAIN:BUS:DEV.FN
+        /// sim[:CHIP], nvidia:N, vfio:DOMAIN:BUS:DEV.FN or remote:HOST[:PORT[:N]]
         #[arg(long, short, default_value = "sim:gh100")]
         device: DeviceSpec,
     },
     /// Open a device, copy data in, run add1 and vector_add, verify every element, time it.
     Demo {
-        /// sim[:CHIP], nvidia:N or vfio:DOMAIN:BUS:DEV.FN
+        /// sim[:CHIP], nvidia:N, vfio:DOMAIN:BUS:DEV.FN or remote:HOST[:PORT[:N]]
         #[arg(long, short, default_value = "sim:gh100")]
         device: DeviceSpec,
         /// Elements per buffer.
@@ -51,7 +51,7 @@ enum Command {
     },
     /// Launch a kernel of a cubin (see `--arg` for the argument syntax) and print its buffers.
     Run {
-        /// sim[:CHIP], nvidia:N or vfio:DOMAIN:BUS:DEV.FN
+        /// sim[:CHIP], nvidia:N, vfio:DOMAIN:BUS:DEV.FN or remote:HOST[:PORT[:N]]
         #[arg(long, short, default_value = "sim:gh100")]
         device: DeviceSpec,
         /// The cubin.
@@ -145,13 +145,14 @@ enum Command {
     /// --device remote:HOST:PORT for nvbare). No authentication: loopback unless --listen says
     /// otherwise.
     Serve {
-        /// A device to serve: sim:CHIP (repeat for several; PROBE lists them in this order)
+        /// A device to serve: sim:CHIP or vfio:DOMAIN:BUS:DEV.FN (behind its IOMMU); repeat for
+        /// several (PROBE lists them in this order)
         #[arg(long, short, required = true)]
         device: Vec<DeviceSpec>,
         /// Address and port to listen on (port 0: any free port, printed at start).
         #[arg(long, default_value = "127.0.0.1:6667")]
         listen: std::net::SocketAddr,
-        /// Write one line per GSP-RM RPC and boot phase of the served GPUs to FILE.
+        /// Write one line per GSP-RM RPC and boot phase of the simulated GPUs served to FILE.
         #[arg(long, value_name = "FILE")]
         trace: Option<std::path::PathBuf>,
     },

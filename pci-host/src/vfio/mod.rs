@@ -335,16 +335,65 @@ pub struct VfioConfig {
     size: u64,
 }
 
+/// Where in the device fd an access of `size` bytes at `offset` of config space goes, for a
+/// config region of `region_size` bytes at `region_offset`: 1, 2 or 4 bytes, aligned to their
+/// size, inside the region and its first 4 KiB (PCIe config space).
+fn config_access(
+    region_offset: u64,
+    region_size: u64,
+    offset: u16,
+    size: u8,
+) -> Result<u64, HalError> {
+    if !matches!(size, 1 | 2 | 4) {
+        return Err(HalError::Unsupported(
+            "a config access of other than 1, 2 or 4 bytes",
+        ));
+    }
+    if !offset.is_multiple_of(size.into()) {
+        return Err(HalError::Misaligned {
+            offset: offset.into(),
+            align: size.into(),
+        });
+    }
+    nvbare_core::hal::check_range(offset.into(), size.into(), region_size.min(4096))?;
+    region_offset
+        .checked_add(offset.into())
+        .ok_or(HalError::OutOfRange {
+            offset: offset.into(),
+            len: size.into(),
+            limit: region_size.min(4096),
+        })
+}
+
 impl VfioConfig {
     fn check(&self, offset: u16) -> Result<u64, HalError> {
-        if !offset.is_multiple_of(4) {
-            return Err(HalError::Misaligned {
-                offset: offset.into(),
-                align: 4,
-            });
+        config_access(self.offset, self.size, offset, 4)
+    }
+
+    /// Reads `size` (1, 2 or 4) bytes at `offset`, aligned to `size`, in one access of that
+    /// width (what `nvbare serve` answers CFG_READ with).
+    pub fn read_sized(&self, offset: u16, size: u8) -> Result<u32, HalError> {
+        let at = config_access(self.offset, self.size, offset, size)?;
+        let mut b = [0u8; 4];
+        let n = usize::from(size);
+        match rustix::io::pread(self.device.fd(), &mut b[..n], at) {
+            Ok(got) if got == n => Ok(u32::from_le_bytes(b)),
+            Ok(_) => Err(HalError::DeviceLost),
+            Err(e) => Err(os("reading PCI config space through VFIO", e)),
         }
-        nvbare_core::hal::check_range(offset.into(), 4, self.size.min(4096))?;
-        Ok(self.offset + u64::from(offset))
+    }
+
+    /// Writes the low `size` (1, 2 or 4) bytes of `value` at `offset`, aligned to `size`, in
+    /// one access of that width: the neighbouring bytes are not rewritten (a read-modify-write
+    /// of the whole dword would write back status bits that clear when written as 1).
+    pub fn write_sized(&self, offset: u16, size: u8, value: u32) -> Result<(), HalError> {
+        let at = config_access(self.offset, self.size, offset, size)?;
+        let n = usize::from(size);
+        match rustix::io::pwrite(self.device.fd(), &value.to_le_bytes()[..n], at) {
+            Ok(got) if got == n => Ok(()),
+            Ok(_) => Err(HalError::DeviceLost),
+            Err(e) => Err(os("writing PCI config space through VFIO", e)),
+        }
     }
 }
 
@@ -795,6 +844,46 @@ impl AsFdBorrowed for VfioContainer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_accesses_are_sized_aligned_and_inside_4_kib() {
+        let at = |off, size| config_access(0x7000_0000_0000, 0x10_0000, off, size);
+        assert_eq!(at(0, 4), Ok(0x7000_0000_0000));
+        assert_eq!(at(0x6, 2), Ok(0x7000_0000_0006));
+        assert_eq!(at(0xfff, 1), Ok(0x7000_0000_0fff));
+        assert_eq!(at(0xffc, 4), Ok(0x7000_0000_0ffc));
+        for size in [0, 3, 5, 8] {
+            assert!(
+                matches!(at(0, size), Err(HalError::Unsupported(_))),
+                "{size}"
+            );
+        }
+        assert_eq!(
+            at(2, 4),
+            Err(HalError::Misaligned {
+                offset: 2,
+                align: 4
+            })
+        );
+        assert!(matches!(
+            at(1, 2),
+            Err(HalError::Misaligned { align: 2, .. })
+        ));
+        // The region's first 4 KiB only, and no more than the region.
+        assert!(matches!(at(0x1000, 1), Err(HalError::OutOfRange { .. })));
+        assert!(matches!(
+            at(u16::MAX - 3, 4),
+            Err(HalError::OutOfRange { .. })
+        ));
+        let small = |off, size| config_access(0, 256, off, size);
+        assert!(small(0xfc, 4).is_ok());
+        assert!(matches!(small(0x100, 4), Err(HalError::OutOfRange { .. })));
+        // An fd offset that would wrap.
+        assert!(matches!(
+            config_access(u64::MAX - 1, 4096, 4, 4),
+            Err(HalError::OutOfRange { .. })
+        ));
+    }
 
     #[test]
     fn the_open_gpu_can_be_shared_between_threads() {

@@ -1,30 +1,34 @@
 //! `nvbare serve`: GPUs over tinygrad's remote PCI protocol (`REMOTE=host:port` in tinygrad
-//! 0.14; wire format in `nvbare_pci_host::remote::wire`).
+//! 0.14; wire format in `nvbare_pci_host::remote::wire`, the server itself, which checks and
+//! bounds every request, in `nvbare_pci_host::remote::server`).
 //!
-//! A client sees each served device as a PCI function: BARs it reads and writes, config space,
-//! a function-level reset, and host memory it allocates (MAP_SYSMEM) and the GPU reaches by DMA
-//! at the bus addresses answered. For `sim:CHIP` devices all of that is the simulator's: the
-//! boot hardware, the GSP-RM emulator, the GMMU and the engines run as the client drives them
-//! (every request lets the simulated GPU run, as a real one runs beside its driver), and the
-//! GPU reaches its own BAR1 by DMA at the BAR's bus address, as on a PCIe bus.
+//! This module puts devices behind the server ([`ServedDevice`]):
 //!
-//! The server is a trust boundary: every request is checked (device, BAR, offset + length
-//! inside it, sysmem handle, sizes against [`ServeLimits`]), a bad one gets an error response
-//! (or, for the writes, which have none, is dropped and logged), and nothing a client sends
-//! can panic the server or make it allocate without bound. A client's host memory is freed
-//! when it disconnects. The protocol has no authentication: the server listens on loopback
-//! unless told otherwise.
+//! * `sim:CHIP` ([`SimServed`]): everything a client reaches is the simulator's: the boot
+//!   hardware, the GSP-RM emulator, the GMMU and the engines run as the client drives them
+//!   (every request lets the simulated GPU run, as a real one runs beside its driver), and the
+//!   GPU reaches its own BAR1 by DMA at the BAR's bus address, as on a PCIe bus.
+//! * `vfio:BDF` ([`VfioServed`]): a GPU bound to vfio-pci, with the IOMMU on: BAR0 and BAR1
+//!   through their VFIO mappings, config space through the VFIO config region, RESET as
+//!   `VFIO_DEVICE_RESET`, and MAP_SYSMEM from the device's DMA pool, answered with IOVAs
+//!   (contiguous for every allocation), so the GPU reaches only the memory clients were given.
+//!
+//! The protocol has no authentication: the server listens on loopback unless told otherwise.
 
-use std::collections::HashMap;
-use std::fmt;
-use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nvbare_core::hal::{Clock, DmaAllocator, DmaBuffer, Mmio, PciConfig};
-use nvbare_pci_host::remote::wire::{Cmd, REQUEST_SIZE, Request, Response, probe_filters};
+use nvbare_pci_host::Bdf;
+use nvbare_pci_host::dma::PoolBuffer;
+pub use nvbare_pci_host::remote::server::ServeLimits;
+use nvbare_pci_host::remote::server::{
+    Devices, Refusal, ServedDevice, Sysmem, refuse, serve_forever,
+};
+use nvbare_pci_host::vfio::VfioGpu;
 use nvbare_sim::baremetal::BareMetalSim;
 use nvbare_sim::boot::{BootSimConfig, SimFirmware};
 use nvbare_sim::models::ChipModel;
@@ -32,30 +36,6 @@ use nvbare_sim::trace::Trace;
 
 use crate::baremetal::ensure_firmware;
 use crate::{CliError, DeviceSpec};
-
-/// Bounds on what one client may ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServeLimits {
-    /// Largest single MAP_SYSMEM.
-    pub max_sysmem_alloc: u64,
-    /// Host memory one connection may hold at once.
-    pub max_sysmem_per_connection: u64,
-    /// Largest read or write payload of one request.
-    pub max_transfer: u64,
-    /// Largest PROBE payload.
-    pub max_probe_payload: u64,
-}
-
-impl Default for ServeLimits {
-    fn default() -> Self {
-        ServeLimits {
-            max_sysmem_alloc: 1 << 30,
-            max_sysmem_per_connection: 4 << 30,
-            max_transfer: 256 << 20,
-            max_probe_payload: 64 << 10,
-        }
-    }
-}
 
 /// Options of `nvbare serve`.
 #[derive(Debug, Clone)]
@@ -68,67 +48,6 @@ pub struct ServeOptions {
     pub trace: Option<PathBuf>,
     /// Bounds per client.
     pub limits: ServeLimits,
-}
-
-/// A request the server refuses; its text goes back to the client.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal(pub String);
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-fn refuse<T>(s: impl Into<String>) -> Result<T, Refusal> {
-    Err(Refusal(s.into()))
-}
-
-/// Host memory a client allocated, as the device's DMA reaches it.
-pub trait Sysmem: Send {
-    /// Bytes.
-    fn size(&self) -> u64;
-    /// Copies out.
-    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), Refusal>;
-    /// Copies in.
-    fn write(&self, offset: u64, src: &[u8]) -> Result<(), Refusal>;
-}
-
-/// A device as the protocol presents it.
-pub trait ServedDevice: Send {
-    /// What `nvbare serve` calls it (`sim:ad102`).
-    fn name(&self) -> String;
-    /// PCI vendor id.
-    fn vendor(&self) -> u16;
-    /// PCI device id.
-    fn device_id(&self) -> u16;
-    /// PCI class code (24 bits).
-    fn class(&self) -> u32;
-    /// Bus address and size of BAR `index`, if it has one.
-    fn bar(&self, index: u32) -> Option<(u64, u64)>;
-    /// Reads BAR `bar` at `offset` (already checked to lie inside it).
-    fn mmio_read(&mut self, bar: u32, offset: u64, dst: &mut [u8]) -> Result<(), Refusal>;
-    /// Writes BAR `bar` at `offset` (already checked).
-    fn mmio_write(&mut self, bar: u32, offset: u64, src: &[u8]) -> Result<(), Refusal>;
-    /// Reads `size` (1, 2 or 4) bytes of config space.
-    fn cfg_read(&mut self, offset: u16, size: u8) -> Result<u32, Refusal>;
-    /// Writes `size` bytes of config space.
-    fn cfg_write(&mut self, offset: u16, size: u8, value: u32) -> Result<(), Refusal>;
-    /// Function-level reset.
-    fn reset(&mut self) -> Result<(), Refusal>;
-    /// Allocates host memory the device reaches by DMA: the memory and each 4 KiB page's bus
-    /// address.
-    fn alloc_sysmem(
-        &mut self,
-        size: u64,
-        contiguous: bool,
-    ) -> Result<(Box<dyn Sysmem>, Vec<u64>), Refusal>;
-    /// Lets the device run (called before every request is answered).
-    fn tick(&mut self) {}
-    /// What the device found wrong so far (the simulator's checks), for the log.
-    fn errors(&self) -> Vec<String> {
-        Vec::new()
-    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -243,12 +162,7 @@ impl ServedDevice for SimServed {
         match bar {
             0 => {
                 aligned(offset, dst.len())?;
-                let b = self.sim.gpu().bar0();
-                for (i, w) in dst.chunks_exact_mut(4).enumerate() {
-                    let v = b.read32(offset as usize + 4 * i);
-                    w.copy_from_slice(&v.to_le_bytes());
-                }
-                Ok(())
+                read_words(&self.sim.gpu().bar0(), offset, dst)
             }
             1 => {
                 let vram = self.sim.gpu().vram();
@@ -277,12 +191,7 @@ impl ServedDevice for SimServed {
         match bar {
             0 => {
                 aligned(offset, src.len())?;
-                let b = self.sim.gpu().bar0();
-                for (i, w) in src.chunks_exact(4).enumerate() {
-                    let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                    b.write32(offset as usize + 4 * i, v);
-                }
-                Ok(())
+                write_words(&self.sim.gpu().bar0(), offset, src)
             }
             1 => {
                 let vram = self.sim.gpu().vram();
@@ -382,6 +291,7 @@ impl ServedDevice for SimServed {
     }
 }
 
+/// BAR0 is registers: only whole, aligned 32-bit words (never a read-modify-write).
 fn aligned(offset: u64, len: usize) -> Result<(), Refusal> {
     if !offset.is_multiple_of(4) || !len.is_multiple_of(4) {
         return refuse(format!(
@@ -392,390 +302,211 @@ fn aligned(offset: u64, len: usize) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// The byte range `[offset, offset + len)` of a BAR of `size` bytes, as `usize`s. The server
+/// checked it against the BAR's size already; this checks it again against the mapping.
+fn bar_span(offset: u64, len: usize, size: usize) -> Result<(usize, usize), Refusal> {
+    let start = usize::try_from(offset).ok();
+    match start.and_then(|s| s.checked_add(len).map(|e| (s, e))) {
+        Some((s, e)) if e <= size => Ok((s, e)),
+        _ => refuse(format!(
+            "{len} bytes at {offset:#x} are outside the {size:#x}-byte mapping"
+        )),
+    }
+}
+
+/// Reads `dst.len()` bytes at `offset` of `bar` with 32-bit reads of the words that cover
+/// them (any offset and length: a word read of memory, as BAR1 is, has no side effect).
+fn read_words<M: Mmio + ?Sized>(bar: &M, offset: u64, dst: &mut [u8]) -> Result<(), Refusal> {
+    let (start, end) = bar_span(offset, dst.len(), bar.size())?;
+    let mut pos = start & !3;
+    while pos < end {
+        let w = bar.read32(pos).to_le_bytes();
+        let (lo, hi) = (pos.max(start), (pos + 4).min(end));
+        dst[lo - start..hi - start].copy_from_slice(&w[lo - pos..hi - pos]);
+        pos += 4;
+    }
+    Ok(())
+}
+
+/// Writes `src` at `offset` of `bar` with 32-bit writes; a word only partly covered is read,
+/// merged and written back (BAR1 only: a register must never be written that way, see
+/// [`aligned`]).
+fn write_words<M: Mmio + ?Sized>(bar: &M, offset: u64, src: &[u8]) -> Result<(), Refusal> {
+    let (start, end) = bar_span(offset, src.len(), bar.size())?;
+    let mut pos = start & !3;
+    while pos < end {
+        let (lo, hi) = (pos.max(start), (pos + 4).min(end));
+        let mut w = if hi - lo == 4 {
+            [0; 4]
+        } else {
+            bar.read32(pos).to_le_bytes()
+        };
+        w[lo - pos..hi - pos].copy_from_slice(&src[lo - start..hi - start]);
+        bar.write32(pos, u32::from_le_bytes(w));
+        pos += 4;
+    }
+    Ok(())
+}
+
 // ------------------------------------------------------------------------------------------------
-// The server.
+// A GPU bound to vfio-pci.
 
-/// The devices, shared by every connection.
-pub struct Devices {
-    devices: Vec<Mutex<Box<dyn ServedDevice>>>,
+/// A GPU bound to vfio-pci, behind its IOMMU, served over the protocol.
+#[derive(Debug)]
+pub struct VfioServed {
+    name: String,
+    gpu: VfioGpu,
+    /// `(index, bus address, size)` of the memory BARs sysfs lists; BAR0 and BAR1 with the
+    /// size of their VFIO mappings.
+    bars: Vec<(u32, u64, u64)>,
 }
 
-impl fmt::Debug for Devices {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Devices")
-            .field("count", &self.devices.len())
-            .finish()
+impl VfioServed {
+    /// Opens the GPU at `bdf` through VFIO (the same open path, and errors, as `--device
+    /// vfio:BDF` everywhere). VFIO's no-IOMMU mode is refused: a client drives the GPU's DMA,
+    /// and without an IOMMU that reaches all of this machine's memory.
+    pub fn open(bdf: Bdf) -> Result<Self, CliError> {
+        if nvbare_pci_host::vfio::OpenOptions::from_env().noiommu {
+            return Err(CliError::Usage(format!(
+                "nvbare serve keeps the IOMMU on: a client drives the GPU's DMA, and in VFIO's \
+                 no-IOMMU mode that reaches all of this machine's memory; unset \
+                 NVBARE_VFIO_NOIOMMU to serve vfio:{bdf} behind its IOMMU"
+            )));
+        }
+        let gpu = crate::device::open_vfio(bdf)?;
+        if gpu.noiommu() {
+            return Err(CliError::Usage(format!(
+                "vfio:{bdf} was opened without an IOMMU; nvbare serve serves GPUs behind one only"
+            )));
+        }
+        Ok(Self::new(gpu))
+    }
+
+    fn new(gpu: VfioGpu) -> Self {
+        let f = gpu.function();
+        let bars = f
+            .bars
+            .iter()
+            .map(|b| {
+                let size = match b.index {
+                    0 => gpu.bar0().size() as u64,
+                    1 => gpu.bar1().size() as u64,
+                    _ => b.size,
+                };
+                (u32::from(b.index), b.start, size)
+            })
+            .collect();
+        VfioServed {
+            name: format!("vfio:{}", f.bdf),
+            gpu,
+            bars,
+        }
     }
 }
 
-impl Devices {
-    /// Serves `devices`.
-    pub fn new(devices: Vec<Box<dyn ServedDevice>>) -> Arc<Self> {
-        Arc::new(Devices {
-            devices: devices.into_iter().map(Mutex::new).collect(),
-        })
-    }
+/// Host memory from a VFIO device's DMA pool: mapped in its IOMMU at one IOVA range, freed
+/// (and unmapped once its chunk is idle) when dropped.
+struct PoolSysmem(PoolBuffer);
 
-    fn get(&self, i: u32) -> Result<MutexGuard<'_, Box<dyn ServedDevice>>, Refusal> {
-        let d = self.devices.get(i as usize).ok_or_else(|| {
-            Refusal(format!(
-                "no device {i}: this server has {} (PROBE lists them)",
-                self.devices.len()
-            ))
-        })?;
-        Ok(d.lock().unwrap_or_else(|p| p.into_inner()))
+impl Sysmem for PoolSysmem {
+    fn size(&self) -> u64 {
+        self.0.len() as u64
     }
-
-    /// Number of devices.
-    pub fn len(&self) -> usize {
-        self.devices.len()
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), Refusal> {
+        let off = usize::try_from(offset).map_err(|_| Refusal("offset too large".into()))?;
+        self.0.read(off, dst).map_err(|e| Refusal(e.to_string()))
     }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.devices.is_empty()
+    fn write(&self, offset: u64, src: &[u8]) -> Result<(), Refusal> {
+        let off = usize::try_from(offset).map_err(|_| Refusal("offset too large".into()))?;
+        self.0.write(off, src).map_err(|e| Refusal(e.to_string()))
     }
 }
 
-/// One client's state: its host memory.
-struct Connection {
-    devices: Arc<Devices>,
-    limits: ServeLimits,
-    sysmem: HashMap<u32, (u32, Box<dyn Sysmem>)>,
-    sysmem_bytes: u64,
-    next_handle: u32,
-    peer: String,
-}
+impl ServedDevice for VfioServed {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn pci_address(&self) -> Option<String> {
+        Some(self.gpu.function().bdf.to_string())
+    }
+    fn vendor(&self) -> u16 {
+        self.gpu.function().vendor
+    }
+    fn device_id(&self) -> u16 {
+        self.gpu.function().device
+    }
+    fn class(&self) -> u32 {
+        self.gpu.function().class
+    }
+    fn bar(&self, index: u32) -> Option<(u64, u64)> {
+        self.bars
+            .iter()
+            .find(|b| b.0 == index)
+            .map(|&(_, addr, size)| (addr, size))
+    }
 
-/// What to send back.
-enum Answer {
-    /// Nothing (a write).
-    None,
-    /// A success header and data.
-    Ok(Response, Vec<u8>),
-}
-
-impl Connection {
-    fn sysmem(&self, dev: u32, handle: u32) -> Result<&dyn Sysmem, Refusal> {
-        match self.sysmem.get(&handle) {
-            Some((d, m)) if *d == dev => Ok(m.as_ref()),
-            Some(_) => refuse(format!(
-                "sysmem handle {handle} belongs to another device than {dev}"
+    fn mmio_read(&mut self, bar: u32, offset: u64, dst: &mut [u8]) -> Result<(), Refusal> {
+        match bar {
+            0 => {
+                aligned(offset, dst.len())?;
+                read_words(self.gpu.bar0(), offset, dst)
+            }
+            1 => read_words(self.gpu.bar1(), offset, dst),
+            _ => refuse(format!(
+                "BAR{bar} of {} is not mapped by nvbare serve (BAR0 and BAR1 are)",
+                self.name
             )),
-            None => refuse(format!(
-                "no sysmem handle {handle} on this connection (MAP_SYSMEM gives them out)"
+        }
+    }
+
+    fn mmio_write(&mut self, bar: u32, offset: u64, src: &[u8]) -> Result<(), Refusal> {
+        match bar {
+            0 => {
+                aligned(offset, src.len())?;
+                write_words(self.gpu.bar0(), offset, src)
+            }
+            1 => write_words(self.gpu.bar1(), offset, src),
+            _ => refuse(format!(
+                "BAR{bar} of {} is not mapped by nvbare serve (BAR0 and BAR1 are)",
+                self.name
             )),
         }
     }
 
-    fn check_transfer(&self, len: u64) -> Result<usize, Refusal> {
-        if len > self.limits.max_transfer {
-            return refuse(format!(
-                "a transfer of {len} bytes is larger than the {} this server allows per request",
-                self.limits.max_transfer
-            ));
-        }
-        Ok(len as usize)
+    fn cfg_read(&mut self, offset: u16, size: u8) -> Result<u32, Refusal> {
+        self.gpu
+            .pci()
+            .read_sized(offset, size)
+            .map_err(|e| Refusal(format!("{}: config space: {e}", self.name)))
     }
 
-    fn bar_range(dev: &dyn ServedDevice, bar: u32, offset: u64, len: u64) -> Result<(), Refusal> {
-        let Some((_, size)) = dev.bar(bar) else {
-            return refuse(format!("{} has no BAR{bar}", dev.name()));
-        };
-        if offset.checked_add(len).is_none_or(|e| e > size) {
-            return refuse(format!(
-                "{len} bytes at {offset:#x} are outside BAR{bar} ({size:#x} bytes)"
-            ));
-        }
-        Ok(())
+    fn cfg_write(&mut self, offset: u16, size: u8, value: u32) -> Result<(), Refusal> {
+        self.gpu
+            .pci()
+            .write_sized(offset, size, value)
+            .map_err(|e| Refusal(format!("{}: config space: {e}", self.name)))
     }
 
-    /// Answers one request whose payload (if any) is `payload`.
-    fn handle(&mut self, req: &Request, payload: &[u8]) -> Result<Answer, Refusal> {
-        let Some(cmd) = req.cmd() else {
-            return refuse(format!("unknown command {}", req.cmd));
-        };
-        if cmd == Cmd::Probe {
-            return self.probe(req, payload);
-        }
-        if cmd == Cmd::Ping {
-            return Ok(Answer::Ok(Response::ok(0, 0), Vec::new()));
-        }
-        let devices = self.devices.clone();
-        let mut dev = devices.get(req.dev_id)?;
-        dev.tick();
-        let [a0, a1, a2] = req.args;
-        match cmd {
-            Cmd::Probe | Cmd::Ping => unreachable_ok(),
-            Cmd::MapBar => match dev.bar(req.bar) {
-                Some((addr, size)) => Ok(Answer::Ok(Response::ok(addr, size), Vec::new())),
-                None => refuse(format!("{} has no BAR{}", dev.name(), req.bar)),
-            },
-            Cmd::MapSysmemFd => refuse(
-                "MAP_SYSMEM_FD passes a file descriptor over a Unix socket (tinygrad uses it \
-                 on macOS only); use MAP_SYSMEM",
-            ),
-            Cmd::CfgRead => {
-                let (off, size) = cfg_args(a0, a1)?;
-                let v = dev.cfg_read(off, size)?;
-                Ok(Answer::Ok(Response::ok(v.into(), 0), Vec::new()))
-            }
-            Cmd::CfgWrite => {
-                let (off, size) = cfg_args(a0, a1)?;
-                let value = u32::try_from(a2)
-                    .map_err(|_| Refusal(format!("config value {a2:#x} is wider than 32 bits")))?;
-                dev.cfg_write(off, size, value)?;
-                Ok(Answer::Ok(Response::ok(0, 0), Vec::new()))
-            }
-            Cmd::Reset => {
-                dev.reset()?;
-                Ok(Answer::Ok(Response::ok(0, 0), Vec::new()))
-            }
-            Cmd::ResizeBar => match dev.bar(req.bar) {
-                // BARs are served at their largest size already.
-                Some(_) => Ok(Answer::Ok(Response::ok(0, 0), Vec::new())),
-                None => refuse(format!("{} has no BAR{}", dev.name(), req.bar)),
-            },
-            Cmd::MmioRead => {
-                let n = self.check_transfer(a1)?;
-                Self::bar_range(dev.as_ref(), req.bar, a0, a1)?;
-                let mut data = vec![0u8; n];
-                dev.mmio_read(req.bar, a0, &mut data)?;
-                Ok(Answer::Ok(Response::ok(0, 0), data))
-            }
-            Cmd::MmioWrite => {
-                Self::bar_range(dev.as_ref(), req.bar, a0, payload.len() as u64)?;
-                dev.mmio_write(req.bar, a0, payload)?;
-                Ok(Answer::None)
-            }
-            Cmd::MapSysmem => {
-                drop(dev);
-                self.map_sysmem(req.dev_id, a0, a1 != 0)
-            }
-            Cmd::SysmemRead => {
-                let n = self.check_transfer(a1)?;
-                drop(dev);
-                let m = self.sysmem(req.dev_id, req.bar)?;
-                if a0.checked_add(a1).is_none_or(|e| e > m.size()) {
-                    return refuse(format!(
-                        "{a1} bytes at {a0:#x} are outside sysmem {} ({} bytes)",
-                        req.bar,
-                        m.size()
-                    ));
-                }
-                let mut data = vec![0u8; n];
-                m.read(a0, &mut data)?;
-                Ok(Answer::Ok(Response::ok(0, 0), data))
-            }
-            Cmd::SysmemWrite => {
-                drop(dev);
-                let m = self.sysmem(req.dev_id, req.bar)?;
-                if a0
-                    .checked_add(payload.len() as u64)
-                    .is_none_or(|e| e > m.size())
-                {
-                    return refuse(format!(
-                        "{} bytes at {a0:#x} are outside sysmem {} ({} bytes)",
-                        payload.len(),
-                        req.bar,
-                        m.size()
-                    ));
-                }
-                m.write(a0, payload)?;
-                Ok(Answer::None)
-            }
-        }
+    fn reset(&mut self) -> Result<(), Refusal> {
+        self.gpu.reset().map_err(|e| Refusal(e.to_string()))
     }
 
-    fn probe(&mut self, req: &Request, payload: &[u8]) -> Result<Answer, Refusal> {
-        let [base_class, _, vendor] = req.args;
-        let filters = probe_filters(payload);
-        let mut lines = Vec::new();
-        for (i, d) in self.devices.devices.iter().enumerate() {
-            let d = d.lock().unwrap_or_else(|p| p.into_inner());
-            let id = u32::from(d.device_id());
-            let ok_vendor = vendor == 0 || vendor == u64::from(d.vendor());
-            let ok_class = base_class == 0 || base_class == u64::from(d.class() >> 16);
-            let ok_id = filters.is_empty() || filters.iter().any(|&(m, v)| id & m == v);
-            if ok_vendor && ok_class && ok_id {
-                lines.push(format!("0000:{:02x}:00.0:{i}", i + 1));
-            }
-        }
-        let text = lines.join("\n").into_bytes();
-        Ok(Answer::Ok(Response::ok(text.len() as u64, 0), text))
-    }
-
-    fn map_sysmem(&mut self, dev_id: u32, size: u64, contiguous: bool) -> Result<Answer, Refusal> {
-        if size == 0 {
-            return refuse("MAP_SYSMEM of 0 bytes");
-        }
-        if size > self.limits.max_sysmem_alloc {
-            return refuse(format!(
-                "MAP_SYSMEM of {size} bytes is larger than the {} this server allows at once",
-                self.limits.max_sysmem_alloc
-            ));
-        }
-        let rounded = size.div_ceil(4096) * 4096;
-        if self.sysmem_bytes.saturating_add(rounded) > self.limits.max_sysmem_per_connection {
-            return refuse(format!(
-                "this connection holds {} bytes of sysmem; {size} more would pass the {} \
-                 allowed per connection",
-                self.sysmem_bytes, self.limits.max_sysmem_per_connection
-            ));
-        }
-        let devices = self.devices.clone();
-        let (mem, pages) = devices.get(dev_id)?.alloc_sysmem(rounded, contiguous)?;
-        let handle = self.next_handle;
-        self.next_handle = self.next_handle.wrapping_add(1).max(1);
-        self.sysmem_bytes += rounded;
-        self.sysmem.insert(handle, (dev_id, mem));
-        let mut data = Vec::with_capacity(pages.len() * 8);
-        for p in pages {
-            data.extend_from_slice(&p.to_le_bytes());
-        }
-        Ok(Answer::Ok(
-            Response::ok(data.len() as u64, handle.into()),
-            data,
-        ))
-    }
-}
-
-fn unreachable_ok() -> Result<Answer, Refusal> {
-    refuse("internal: command handled twice")
-}
-
-fn cfg_args(offset: u64, size: u64) -> Result<(u16, u8), Refusal> {
-    let size = match size {
-        1 | 2 | 4 => size as u8,
-        _ => return refuse(format!("config access of {size} bytes (1, 2 or 4)")),
-    };
-    if !offset.is_multiple_of(u64::from(size)) || offset + u64::from(size) > 4096 {
-        return refuse(format!(
-            "config access of {size} bytes at {offset:#x}: misaligned or beyond 4 KiB"
-        ));
-    }
-    Ok((offset as u16, size))
-}
-
-/// Serves one client until it disconnects or breaks the protocol.
-fn serve_connection(stream: TcpStream, devices: Arc<Devices>, limits: ServeLimits) {
-    let peer = stream
-        .peer_addr()
-        .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let _ = stream.set_nodelay(true);
-    let Ok(read_half) = stream.try_clone() else {
-        return;
-    };
-    let mut rd = BufReader::with_capacity(1 << 20, read_half);
-    let mut wr = BufWriter::with_capacity(1 << 20, stream);
-    let mut conn = Connection {
-        devices,
-        limits,
-        sysmem: HashMap::new(),
-        sysmem_bytes: 0,
-        next_handle: 1,
-        peer,
-    };
-    log::info!("serve: {} connected", conn.peer);
-    let why = loop {
-        match serve_one(&mut conn, &mut rd, &mut wr) {
-            Ok(true) => {}
-            Ok(false) => break "disconnected".to_string(),
-            Err(e) => break format!("connection closed: {e}"),
-        }
-    };
-    log::info!(
-        "serve: {} {why}; freeing its {} sysmem buffers ({} bytes)",
-        conn.peer,
-        conn.sysmem.len(),
-        conn.sysmem_bytes
-    );
-}
-
-/// Reads, answers and flushes one request; `Ok(false)` at a clean end of stream.
-fn serve_one(conn: &mut Connection, rd: &mut impl Read, wr: &mut impl Write) -> io::Result<bool> {
-    let mut hdr = [0u8; REQUEST_SIZE];
-    if !read_exact_or_eof(rd, &mut hdr)? {
-        return Ok(false);
-    }
-    let Ok(req) = Request::decode(&hdr) else {
-        return Err(io::Error::other("bad header"));
-    };
-    let cmd = req.cmd();
-    let plen = req.payload_len();
-    let cap = match cmd {
-        Some(Cmd::Probe) => conn.limits.max_probe_payload,
-        _ => conn.limits.max_transfer,
-    };
-    if plen > cap {
-        // The payload cannot be skipped safely without reading it all: close.
-        return Err(io::Error::other(format!(
-            "{} payload of {plen} bytes is larger than the {cap} allowed",
-            cmd.map_or("?", |c| c.name())
-        )));
-    }
-    let mut payload = vec![0u8; plen as usize];
-    rd.read_exact(&mut payload)?;
-    let answer = conn.handle(&req, &payload);
-    let wants_response = cmd.is_none_or(|c| c.has_response());
-    match answer {
-        Ok(Answer::None) => {}
-        Ok(Answer::Ok(resp, data)) => {
-            wr.write_all(&resp.encode())?;
-            wr.write_all(&data)?;
-        }
-        Err(Refusal(text)) if wants_response => {
-            let b = text.into_bytes();
-            wr.write_all(&Response::error(b.len()).encode())?;
-            wr.write_all(&b)?;
-        }
-        Err(Refusal(text)) => {
-            log::warn!(
-                "serve: {}: dropped {} (no response to send): {text}",
-                conn.peer,
-                cmd.map_or("?", |c| c.name())
-            );
-        }
-    }
-    wr.flush()?;
-    Ok(true)
-}
-
-/// Fills `buf`; `Ok(false)` if the stream ended before its first byte.
-fn read_exact_or_eof(rd: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
-    let mut got = 0;
-    while got < buf.len() {
-        match rd.read(&mut buf[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("header truncated after {got} bytes"),
-                ));
-            }
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
-}
-
-/// Accepts clients on `listener` forever, each on its own thread.
-pub fn serve_forever(listener: TcpListener, devices: Arc<Devices>, limits: ServeLimits) {
-    for stream in listener.incoming() {
-        match stream {
-            Ok(s) => {
-                let d = devices.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("nvbare-serve".into())
-                    .spawn(move || serve_connection(s, d, limits));
-                if let Err(e) = spawned {
-                    log::error!("serve: cannot start a thread for a client: {e}");
-                }
-            }
-            Err(e) => log::warn!("serve: accept: {e}"),
-        }
+    fn alloc_sysmem(
+        &mut self,
+        size: u64,
+        _contiguous: bool,
+    ) -> Result<(Box<dyn Sysmem>, Vec<u64>), Refusal> {
+        let n = usize::try_from(size).map_err(|_| Refusal("size too large".into()))?;
+        // One IOVA range per buffer: contiguous whatever the client asked for.
+        let buf = self
+            .gpu
+            .dma()
+            .alloc(n, 4096)
+            .map_err(|e| Refusal(format!("{}: DMA memory: {e}", self.name)))?;
+        let pages = (0..buf.len() as u64 / 4096)
+            .map(|i| buf.dev_addr() + i * 4096)
+            .collect();
+        Ok((Box::new(PoolSysmem(buf)), pages))
     }
 }
 
@@ -797,18 +528,19 @@ fn device_trace(file: &Arc<Mutex<std::fs::File>>, index: usize, name: String) ->
     })
 }
 
-/// Opens the devices `specs` names; with `trace`, each records its boot and RPCs there.
+/// Opens the devices `specs` names; with `trace`, each simulated one records its boot and
+/// RPCs there.
 pub fn open_devices(
     specs: &[DeviceSpec],
     trace: Option<&std::path::Path>,
 ) -> Result<Vec<Box<dyn ServedDevice>>, CliError> {
-    let file = trace.map(trace_file).transpose()?;
     if specs.is_empty() {
         return Err(CliError::Usage(
             "name at least one device: --device sim:ad102 (or sim:gh100, sim:gb202, vfio:BDF)"
                 .into(),
         ));
     }
+    let file = trace.map(trace_file).transpose()?;
     let mut out: Vec<Box<dyn ServedDevice>> = Vec::new();
     for (i, s) in specs.iter().enumerate() {
         match s {
@@ -816,9 +548,17 @@ pub fn open_devices(
                 let t = file.as_ref().map(|f| device_trace(f, i, s.to_string()));
                 out.push(Box::new(SimServed::new(*chip, i, t)?))
             }
+            DeviceSpec::Vfio(bdf) => {
+                if file.is_some() {
+                    log::warn!(
+                        "serve: --trace records simulated devices only: nothing of {s} is traced"
+                    );
+                }
+                out.push(Box::new(VfioServed::open(*bdf)?))
+            }
             other => {
                 return Err(CliError::Usage(format!(
-                    "nvbare serve serves sim:CHIP devices; {other} cannot be served"
+                    "nvbare serve serves sim:CHIP and vfio:BDF devices; {other} cannot be served"
                 )));
             }
         }
@@ -854,4 +594,122 @@ pub fn run(out: &mut dyn Write, o: ServeOptions) -> Result<(), CliError> {
     out.flush().map_err(io)?;
     serve_forever(listener, devices, o.limits);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    /// A BAR of memory that logs every access: `(write, offset, value)`.
+    struct LogBar {
+        words: RefCell<Vec<u32>>,
+        log: RefCell<Vec<(bool, usize, u32)>>,
+    }
+
+    impl LogBar {
+        fn new(words: usize) -> Self {
+            LogBar {
+                words: RefCell::new(
+                    (0..words as u32)
+                        .map(|i| 0x0302_0100 + i * 0x0404_0404)
+                        .collect(),
+                ),
+                log: RefCell::new(Vec::new()),
+            }
+        }
+    }
+
+    impl Mmio for LogBar {
+        fn size(&self) -> usize {
+            self.words.borrow().len() * 4
+        }
+        fn read32(&self, offset: usize) -> u32 {
+            assert!(
+                offset.is_multiple_of(4) && offset < self.size(),
+                "read at {offset:#x}"
+            );
+            let v = self.words.borrow()[offset / 4];
+            self.log.borrow_mut().push((false, offset, v));
+            v
+        }
+        fn write32(&self, offset: usize, value: u32) {
+            assert!(
+                offset.is_multiple_of(4) && offset < self.size(),
+                "write at {offset:#x}"
+            );
+            self.words.borrow_mut()[offset / 4] = value;
+            self.log.borrow_mut().push((true, offset, value));
+        }
+    }
+
+    #[test]
+    fn bar1_reads_of_any_offset_and_length_use_the_covering_words() {
+        let bar = LogBar::new(16); // bytes 0..64 hold 0, 1, 2, ...
+        for (off, len) in [
+            (0, 64),
+            (1, 1),
+            (3, 2),
+            (5, 10),
+            (60, 4),
+            (61, 3),
+            (0, 0),
+            (63, 1),
+        ] {
+            let mut d = vec![0u8; len];
+            read_words(&bar, off as u64, &mut d).unwrap();
+            let want: Vec<u8> = (off..off + len).map(|b| b as u8).collect();
+            assert_eq!(d, want, "{off}+{len}");
+        }
+        bar.log.borrow_mut().clear();
+        let mut d = [0u8; 6];
+        read_words(&bar, 7, &mut d).unwrap();
+        let reads: Vec<usize> = bar.log.borrow().iter().map(|l| l.1).collect();
+        assert_eq!(reads, [4, 8, 12]);
+    }
+
+    #[test]
+    fn bar1_writes_merge_partial_words_and_write_whole_ones_blind() {
+        let bar = LogBar::new(4);
+        write_words(&bar, 2, &[0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x11]).unwrap();
+        let mut all = [0u8; 16];
+        read_words(&bar, 0, &mut all).unwrap();
+        assert_eq!(
+            all,
+            [
+                0, 1, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x11, 9, 10, 11, 12, 13, 14, 15
+            ]
+        );
+        bar.log.borrow_mut().clear();
+        write_words(&bar, 4, &[1; 8]).unwrap();
+        assert!(
+            bar.log.borrow().iter().all(|l| l.0),
+            "whole words are written without a read: {:?}",
+            bar.log.borrow()
+        );
+    }
+
+    #[test]
+    fn accesses_outside_the_mapping_are_refused_not_made() {
+        let bar = LogBar::new(4);
+        let mut d = [0u8; 8];
+        for off in [12u64, 16, u64::MAX - 3, u64::MAX, 1 << 40] {
+            let e = read_words(&bar, off, &mut d).unwrap_err();
+            assert!(e.0.contains("outside the 0x10-byte mapping"), "{e}");
+            assert!(write_words(&bar, off, &d).is_err());
+        }
+        assert!(bar.log.borrow().is_empty(), "{:?}", bar.log.borrow());
+        assert_eq!(bar_span(8, 8, 16), Ok((8, 16)));
+        assert!(bar_span(9, 8, 16).is_err());
+    }
+
+    #[test]
+    fn bar0_takes_whole_aligned_words_only() {
+        assert!(aligned(0, 4).is_ok() && aligned(0x100, 64).is_ok() && aligned(8, 0).is_ok());
+        for (off, len) in [(1, 4), (2, 4), (0, 2), (0, 5), (4, 1)] {
+            let e = aligned(off, len).unwrap_err();
+            assert!(e.0.contains("BAR0 takes 32-bit accesses"), "{e}");
+        }
+    }
 }
