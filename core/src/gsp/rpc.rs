@@ -6,12 +6,13 @@
 //! records carry the rest (`_issueRpcLarge`, `rpc.c`); replies to large bidirectional RPCs come
 //! back split the same way and are reassembled straight into the caller's buffers.
 //!
-//! Each RPC gets a sequence number in the header's `sequence` field (RM leaves it 0 for GSP;
-//! GSP-RM echoes the header). A reply must match the request's function *and* sequence:
-//! replies with an older sequence (to an RPC that timed out, or duplicates) are discarded and
-//! counted; a reply with our sequence but another function is a [`GspError::ReplyMismatch`].
-//! [`GspConfig::match_sequence`] turns the sequence check off (RM and tinygrad match by
-//! function only) in case a firmware does not echo it.
+//! Replies are matched by function, as the kernel RM (`_kgspRpcDrainOneEvent`, kernel_gsp.c)
+//! and tinygrad match them: whether GSP-RM echoes the header's `sequence` is not public (RM
+//! never sets it for GSP). nvbare still numbers its RPCs, and uses an echo when there is one:
+//! a reply whose sequence is that of an RPC that already ended (it timed out, or this is a
+//! duplicate) is discarded and counted, and a reply with this RPC's sequence but another
+//! function is a [`GspError::ReplyMismatch`]. A reply with sequence 0 (no echo) or any other
+//! value is taken by its function alone.
 //!
 //! Events that arrive while waiting are dispatched ([`super::events`]), never dropped.
 //!
@@ -565,8 +566,6 @@ pub struct GspConfig {
     pub send_timeout: Duration,
     /// Pause between polls of the status queue.
     pub poll_interval: Duration,
-    /// Require replies to echo the request's sequence number (see the module docs).
-    pub match_sequence: bool,
 }
 
 impl Default for GspConfig {
@@ -576,7 +575,6 @@ impl Default for GspConfig {
             reply_timeout: Duration::from_secs(6),
             send_timeout: Duration::from_secs(1),
             poll_interval: Duration::from_micros(1),
-            match_sequence: true,
         }
     }
 }
@@ -693,6 +691,9 @@ struct Core<B: DmaBuffer, M: Mmio, H: EventHandler> {
     bar0: M,
     handler: H,
     next_seq: u32,
+    /// Sequence numbers of the last RPCs that ended (answered or timed out): an echo of one
+    /// of them is a stale or duplicated reply.
+    ended: heapless::Deque<u32, 16>,
     events: EventQueue,
     last_rc: Option<RcTriggered>,
     last_os_error: Option<OsErrorLog>,
@@ -737,7 +738,6 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
     fn pump<C: Clock + ?Sized>(
         &mut self,
         clock: &C,
-        cfg: &GspConfig,
         want: &mut Want<'_>,
         deadline: Duration,
         records: &mut u64,
@@ -758,7 +758,8 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
                 );
             }
             if let Want::Reply(st) = want {
-                let seq_ok = !cfg.match_sequence || s == st.seq;
+                // An echo of an RPC that already ended is stale; anything else may be ours.
+                let seq_ok = s == st.seq || s == 0 || !self.ended.iter().any(|&e| e == s);
                 if st.first.is_none() && f == st.function && seq_ok {
                     let r = self.take_first(st, &rec);
                     self.msgq.consume(&rec)?;
@@ -790,7 +791,6 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
                 }
                 if f < NV_VGPU_MSG_EVENT_FIRST_EVENT
                     && f != NV_VGPU_MSG_FUNCTION_CONTINUATION_RECORD
-                    && cfg.match_sequence
                     && s == st.seq
                     && st.first.is_none()
                 {
@@ -958,6 +958,7 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
                 bar0,
                 handler,
                 next_seq: 1,
+                ended: heapless::Deque::new(),
                 events: EventQueue::default(),
                 last_rc: None,
                 last_os_error: None,
@@ -1097,6 +1098,11 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
             "a reply from GSP-RM",
             function,
         );
+        let ended = &mut self.core.ended;
+        if ended.is_full() {
+            ended.pop_front();
+        }
+        let _ = ended.push_back(seq);
         let Want::Reply(st) = want else {
             return Err(GspError::Handler("internal: reply state lost"));
         };
@@ -1132,7 +1138,7 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
         let deadline = clock.now().saturating_add(timeout);
         let (mut records, mut flooding) = (0u64, false);
         let r: Result<(), GspError> = poll_until(clock, timeout, cfg.poll_interval, what, || {
-            let p = core.pump(clock, cfg, want, deadline, &mut records)?;
+            let p = core.pump(clock, want, deadline, &mut records)?;
             flooding = p == Pumped::Budget;
             Ok((p == Pumped::Satisfied).then_some(()))
         });
@@ -1158,8 +1164,7 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
     pub fn poll_events(&mut self) -> Result<usize, GspError> {
         let mut want = Want::Nothing;
         let deadline = self.clock.now().saturating_add(self.cfg.reply_timeout);
-        self.core
-            .pump(&self.clock, &self.cfg, &mut want, deadline, &mut 0)?;
+        self.core.pump(&self.clock, &mut want, deadline, &mut 0)?;
         Ok(self.core.events.len())
     }
 

@@ -44,7 +44,6 @@ fn boot(model: ChipModel) -> (Arc<SimGpu>, GspEmulator, Arc<Mutex<RmModel>>, Gsp
         reply_timeout: Duration::from_millis(50),
         send_timeout: Duration::from_millis(50),
         poll_interval: Duration::from_micros(100),
-        ..GspConfig::default()
     };
     let mut rpc = GspRpc::new(msgq, gpu.bar0(), clock, NoHandler, cfg);
     let mut info = GspSystemInfo::new_zeroed();
