@@ -166,6 +166,19 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     logger::init(cli.verbose);
+    // The simulator reads it wherever it starts a GPU; a bad value is the user's to fix.
+    match nvbare_sim::unknowns::Mode::from_env() {
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+        // Said up front, so a failure can be replayed with the same answers.
+        Ok(m @ nvbare_sim::unknowns::Mode::Random(_)) => eprintln!(
+            "note: simulated GPUs answer unknowns with {}={m}",
+            nvbare_sim::unknowns::ENV
+        ),
+        Ok(_) => {}
+    }
     let mut out = std::io::stdout().lock();
     let result = match cli.command {
         Command::List => cmd::list::run(&mut out, &Sysfs::from_env()),

@@ -114,3 +114,38 @@ fn vfio_devices_fail_with_what_to_do_when_vfio_is_unavailable() {
         }
     }
 }
+
+#[test]
+fn an_unknown_sim_unknowns_mode_is_refused_with_the_accepted_ones() {
+    for bad in ["kind", "random:", "random:x", "Pessimistic"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_nvbare"))
+            .args(["demo", "--device", "sim:ad102"])
+            .env("NVBARE_SIM_UNKNOWNS", bad)
+            .output()
+            .expect("run nvbare");
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        for want in [
+            "NVBARE_SIM_UNKNOWNS",
+            "helpful",
+            "pessimistic",
+            "random:SEED",
+        ] {
+            assert!(err.contains(want), "{bad}: {err}");
+        }
+    }
+}
+
+#[test]
+fn demo_faults_passes_with_unknowns_drawn_from_a_seed_and_says_which() {
+    let dir = testutil::require_firmware_dir();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nvbare"));
+    c.args(["demo", "--faults", "--device", "sim:ad102"])
+        .env_remove("NVBARE_LOG")
+        .env("NVBARE_FIRMWARE_DIR", &dir)
+        .env("NVBARE_SIM_UNKNOWNS", "random:7");
+    let o = c.output().expect("run nvbare");
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(err.contains("NVBARE_SIM_UNKNOWNS=random:7"), "{err}");
+}

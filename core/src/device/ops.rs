@@ -8,7 +8,7 @@ use core::time::Duration;
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::ahead::{CallInputs, Launched, normalized};
-use super::backend::{Backend, GpuMemory, Location, MemoryRequest, Purpose, RmObjects};
+use super::backend::{Backend, GpuMemory, Location, MemoryRequest, Purpose, RmEvent, RmObjects};
 use super::chan::{ARENA_ALIGN, Arena, Chan};
 use super::error::{
     ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord,
@@ -91,6 +91,8 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) chain: super::chain::ChainState,
     /// Doorbells rung again by waits that saw no progress.
     pub(super) doorbell_retries: DoorbellRetries,
+    /// Events taken from the backend while waiting (an RC ends a wait), kept for the report.
+    pending_events: Vec<RmEvent>,
     /// Launches submitted with their QMD prefetched before their `WAIT_FOR_IDLE`
     /// ([`DeviceOptions::early_qmd_prefetch`]).
     pub(super) early_prefetches: u64,
@@ -157,6 +159,19 @@ impl From<PollError> for WaitEnd {
     fn from(e: PollError) -> Self {
         WaitEnd::Timeout(e.waited)
     }
+}
+
+/// How often a wait reads the backend's events (an RC arrives by event on a GSP system).
+const EVENT_CHECK: Duration = Duration::from_millis(2);
+
+/// What the doorbell watchdog of a wait remembers between its polls.
+struct Watchdog {
+    /// Each channel's timeline value and `GPGet` when last looked at.
+    seen: [(Option<u64>, Option<u32>); 2],
+    /// Time without progress before the doorbells are rung again.
+    interval: Duration,
+    /// When progress was last looked at.
+    checked: Duration,
 }
 
 /// Debug-logs how long each phase of opening (or re-creating the channels) took, so `-vv`
@@ -543,6 +558,7 @@ impl<B: Backend> Inner<B> {
             ahead: Default::default(),
             chain: Default::default(),
             doorbell_retries: DoorbellRetries::default(),
+            pending_events: Vec::new(),
             early_prefetches: 0,
             defer: opts.deferred_submits,
             auto_attached: false,
@@ -997,7 +1013,7 @@ impl<B: Backend> Inner<B> {
                 });
             match spun {
                 Err(WaitEnd::Timeout(_)) => {
-                    self.poll_with_watchdog(opts, ci, value, what, &mut retries)
+                    self.poll_until_fault(opts, ci, value, what, &mut retries)
                 }
                 r => r,
             }
@@ -1030,6 +1046,58 @@ impl<B: Backend> Inner<B> {
         }
     }
 
+    /// [`Inner::poll_with_watchdog`] in slices of [`EVENT_CHECK`], reading the backend's
+    /// events between them: a channel reset (RC) reported by event ends the wait as a fault
+    /// even when no error notifier was written (whether GSP-RM writes it is unknown,
+    /// docs/assumptions.md).
+    fn poll_until_fault(
+        &mut self,
+        opts: &DeviceOptions,
+        ci: usize,
+        value: u64,
+        what: &'static str,
+        retries: &mut DoorbellRetries,
+    ) -> Result<(), WaitEnd> {
+        let start = self.backend.clock().now();
+        let mut dog = Watchdog {
+            seen: self.progress(),
+            interval: opts.doorbell_retry,
+            checked: start,
+        };
+        loop {
+            let spent = self.backend.clock().now().saturating_sub(start);
+            let slice = opts.timeout.saturating_sub(spent).min(EVENT_CHECK);
+            match self.poll_with_watchdog(opts, slice, ci, value, what, retries, &mut dog) {
+                Err(WaitEnd::Timeout(_)) => {}
+                r => return r,
+            }
+            if self.rc_event().is_some() {
+                return Err(WaitEnd::Fault);
+            }
+            let spent = self.backend.clock().now().saturating_sub(start);
+            if spent >= opts.timeout {
+                return Err(WaitEnd::Timeout(spent));
+            }
+        }
+    }
+
+    /// Takes the backend's pending events into [`Inner::pending_events`]; the first reset of
+    /// one of this device's channels among them (an event naming another channel id, e.g.
+    /// one re-created since, does not count), if any.
+    fn rc_event(&mut self) -> Option<u32> {
+        for _ in 0..64 {
+            match self.backend.poll_events() {
+                Some(e) => self.pending_events.push(e),
+                None => break,
+            }
+        }
+        let ours = |chid: u32| self.chans.iter().any(|c| c.fifo.token() & 0xfff == chid);
+        self.pending_events
+            .iter()
+            .filter(|e| e.chid.is_none_or(ours))
+            .find_map(|e| e.rc)
+    }
+
     /// The slow part of [`Inner::wait`]: polls channel `ci`'s timeline for `value` with delays,
     /// watching the error notifiers, until the timeout. Watchdog (module docs of
     /// `channel::gpfifo`): when neither channel moved (timeline and `GPGet`) for a retry
@@ -1037,21 +1105,26 @@ impl<B: Backend> Inner<B> {
     /// them in `retries`. The H200 lost doorbells while another process set up its channels;
     /// ringing again when none was lost is harmless. The interval doubles while nothing moves
     /// (a long kernel), up to `MAX_RETRY`.
+    #[allow(clippy::too_many_arguments)]
     fn poll_with_watchdog(
         &self,
         opts: &DeviceOptions,
+        timeout: Duration,
         ci: usize,
         value: u64,
         what: &'static str,
         retries: &mut DoorbellRetries,
+        dog: &mut Watchdog,
     ) -> Result<(), WaitEnd> {
         const MAX_RETRY: Duration = Duration::from_millis(10);
         let clock = self.backend.clock();
         let sem_off = self.chans[ci].sem_offset;
-        let mut seen = self.progress();
-        let mut interval = opts.doorbell_retry;
-        let mut checked = clock.now();
-        poll_until(clock, opts.timeout, opts.poll_interval, what, || {
+        let Watchdog {
+            seen,
+            interval,
+            checked,
+        } = dog;
+        poll_until(clock, timeout, opts.poll_interval, what, || {
             if self
                 .sem
                 .read_u64(sem_off)
@@ -1061,10 +1134,10 @@ impl<B: Backend> Inner<B> {
                 return Ok(Some(()));
             }
             let now = clock.now();
-            if now.saturating_sub(checked) >= interval {
-                checked = now;
+            if now.saturating_sub(*checked) >= *interval {
+                *checked = now;
                 let p = self.progress();
-                if p == seen {
+                if p == *seen {
                     for (c, (done, get)) in self.chans.iter().zip(p) {
                         if done.is_some_and(|d| d < c.submitted) {
                             c.fifo.ring_doorbell(&self.usermode);
@@ -1073,20 +1146,21 @@ impl<B: Backend> Inner<B> {
                                 retries.unfetched += 1;
                             }
                             log::debug!(
-                                "{:?} channel: no progress for {interval:?} (timeline {done:?} \
+                                "{:?} channel: no progress for {:?} (timeline {done:?} \
                                  of {}, GPGet {get:?}, GPPut {}); doorbell rung again",
                                 c.kind,
+                                interval,
                                 c.submitted,
                                 c.fifo.published()
                             );
                         }
                     }
-                    interval = interval
+                    *interval = interval
                         .saturating_mul(2)
                         .min(MAX_RETRY.max(opts.doorbell_retry));
                 } else {
-                    seen = p;
-                    interval = opts.doorbell_retry;
+                    *seen = p;
+                    *interval = opts.doorbell_retry;
                 }
             }
             match self.notifier_status() {
@@ -1147,6 +1221,9 @@ impl<B: Backend> Inner<B> {
         if let Some((_, code)) = self.notifier_status().ok().flatten() {
             r.rc = Some(code);
         }
+        // Events taken while waiting come first; an RC among them names the reset when the
+        // notifier does not.
+        r.rc = r.rc.or(self.rc_event());
         if let Some(dbg) = self.debugger {
             let mut m = NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_PARAMS::default();
             match self.backend.rm().control(
@@ -1200,11 +1277,10 @@ impl<B: Backend> Inner<B> {
                     .push(alloc::format!("SM error states unavailable: {e}")),
             }
         }
-        for _ in 0..16 {
-            match self.backend.poll_events() {
-                Some(e) => r.events.push(e.text),
-                None => break,
-            }
+        // And those that arrived since (GSP-RM sends them while it answers the controls above).
+        let _ = self.rc_event();
+        for e in self.pending_events.drain(..).take(64) {
+            r.events.push(e.text);
         }
         if ci == COMPUTE
             && let Some((slot, k)) = self.last_kernel

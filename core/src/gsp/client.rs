@@ -68,6 +68,15 @@ pub struct NV0080_CTRL_DMA_SET_PAGE_DIRECTORY_PARAMS_v1E_05 {
 pub const NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES: u32 = 0x90f1_0106;
 /// `GMMU_FMT_MAX_LEVELS`.
 pub const GMMU_FMT_MAX_LEVELS: usize = 6;
+/// `GMMU_APERTURE` (`inc/libraries/mmu/gmmu_fmt.h`, an enum: INVALID, VIDEO, PEER, SYS_NONCOH,
+/// SYS_COH): video memory.
+pub const GMMU_APERTURE_VIDEO: u32 = 1;
+/// `GMMU_APERTURE_PEER`.
+pub const GMMU_APERTURE_PEER: u32 = 2;
+/// `GMMU_APERTURE_SYS_NONCOH`.
+pub const GMMU_APERTURE_SYS_NONCOH: u32 = 3;
+/// `GMMU_APERTURE_SYS_COH`.
+pub const GMMU_APERTURE_SYS_COH: u32 = 4;
 
 /// One level of [`NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS`] (24 B).
 #[repr(C)]
@@ -77,7 +86,8 @@ pub const GMMU_FMT_MAX_LEVELS: usize = 6;
 pub struct NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_LEVEL {
     pub physAddress: u64,
     pub size: u64,
-    /// `GMMU_APERTURE_*`: 1 video, 2 coherent system, 3 non-coherent system.
+    /// `GMMU_APERTURE_*` ([`GMMU_APERTURE_VIDEO`], [`GMMU_APERTURE_SYS_NONCOH`],
+    /// [`GMMU_APERTURE_SYS_COH`]).
     pub aperture: u32,
     pub pageShift: u8,
     pub _pad: [u8; 3],

@@ -7,8 +7,10 @@
 //! [`EventQueue`].
 //!
 //! Overflow policy of the queue: it keeps the *first* [`EVENT_QUEUE_LEN`] events not yet
-//! taken, counts the rest in [`EventQueue::dropped`], and never blocks; the newest RC and
-//! Xid are kept apart ([`super::rpc::GspRpc::last_rc`]) so overflow cannot hide them.
+//! taken, counts the rest in [`EventQueue::dropped`], and never blocks, except that an RC,
+//! Xid or MMU-fault event arriving at a full queue displaces the oldest informational one
+//! (a GSP that sends a NOCAT record with every reply must not hide a channel reset); the
+//! newest RC and Xid are also kept apart ([`super::rpc::GspRpc::last_rc`]).
 
 use core::time::Duration;
 
@@ -807,12 +809,39 @@ pub struct EventQueue {
     dropped: u64,
 }
 
+/// Events a channel's fate depends on: when the queue is full they displace informational
+/// ones (NOCAT records, traces, log prints) instead of being dropped.
+fn matters(ev: &GspEvent) -> bool {
+    matches!(
+        ev,
+        GspEvent::RcTriggered(_) | GspEvent::OsErrorLog(_) | GspEvent::MmuFaultQueued
+    )
+}
+
 impl EventQueue {
-    /// Appends `ev`, or counts it as dropped when full.
+    /// Appends `ev`. When the queue is full, an RC, Xid or MMU-fault event displaces the
+    /// oldest queued event that is none of those; anything else is counted as dropped.
     pub fn push(&mut self, ev: GspEvent) {
-        if self.events.push_back(ev).is_err() {
-            self.dropped += 1;
+        if !self.events.is_full() {
+            let _ = self.events.push_back(ev);
+            return;
         }
+        self.dropped += 1;
+        if !matters(&ev) {
+            return;
+        }
+        let Some(i) = self.events.iter().position(|e| !matters(e)) else {
+            return;
+        };
+        // Rebuild without the displaced one, keeping the order.
+        let mut kept = heapless::Deque::new();
+        for (j, e) in core::mem::take(&mut self.events).into_iter().enumerate() {
+            if j != i {
+                let _ = kept.push_back(e);
+            }
+        }
+        let _ = kept.push_back(ev);
+        self.events = kept;
     }
 
     /// Takes the oldest event.
@@ -845,6 +874,28 @@ impl EventQueue {
 mod tests {
     use super::*;
     use core::mem::{offset_of, size_of};
+
+    #[test]
+    fn a_full_queue_makes_room_for_a_reset_but_not_for_chatter() {
+        let mut q = EventQueue::default();
+        for _ in 0..EVENT_QUEUE_LEN + 3 {
+            q.push(GspEvent::PostNocatRecord { len: 16 });
+        }
+        assert_eq!((q.len(), q.dropped()), (EVENT_QUEUE_LEN, 3));
+        q.push(GspEvent::MmuFaultQueued);
+        assert_eq!((q.len(), q.dropped()), (EVENT_QUEUE_LEN, 4));
+        assert_eq!(q.iter().last(), Some(&GspEvent::MmuFaultQueued));
+        assert_eq!(
+            q.iter().filter(|e| **e == GspEvent::MmuFaultQueued).count(),
+            1
+        );
+        // A queue full of resets keeps the first ones.
+        let mut q = EventQueue::default();
+        for _ in 0..EVENT_QUEUE_LEN + 1 {
+            q.push(GspEvent::MmuFaultQueued);
+        }
+        assert_eq!((q.len(), q.dropped()), (EVENT_QUEUE_LEN, 1));
+    }
 
     #[test]
     fn abi_layouts() {

@@ -67,8 +67,15 @@ pub const RMAPI_RPC_FLAGS_COPYOUT_ON_ERROR: u32 = 1;
 /// `RMAPI_RPC_FLAGS_SERIALIZED`: params are FINN-serialized (nvbare never sends these).
 pub const RMAPI_RPC_FLAGS_SERIALIZED: u32 = 2;
 
-/// `UNLOADING_GUEST_DRIVER` `newLevel` for a full unload: what tinygrad sends on shutdown
-/// (`1 << 6`, noted there as FAST_UNLOAD).
+/// `UNLOADING_GUEST_DRIVER` `newLevel` of the open driver's normal unload
+/// (`NV2080_CTRL_GPU_SET_POWER_STATE_GPU_LEVEL_0`: `gpuStateDestroy` →
+/// `kgspUnloadRm(KGSP_UNLOAD_MODE_NORMAL, LEVEL_0)`), after which it boots GSP-RM again without
+/// a reset (module reload). What nvbare sends.
+pub const UNLOAD_LEVEL_0: u32 = 0;
+
+/// `GPU_STATE_FLAGS_FAST_UNLOAD` (`1 << 6`) as `newLevel`: the open driver sends it only on
+/// system shutdown (`gpuEnterShutdown`: "this skips rmDestruct in GSP"); tinygrad sends it at
+/// every unload and resets the GPU before its next boot. Not for an unload that boots again.
 pub const UNLOAD_LEVEL_FAST: u32 = 1 << 6;
 
 /// Largest payload a continuation record carries.
@@ -632,6 +639,8 @@ struct ReplyState<'a> {
     seq: u32,
     fixed: &'a mut [u8],
     params: &'a mut [u8],
+    /// Fewest payload bytes a successful reply may have.
+    min: usize,
     policy: CopyPolicy,
     copy_params: bool,
     got: usize,
@@ -764,7 +773,12 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
                     let r = self.take_first(st, &rec);
                     self.msgq.consume(&rec)?;
                     r?;
-                    if st.got >= st.expected() || st.first.is_some_and(|h| h.rpc_result != 0) {
+                    // Only a full record can be continued.
+                    let last = rec.rpc.length as usize != GSP_MSG_QUEUE_RPC_SIZE_MAX;
+                    if st.got >= st.expected()
+                        || last
+                        || st.first.is_some_and(|h| h.rpc_result != 0)
+                    {
                         return Ok(Pumped::Satisfied);
                     }
                     continue;
@@ -857,7 +871,7 @@ impl<B: DmaBuffer, M: Mmio, H: EventHandler> Core<B, M, H> {
         }
         st.got = n;
         st.first = Some(rec.rpc);
-        if n < st.expected()
+        if n < st.min.min(st.expected())
             && rec.rpc.rpc_result == 0
             && rec.rpc.length as usize != GSP_MSG_QUEUE_RPC_SIZE_MAX
         {
@@ -1080,6 +1094,20 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
         params: &mut [u8],
         policy: fn(&rpc_message_header_v03_00, &[u8]) -> bool,
     ) -> Result<Reply, GspError> {
+        let min = fixed.len() + params.len();
+        self.call_min(function, fixed, params, policy, min)
+    }
+
+    /// [`GspRpc::call`] accepting a successful reply of at least `min` payload bytes; what a
+    /// shorter reply leaves out of `fixed ++ params` keeps what was sent.
+    fn call_min(
+        &mut self,
+        function: u32,
+        fixed: &mut [u8],
+        params: &mut [u8],
+        policy: fn(&rpc_message_header_v03_00, &[u8]) -> bool,
+        min: usize,
+    ) -> Result<Reply, GspError> {
         let seq = self.next_seq();
         self.send(function, seq, fixed, params)?;
         let mut want = Want::Reply(ReplyState {
@@ -1087,6 +1115,7 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
             seq,
             fixed,
             params,
+            min,
             policy,
             copy_params: false,
             got: 0,
@@ -1206,8 +1235,8 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
         Ok(info)
     }
 
-    /// UNLOADING_GUEST_DRIVER (47): asks GSP-RM to shut down (`newLevel` e.g.
-    /// [`UNLOAD_LEVEL_FAST`]).
+    /// UNLOADING_GUEST_DRIVER (47): asks GSP-RM to shut down (`newLevel`: [`UNLOAD_LEVEL_0`]
+    /// for an unload after which GSP-RM boots again, as `kgspUnloadRm` sends).
     pub fn unloading_guest_driver(
         &mut self,
         in_pm_transition: bool,
@@ -1249,9 +1278,17 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
             reserved: [0; 4],
         };
         let f = NV_VGPU_MSG_FUNCTION_GSP_RM_ALLOC;
-        let r = self.call(f, a.as_mut_bytes(), params, |h, fixed| {
-            h.rpc_result == 0 && status_at(fixed, 16) == 0
-        })?;
+        // The kernel RM copies paramsSize bytes back without checking the reply's length
+        // (rpcRmApiAlloc_GSP): a reply with the fixed part only is a success, and the
+        // parameters keep what was sent.
+        let min = size_of::<rpc_gsp_rm_alloc_v03_00>();
+        let r = self.call_min(
+            f,
+            a.as_mut_bytes(),
+            params,
+            |h, fixed| h.rpc_result == 0 && status_at(fixed, 16) == 0,
+            min,
+        )?;
         check_status(f, r.header.rpc_result, a.status)
     }
 

@@ -87,6 +87,18 @@ pub struct MapStats {
     pub invalidates: u64,
 }
 
+/// One directory table on the path to a range handed to someone else to fill (see
+/// [`Mapper::reserve_dirs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReservedLevel {
+    /// The table.
+    pub table: TableRef,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// log2 of the VA one of its entries covers.
+    pub page_shift: u8,
+}
+
 /// A translation found by [`Mapper::translate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mapping {
@@ -305,6 +317,70 @@ where
         }
         self.recycle_retired();
         Ok(())
+    }
+
+    /// The directory tables from the root down to the one whose entries cover `span` bytes
+    /// (a directory level's span, e.g. 512 MiB), allocating the missing ones, for the range
+    /// `[va, va + span)`, which must be aligned and unmapped: another agent (GSP-RM, after
+    /// `NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES`) fills the entry covering it. The
+    /// last table is pinned (it stays allocated whatever is unmapped around it), and nothing
+    /// must be mapped in the range afterwards.
+    pub fn reserve_dirs(
+        &mut self,
+        va: u64,
+        span: u64,
+    ) -> Result<heapless::Vec<ReservedLevel, 6>, MmError> {
+        let dirs = self.fmt.dirs();
+        let depth = dirs
+            .iter()
+            .position(|l| l.span() == span)
+            .filter(|&d| d + 1 < dirs.len())
+            .ok_or(MmError::Misaligned {
+                what: "reserved span (not a directory level's)",
+                value: span,
+                align: span,
+            })?;
+        if !va.is_multiple_of(span) {
+            return Err(MmError::Misaligned {
+                what: "reserved range",
+                value: va,
+                align: span,
+            });
+        }
+        self.check_range(va, span)?;
+        let v = self.fmt.version();
+        let mut out = heapless::Vec::new();
+        let mut table = self.root;
+        // New directory entries only: the TLB has nothing of them to drop (an upgrade).
+        self.pending = Some(self.pending.unwrap_or(InvalidateKind::Upgrade));
+        for (lvl, l) in dirs.iter().enumerate().take(depth + 1) {
+            let _ = out.push(ReservedLevel {
+                table: self.table_ref(table),
+                bytes: l.table_bytes(),
+                page_shift: l.lo,
+            });
+            let idx = l.index(va);
+            if lvl == depth {
+                if !matches!(self.read_dir(table, idx, lvl)?, DirEntry::Invalid) {
+                    return Err(MmError::AlreadyMapped { va });
+                }
+                // Pinned: an unmap elsewhere in this table must not release it.
+                self.count_add(table, 1);
+                break;
+            }
+            table = match self.read_dir(table, idx, lvl)? {
+                DirEntry::Table(t) => self.slot_of(t, self.entry_gpu_addr(table, idx, 8), 0)?,
+                DirEntry::Invalid => {
+                    let c = self.alloc_table()?;
+                    let pde = encode_pde(v, self.table_ref(c))?;
+                    self.write_pair(table, idx, 8, pde, None)?;
+                    self.count_add(table, 1);
+                    c
+                }
+                DirEntry::Page(_) => return Err(MmError::AlreadyMapped { va }),
+            };
+        }
+        self.finish(Ok(out))
     }
 
     /// Looks `va` up in the tables (as the GPU's walker would, without a TLB).

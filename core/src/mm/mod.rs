@@ -39,7 +39,7 @@ pub mod vram;
 
 pub use entry::{PteAperture, PteAttrs, TableAperture};
 pub use format::{MmuFormat, PageSize};
-pub use mapper::{Batch, MapStats, Mapper, Mapping, PageDirectoryBase, TableSlot};
+pub use mapper::{Batch, MapStats, Mapper, Mapping, PageDirectoryBase, ReservedLevel, TableSlot};
 pub use peer::PeerBar1Window;
 pub use range::{AllocError, FitPolicy, RangeAllocator};
 pub use table_mem::{Bar1Tables, DmaTables, PageTableMemory};

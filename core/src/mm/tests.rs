@@ -612,3 +612,44 @@ proptest! {
         let _ = m.map(va & ((1 << 50) - 1), PA, 0x1000, &PteAttrs::vram());
     }
 }
+
+#[test]
+fn reserved_dirs_reach_the_level_covering_the_span_and_stay_pinned() {
+    const SPAN: u64 = 512 << 20;
+    for (fmt, levels) in [(MmuFormat::V2, 3), (MmuFormat::V3, 4)] {
+        let mut m = mapper(fmt, 64);
+        let va = 7 * SPAN;
+        // A neighbour in the same table, mapped before and unmapped after.
+        m.map(6 * SPAN, PA, 2 << 20, &PteAttrs::vram()).unwrap();
+        let r = m.reserve_dirs(va, SPAN).unwrap();
+        assert_eq!(r.len(), levels, "{fmt}");
+        assert_eq!(r[0].table.addr, m.root().addr);
+        assert_eq!(
+            r.last().unwrap().page_shift,
+            29,
+            "entries of the last cover 512 MiB"
+        );
+        assert!(r.windows(2).all(|w| w[0].page_shift > w[1].page_shift));
+        assert_eq!(r[0].bytes, fmt.root_entries() as u64 * 8);
+        assert!(r[1..].iter().all(|l| l.bytes == 4096));
+        let in_use = m.tables_in_use();
+        m.unmap(6 * SPAN, 2 << 20).unwrap();
+        m.sync().unwrap();
+        // The neighbour's own tables went; the reserved path did not.
+        let again = m.reserve_dirs(va + SPAN, SPAN).unwrap();
+        assert_eq!(
+            again.last().unwrap().table,
+            r.last().unwrap().table,
+            "{fmt}"
+        );
+        assert!(m.tables_in_use() < in_use, "{fmt}");
+        // Errors: not a level's span, unaligned, already mapped.
+        assert!(m.reserve_dirs(va, 3 << 20).is_err());
+        assert!(m.reserve_dirs(va + 4096, SPAN).is_err());
+        m.map(20 * SPAN, PA, SPAN, &PteAttrs::vram()).unwrap();
+        assert!(matches!(
+            m.reserve_dirs(20 * SPAN, SPAN),
+            Err(MmError::AlreadyMapped { .. })
+        ));
+    }
+}

@@ -96,6 +96,9 @@ pub const NV_VASPACE_ALLOCATION_INDEX_GPU_NEW: u32 = 0;
 pub const NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED: u32 = 1 << 3;
 /// `NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING` (BIT(6)); UVM registration needs it.
 pub const NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING: u32 = 1 << 6;
+/// `NV_VASPACE_ALLOCATION_FLAGS_PTETABLE_HEAP_MANAGED` (BIT(13)): what the kernel RM asks for
+/// its golden-context VA space (`kgraphicsCreateGoldenImageChannel_IMPL`).
+pub const NV_VASPACE_ALLOCATION_FLAGS_PTETABLE_HEAP_MANAGED: u32 = 1 << 13;
 
 /// A `FERMI_VASPACE_A` allocation, independent of the RM version.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -375,6 +375,8 @@ fn the_simulated_gsp_rm_checks_the_kernel_rm_s_work() {
         physAddress: root.addr,
         numEntries: 4,
         hVASpace: vaspace.0,
+        // Unicast, as every proven driver sends it (a broadcast may be refused first).
+        subDeviceId: 1,
         ..Default::default()
     };
     let again = dev

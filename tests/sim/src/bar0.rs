@@ -51,6 +51,8 @@ pub struct SimCore {
     pub peers: Arc<PeerPorts>,
     /// Human-readable trace of what the GPU did (most recent last, bounded).
     pub trace: Vec<String>,
+    /// How this GPU answers where nothing public says what the hardware does.
+    pub unknowns: Arc<crate::unknowns::Unknowns>,
 }
 
 impl fmt::Debug for SimCore {

@@ -37,10 +37,13 @@ pub mod host;
 pub mod mmu;
 pub mod models;
 pub mod pci;
+#[cfg(test)]
+mod regs_check;
 pub mod rm;
 pub mod rm_service;
 pub mod system;
 pub mod trace;
+pub mod unknowns;
 pub mod vram;
 pub mod wc;
 
@@ -59,16 +62,27 @@ pub struct SimConfig {
     pub virtual_time: bool,
     /// Most host DMA memory the simulated system will hand out.
     pub host_memory_limit: u64,
+    /// How unknowns are answered (docs/assumptions.md).
+    pub unknowns: unknowns::Mode,
 }
 
 impl SimConfig {
-    /// Defaults for `model`: real time, 4 GiB of host DMA memory.
+    /// Defaults for `model`: real time, 4 GiB of host DMA memory, unknowns answered as
+    /// `NVBARE_SIM_UNKNOWNS` says (panics with the accepted values if it names no mode; the
+    /// CLI checks it first).
     pub fn new(model: ChipModel) -> Self {
         SimConfig {
             model,
             virtual_time: false,
             host_memory_limit: 4 << 30,
+            unknowns: unknowns::Mode::from_env().unwrap_or_else(|e| panic!("{e}")),
         }
+    }
+
+    /// Answers unknowns in `mode`, whatever the environment says.
+    pub fn with_unknowns(mut self, mode: unknowns::Mode) -> Self {
+        self.unknowns = mode;
+        self
     }
 
     /// Switches to virtual time.
@@ -111,7 +125,9 @@ impl SimGpu {
         } else {
             SimClock::real()
         });
-        Self::new_in(config.model, host, clock)
+        let gpu = Self::new_in(config.model, host, clock);
+        gpu.with_core(|c| c.unknowns = Arc::new(unknowns::Unknowns::new(config.unknowns)));
+        gpu
     }
 
     /// A GPU of `model` in a host it shares with other GPUs: its DMA reaches `host` and it
@@ -142,6 +158,7 @@ impl SimGpu {
             clock: clock.clone(),
             peers: peers.clone(),
             trace: Vec::new(),
+            unknowns: Arc::new(unknowns::Unknowns::from_env()),
         };
         let engines: Vec<Box<dyn MmioEngine>> = vec![Box::new(bar0::UsermodeTimer)];
         let rev = (m.revision.0 << 4) | m.revision.1;

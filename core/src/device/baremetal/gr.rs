@@ -14,9 +14,10 @@
 //!   the page tables, so it does both steps, in that order, right after the object is
 //!   allocated (as tinygrad does).
 //! * The golden context image is created at GPU load from a channel the kernel RM makes for
-//!   that purpose (`kgraphicsCreateGoldenImageChannel_IMPL`). nvbare makes it once per boot
-//!   in GSP-RM's internal client, with the global buffers (tinygrad's `init_golden_image`),
-//!   and keeps it until unload.
+//!   that purpose (`kgraphicsCreateGoldenImageChannel_IMPL`), in an RM-owned VA space whose
+//!   tables are the kernel RM's, with the range GSP-RM manages handed over
+//!   (`COPY_SERVER_RESERVED_PDES`). nvbare makes it once per boot in GSP-RM's internal client,
+//!   with the global buffers (tinygrad's `init_golden_image`), and keeps it until unload.
 //!
 //! Every VA space nvbare hands GSP-RM uses the same page directory, so a global buffer has one
 //! VA everywhere.
@@ -30,9 +31,13 @@ use super::rm::{BareRm, NV_MEMORY_CACHED, NV_MEMORY_UNCACHED, RAMFC_SIZE, RAMIN_
 use super::{BareMem, BareMetalError, BarePlatform, DmaBuf};
 use crate::device::{GpuMemory, Location, MemoryRequest, Purpose};
 use crate::gsp::client::{
-    ERROR_NOTIFIER_TYPE_NONE, INITIALIZE_CTX_APERTURE_COH_SYS, INITIALIZE_CTX_APERTURE_VIDMEM,
+    ERROR_NOTIFIER_TYPE_NONE, GMMU_APERTURE_SYS_COH, GMMU_APERTURE_SYS_NONCOH, GMMU_APERTURE_VIDEO,
+    INITIALIZE_CTX_APERTURE_COH_SYS, INITIALIZE_CTX_APERTURE_VIDMEM,
     INITIALIZE_CTX_GPU_CACHEABLE_NO, INTERNALFLAGS_PRIVILEGE_KERNEL,
     NV0080_CTRL_DMA_SET_PAGE_DIRECTORY_PARAMS_v1E_05,
+    NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES,
+    NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_LEVEL,
+    NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS,
     NV2080_CTRL_CE_GET_FAULT_METHOD_BUFFER_SIZE_PARAMS,
     NV2080_CTRL_CMD_CE_GET_FAULT_METHOD_BUFFER_SIZE, NV2080_CTRL_CMD_FIFO_GET_DEVICE_INFO_TABLE,
     NV2080_CTRL_CMD_GPU_PROMOTE_CTX, NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO,
@@ -43,11 +48,12 @@ use crate::gsp::client::{
     SET_PAGE_DIRECTORY_FLAGS_ALL_CHANNELS, channel_internal_flags, ctx_engine_id, promote_id,
 };
 use crate::hal::{Clock, DmaAllocator, DmaBuffer, Mmio};
-use crate::mm::{PAGE_4K, PageDirectoryBase, TableAperture};
+use crate::mm::{PAGE_4K, PageDirectoryBase, ReservedLevel, TableAperture};
 use crate::rm::alloc::{
     ADDR_FBMEM, ADDR_SYSMEM, NV_CHANNEL_ALLOC_PARAMS,
     NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES, NV_MEMORY_DESC_PARAMS,
-    NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED, NV_VASPACE_ALLOCATION_INDEX_GPU_NEW,
+    NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED,
+    NV_VASPACE_ALLOCATION_FLAGS_PTETABLE_HEAP_MANAGED, NV_VASPACE_ALLOCATION_INDEX_GPU_NEW,
     NV0080_ALLOC_PARAMETERS, NV2080_ALLOC_PARAMETERS, VaSpaceAlloc,
 };
 use crate::rm::class::{FERMI_VASPACE_A, NV01_DEVICE_0, NV20_SUBDEVICE_0};
@@ -154,6 +160,8 @@ pub(crate) struct GrSetup<B1, B> {
     pub internal_client: Handle,
     pub internal_subdevice: Handle,
     pub next_internal: u32,
+    /// The tables above the range GSP-RM manages in the golden VA space, once reserved.
+    pub server_levels: Option<heapless::Vec<ReservedLevel, 6>>,
 }
 
 impl<B1, B> Default for GrSetup<B1, B> {
@@ -166,6 +174,7 @@ impl<B1, B> Default for GrSetup<B1, B> {
             internal_client: Handle(0),
             internal_subdevice: Handle(0),
             next_internal: 0,
+            server_levels: None,
         }
     }
 }
@@ -215,6 +224,25 @@ fn phys_entry<B1: Mmio, B: DmaBuffer>(
     }
 }
 
+/// A promote entry that initialises (`init`) and/or promotes the VA of (`va`) buffer `id`.
+fn combined_entry<B1: Mmio, B: DmaBuffer>(
+    id: u16,
+    m: &BareMemory<B1, B>,
+    init: bool,
+    va: bool,
+) -> NV2080_CTRL_GPU_PROMOTE_CTX_BUFFER_ENTRY {
+    let mut e = if init {
+        phys_entry(id, m)
+    } else {
+        virt_entry(id, m)
+    };
+    if init && va {
+        e.gpuVirtAddr = m.gpu_va();
+        e.bNonmapped = 0;
+    }
+    e
+}
+
 fn virt_entry<B1: Mmio, B: DmaBuffer>(
     id: u16,
     m: &BareMemory<B1, B>,
@@ -247,13 +275,50 @@ pub(crate) fn page_directory_params(
         flags: aperture | SET_PAGE_DIRECTORY_FLAGS_ALL_CHANNELS,
         hVASpace: vaspace.0,
         chId: 0,
-        subDeviceId: 0,
-        pasid: 0,
+        // As UVM (nvGpuOpsSetPageDirectory): unicast to subdevice 0 ("always do unicast by
+        // passing non-zero subDeviceId"), no PASID (-1 without ATS, gpu_get_internal_pasid).
+        subDeviceId: 1,
+        pasid: u32::MAX,
     }
 }
 
-/// The VA space params of every VA space nvbare gives GSP-RM: externally owned, the whole
-/// range the format allows above the null page.
+/// `SPLIT_VAS_SERVER_RM_MANAGED_VA_START` (`gpu_vaspace.h`): where the kernel RM puts the
+/// range GSP-RM manages in an RM-owned VA space (`gvaspaceReserveSplitVaSpace_IMPL`).
+pub(crate) const SPLIT_VAS_SERVER_RM_MANAGED_VA_START: u64 = 0x1_0000_0000;
+/// `SPLIT_VAS_SERVER_RM_MANAGED_VA_SIZE`: 512 MiB, one PD1 entry.
+pub(crate) const SPLIT_VAS_SERVER_RM_MANAGED_VA_SIZE: u64 = 0x2000_0000;
+
+/// `COPY_SERVER_RESERVED_PDES` params for the server-managed range above `levels`.
+pub(crate) fn server_reserved_pdes_params(
+    levels: &[ReservedLevel],
+) -> NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS {
+    let mut p = NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS {
+        hSubDevice: 0,
+        subDeviceId: 0,
+        pageSize: SPLIT_VAS_SERVER_RM_MANAGED_VA_SIZE,
+        virtAddrLo: SPLIT_VAS_SERVER_RM_MANAGED_VA_START,
+        virtAddrHi: SPLIT_VAS_SERVER_RM_MANAGED_VA_START + SPLIT_VAS_SERVER_RM_MANAGED_VA_SIZE - 1,
+        numLevelsToCopy: levels.len() as u32,
+        ..Default::default()
+    };
+    for (dst, l) in p.levels.iter_mut().zip(levels) {
+        *dst = NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_LEVEL {
+            physAddress: l.table.addr,
+            size: l.bytes,
+            aperture: match l.table.aperture {
+                TableAperture::Video => GMMU_APERTURE_VIDEO,
+                TableAperture::SysCoherent => GMMU_APERTURE_SYS_COH,
+                TableAperture::SysNonCoherent => GMMU_APERTURE_SYS_NONCOH,
+            },
+            pageShift: l.page_shift,
+            _pad: [0; 3],
+        };
+    }
+    p
+}
+
+/// The VA space params of the device layer's VA spaces: externally owned (SET_PAGE_DIRECTORY
+/// gives GSP-RM our root), the whole range the format allows above the null page.
 pub(crate) fn vaspace_alloc(va_limit: u64) -> VaSpaceAlloc {
     VaSpaceAlloc {
         index: NV_VASPACE_ALLOCATION_INDEX_GPU_NEW,
@@ -421,6 +486,27 @@ impl<H: BarePlatform> BareRm<H> {
         }
     }
 
+    /// Reserves the server-managed range of the golden VA space (the first call; the tables
+    /// stay pinned) and describes its levels as `COPY_SERVER_RESERVED_PDES` wants them
+    /// (`_gvaspacePopulatePDEentries`): one `pageSize` entry at `SPLIT_VAS_SERVER_RM_MANAGED_VA_
+    /// START`, every level from the root down to the one covering it.
+    fn server_reserved_pdes(
+        &mut self,
+    ) -> Result<NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS, BareMetalError> {
+        let levels = match &self.gr.server_levels {
+            Some(l) => l.clone(),
+            None => {
+                let l = self.mm.reserve_server_range(
+                    SPLIT_VAS_SERVER_RM_MANAGED_VA_START,
+                    SPLIT_VAS_SERVER_RM_MANAGED_VA_SIZE,
+                )?;
+                self.gr.server_levels = Some(l.clone());
+                l
+            }
+        };
+        Ok(server_reserved_pdes_params(&levels))
+    }
+
     /// Creates the golden context image: a channel with a compute object in GSP-RM's internal
     /// client, with the global buffers allocated, initialised and promoted.
     pub(crate) fn create_golden_image(
@@ -479,16 +565,25 @@ impl<H: BarePlatform> BareRm<H> {
             NV20_SUBDEVICE_0,
             p2080.as_mut_bytes(),
         )?;
+        // An RM-owned VA space whose tables are ours, with the range GSP-RM manages handed
+        // over, as the kernel RM builds it (kgraphicsCreateGoldenImageChannel_IMPL, then
+        // gvaspaceCopyServerRmReservedPdesToServerRm_IMPL); tinygrad does the same.
         let vaspace = self.internal_handle();
-        let mut vp = vaspace_alloc(self.mm.mapper.format().va_limit()).encode(RmAbi::R570);
+        let mut vp = VaSpaceAlloc {
+            index: NV_VASPACE_ALLOCATION_INDEX_GPU_NEW,
+            flags: NV_VASPACE_ALLOCATION_FLAGS_PTETABLE_HEAP_MANAGED,
+            ..Default::default()
+        }
+        .encode(RmAbi::R570);
         self.rpc()?
             .rm_alloc(ic, device, vaspace, FERMI_VASPACE_A, vp.as_mut_bytes())?;
-        let pd = page_directory_params(
-            self.mm.root(),
-            self.mm.mapper.format().root_entries(),
+        let mut pdes = self.server_reserved_pdes()?;
+        self.rpc()?.rm_control(
+            ic,
             vaspace,
-        );
-        self.rpc()?.set_page_directory(ic, device, &pd)?;
+            NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES,
+            pdes.as_mut_bytes(),
+        )?;
 
         // A bare channel (gpFifoOffset 0: no work is ever submitted on it, as in
         // kgraphicsCreateGoldenImageChannel_IMPL), kernel privilege, no error notifier.
@@ -557,30 +652,32 @@ impl<H: BarePlatform> BareRm<H> {
                     golden.ctx.bufs.push((id, m));
                 }
             }
-            let mut phys: Vec<_> = golden
+            // One promote with each buffer's initialisation and VA together, as the kernel RM
+            // sends it for an RM-owned VA space (kgrobjPromoteContext_IMPL; tinygrad too).
+            let mut entries: Vec<_> = golden
                 .ctx
                 .bufs
                 .iter()
-                .map(|(id, m)| phys_entry(*id, m))
+                .map(|(id, m)| combined_entry(*id, m, true, true))
                 .collect();
-            for id in GLOBAL_INIT {
+            let mut globals: Vec<u16> = GLOBAL_INIT.to_vec();
+            globals.extend(GLOBAL_VA.iter().filter(|id| !GLOBAL_INIT.contains(id)));
+            for id in globals {
                 if let Some(m) = self.gr.global(id) {
-                    phys.push(phys_entry(id, m));
+                    entries.push(combined_entry(
+                        id,
+                        m,
+                        GLOBAL_INIT.contains(&id),
+                        GLOBAL_VA.contains(&id),
+                    ));
                 }
             }
-            self.promote(ic, subdevice, channel, &phys)?;
-            let mut virt: Vec<_> = golden
-                .ctx
-                .bufs
-                .iter()
-                .map(|(id, m)| virt_entry(*id, m))
-                .collect();
-            for id in GLOBAL_VA {
-                if let Some(m) = self.gr.global(id) {
-                    virt.push(virt_entry(id, m));
-                }
+            if entries.len() > NV2080_CTRL_GPU_PROMOTE_CONTEXT_MAX_ENTRIES {
+                return Err(BareMetalError::Setup(
+                    "more golden-context buffers than one promote takes",
+                ));
             }
-            self.promote(ic, subdevice, channel, &virt)
+            self.promote(ic, subdevice, channel, &entries)
         })();
         match r {
             Ok(()) => {
@@ -616,5 +713,47 @@ impl<B1: Mmio + Clone, B: DmaBuffer> Golden<B1, B> {
         mm.free_vram_block(self.instance);
         self.ctx.release(mm);
         drop((self.userd, self.mthdbuf));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mm::entry::TableRef;
+
+    #[test]
+    fn server_reserved_pdes_describe_the_kernel_rms_range_and_every_level() {
+        // _gvaspacePopulatePDEentries: pageSize = NVBIT64(GMMU_PD1_VADDR_BIT_LO) (512 MiB), the
+        // range [SPLIT_VAS_SERVER_RM_MANAGED_VA_START, + _SIZE), one level per table above.
+        let lvl = |aperture, addr, bytes, page_shift| ReservedLevel {
+            table: TableRef { aperture, addr },
+            bytes,
+            page_shift,
+        };
+        let levels = [
+            lvl(TableAperture::Video, 0x10_0000, 4096, 47),
+            lvl(TableAperture::SysCoherent, 0x20_0000, 4096, 38),
+            lvl(TableAperture::SysNonCoherent, 0x30_0000, 4096, 29),
+        ];
+        let p = server_reserved_pdes_params(&levels);
+        assert_eq!(p.pageSize, 1 << 29);
+        assert_eq!(
+            (p.virtAddrLo, p.virtAddrHi),
+            (1 << 32, (1 << 32) + (1 << 29) - 1)
+        );
+        assert_eq!((p.hSubDevice, p.subDeviceId, p.numLevelsToCopy), (0, 0, 3));
+        let got: Vec<_> = p.levels[..3]
+            .iter()
+            .map(|l| (l.physAddress, l.size, l.aperture, l.pageShift))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0x10_0000, 4096, 1, 47),
+                (0x20_0000, 4096, 4, 38),
+                (0x30_0000, 4096, 3, 29)
+            ]
+        );
+        assert_eq!(p.levels[3], Default::default());
     }
 }

@@ -344,6 +344,33 @@ where
         self.mapper.root()
     }
 
+    /// Hands `[va, va + span)` to GSP-RM: keeps it out of the VA allocator's reach and returns
+    /// the directory tables from the root down to the one whose entry covers it (pinned, see
+    /// [`Mapper::reserve_dirs`]), for `NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES`.
+    pub(crate) fn reserve_server_range(
+        &mut self,
+        va: u64,
+        span: u64,
+    ) -> Result<heapless::Vec<crate::mm::ReservedLevel, 6>, BareMetalError> {
+        let r = self.va.ranges();
+        let (lo, hi) = (r.base(), r.base().saturating_add(r.size()));
+        let overlaps = va < hi && lo < va.saturating_add(span);
+        if overlaps {
+            self.va
+                .alloc_at(va, span)
+                .map_err(|_| BareMetalError::Setup("the VA range GSP-RM manages is in use"))?;
+        }
+        match self.mapper.reserve_dirs(va, span) {
+            Ok(l) => Ok(l),
+            Err(e) => {
+                if overlaps {
+                    let _ = self.va.free(va);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
     /// Bytes of VRAM still free.
     pub(crate) fn vram_free(&self) -> u64 {
         self.vram.free_bytes()

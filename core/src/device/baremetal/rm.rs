@@ -110,6 +110,11 @@ fn unloaded(op: RmOp) -> RmError {
     }
 }
 
+/// The error-notifier handle sent with every channel: GSP-RM only compares it with null (and
+/// looks it up as a context DMA, which nvbare never allocates), the descriptor says where the
+/// notifier is. Outside the range nvbare's RM client hands out (0xcf000000 up).
+pub(crate) const ERROR_NOTIFIER_HANDLE: Handle = Handle(0xc0de_0e00);
+
 impl<H: BarePlatform> BareRm<H> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -216,8 +221,11 @@ impl<H: BarePlatform> BareRm<H> {
             ERROR_NOTIFIER_TYPE_MEMORY,
             ERROR_NOTIFIER_TYPE_NONE,
         );
-        // Handles of memory objects mean nothing to GSP-RM: the descriptors replace them.
-        params.hObjectError = 0;
+        // Handles of memory objects mean nothing to GSP-RM: the descriptors replace them. But
+        // a null error-notifier handle makes GSP-RM take the notifier type as NONE whatever
+        // internalFlags say (kchannelConstruct, kernel_channel.c), so a non-null one goes, as
+        // the kernel RM sends its notifier's (_kchannelSendChannelAllocRpc).
+        params.hObjectError = ERROR_NOTIFIER_HANDLE.0;
         params.hObjectBuffer = 0;
         params.hUserdMemory = [0; 8];
         self.pending_channel = Some(ChannelMem { instance, mthdbuf });

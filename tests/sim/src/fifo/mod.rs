@@ -658,10 +658,15 @@ impl Fifo {
             info.code, info.reason
         ));
         let now = core.clock.nanos();
+        // The kernel RM writes it (krcErrorSetNotifier); whether GSP-RM writes the notifier
+        // of a client that allocated its channels over RPC is not public (its RC path is
+        // closed, and the kernel RM learns of RCs by event): unknown there.
+        let write_notifier =
+            !(self.report_rcs && core.unknowns.hard("gsp.rc.no_error_notifier_write"));
         for c in self.channels.values_mut().filter(|c| c.desc.tsg == tsg) {
             c.state = ChannelState::Faulted(info.clone());
             c.cursor = None;
-            if let Some(n) = c.desc.notifier {
+            if let Some(n) = c.desc.notifier.filter(|_| write_notifier) {
                 let note = NvNotification {
                     timeStamp: [(now >> 32) as u32, now as u32],
                     info32: info.code,

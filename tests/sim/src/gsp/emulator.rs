@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 
 use nvbare_core::gsp::events::{
     NV_VGPU_MSG_EVENT_GSP_INIT_DONE, NV_VGPU_MSG_EVENT_GSP_LOCKDOWN_NOTICE,
-    NV_VGPU_MSG_EVENT_GSP_RUN_CPU_SEQUENCER, NV_VGPU_MSG_EVENT_MMU_FAULT_QUEUED,
-    NV_VGPU_MSG_EVENT_OS_ERROR_LOG, NV_VGPU_MSG_EVENT_POST_EVENT, NV_VGPU_MSG_EVENT_RC_TRIGGERED,
+    NV_VGPU_MSG_EVENT_GSP_POST_NOCAT_RECORD, NV_VGPU_MSG_EVENT_GSP_RUN_CPU_SEQUENCER,
+    NV_VGPU_MSG_EVENT_MMU_FAULT_QUEUED, NV_VGPU_MSG_EVENT_OS_ERROR_LOG,
+    NV_VGPU_MSG_EVENT_POST_EVENT, NV_VGPU_MSG_EVENT_RC_TRIGGERED,
     NV_VGPU_MSG_EVENT_UCODE_LIBOS_PRINT, rpc_post_event_v17_00, rpc_rc_triggered_v17_02,
     rpc_run_cpu_sequencer_v17_00,
 };
@@ -58,13 +59,17 @@ const ELEM_HDR: usize = 48;
 const RPC_HDR: usize = 32;
 const RPC_MAX: usize = 16 * PAGE - ELEM_HDR;
 /// `NV_PGSP_QUEUE_HEAD(0)`.
-const QUEUE_HEAD0: u32 = 0x11_0c00;
+pub(crate) const QUEUE_HEAD0: u32 = 0x11_0c00;
 /// `NV_VGPU_MSG_RESULT_RPC_UNKNOWN_FUNCTION`.
 const RPC_UNKNOWN_FUNCTION: u32 = 0xff10_0001;
 /// `NV_VGPU_MSG_RESULT_RPC_INVALID_MESSAGE_FORMAT`.
 const RPC_INVALID_MESSAGE_FORMAT: u32 = 0xff10_0002;
 /// `NV_ERR_INVALID_PARAM_STRUCT`.
 const NV_ERR_INVALID_PARAM_STRUCT: u32 = 0x3a;
+/// Index in `Inner::pointer_errors` of the command queue's write pointer.
+const CMD_WRITE_PTR: usize = 0;
+/// Index in `Inner::pointer_errors` of the CPU's status-queue read pointer.
+const STAT_READ_PTR: usize = 1;
 
 /// Handles GSP-RM reports for its internal client, device and subdevice. The client is the
 /// first handle of RM's internal range (`RS_CLIENT_INTERNAL_HANDLE_BASE`); not 0xc1e00004,
@@ -337,11 +342,20 @@ struct Inner {
     crashed: bool,
     /// Answered UNLOADING_GUEST_DRIVER: consumes nothing more.
     halted: bool,
+    /// The GPU's answers to unknowns (taken from the core when started).
+    unknowns: Arc<crate::unknowns::Unknowns>,
     pages: Vec<u64>,
     cmd_off: usize,
     stat_off: usize,
     cmd_count: u32,
     stat_count: u32,
+    /// `rxHdrOff` of the command queue's header: where the CPU publishes its status-queue
+    /// read pointer (`msgqRxLink`: `pReadIncoming` = their rx header when both swap).
+    cmd_rx_hdr_off: usize,
+    /// The problem last recorded for each queue pointer GSP-RM reads ([`CMD_WRITE_PTR`],
+    /// [`STAT_READ_PTR`]), so that one bad value polled many times is one error (the queue
+    /// library re-reads it on every poll and sees an empty or a full ring).
+    pointer_errors: [Option<String>; 2],
     cmd_read: u32,
     rx_seq: u32,
     stat_write: u32,
@@ -422,11 +436,16 @@ impl GspEmulator {
                 started: false,
                 crashed: false,
                 halted: false,
+                unknowns: Arc::new(crate::unknowns::Unknowns::new(
+                    crate::unknowns::Mode::Helpful,
+                )),
                 pages: Vec::new(),
                 cmd_off: 0,
                 stat_off: 0,
                 cmd_count: 0,
                 stat_count: 0,
+                cmd_rx_hdr_off: RX_HDR_OFF as usize,
+                pointer_errors: [None, None],
                 cmd_read: 0,
                 rx_seq: 0,
                 stat_write: 0,
@@ -467,6 +486,7 @@ impl GspEmulator {
     pub fn start(&self, core: &mut SimCore) {
         let t0 = Instant::now();
         let mut g = self.lock();
+        g.unknowns = core.unknowns.clone();
         if let Err(e) = g.boot(core) {
             g.crashed = true;
             g.stats.errors.push(format!("boot: {e}"));
@@ -674,7 +694,22 @@ impl Inner {
         let mut hb = [0u8; 32];
         self.shm_read(core, cmd_off, &mut hb)?;
         let h = msgqTxHeader::read_from_bytes(&hb).map_err(|_| "header")?;
-        // msgqRxLink's checks.
+        // msgqRxLink's checks (msgq.c, the queue library GSP-RM shares), in its order: room
+        // for one element (-6), size (-7), msgSize (-8), version (-9), the derived fields
+        // (-10). Stricter than the library: entryOff must be msgqTxCreate's 0x1000 (the
+        // library takes any entryOff that matches msgCount) and both sides must swap (the
+        // library links an unswapped queue with the read pointers the other way round);
+        // the sim models only the layout the CPU's msgqTxCreate call produces.
+        if h.entryOff
+            .checked_add(h.msgSize)
+            .is_none_or(|e| cmd_size < e)
+        {
+            return Err(format!(
+                "command queue of {cmd_size} bytes has no room for one element after \
+                 entryOff {:#x} (msgqRxLink -6)",
+                h.entryOff
+            ));
+        }
         if h.size != cmd_size
             || h.msgSize != PAGE as u32
             || h.version != 0
@@ -687,7 +722,16 @@ impl Inner {
                 "command queue header {h:?} disagrees with the layout"
             ));
         }
+        // GSP-RM's own msgqTxCreate for the status queue (with the CPU's parameters: 4 KiB
+        // elements at 0x1000) fails when the queue cannot hold one element.
+        if (stat_size as usize) < ENTRY_OFF as usize + PAGE {
+            return Err(format!(
+                "status queue of {stat_size} bytes has no room for one element after \
+                 entryOff {ENTRY_OFF:#x} (msgqTxCreate)"
+            ));
+        }
         self.cmd_count = h.msgCount;
+        self.cmd_rx_hdr_off = h.rxHdrOff as usize;
         self.stat_count = (stat_size - ENTRY_OFF) / PAGE as u32;
         let sh = msgqTxHeader {
             version: 0,
@@ -766,8 +810,18 @@ impl Inner {
     fn consume_one(&mut self, core: &mut SimCore) -> Result<bool, String> {
         let wp = self.shm_u32(core, self.cmd_off + 16)?;
         if wp >= self.cmd_count {
-            return Err(format!("command queue writePtr {wp} out of range"));
+            // msgqRxGetReadAvailable: a write pointer out of range means nothing to read;
+            // GSP-RM reads on once the CPU writes a good one.
+            self.pointer_error(
+                CMD_WRITE_PTR,
+                format!(
+                    "command queue writePtr {wp} out of range ({} elements): nothing read",
+                    self.cmd_count
+                ),
+            );
+            return Ok(false);
         }
+        self.pointer_errors[CMD_WRITE_PTR] = None;
         let avail = (wp + self.cmd_count - self.cmd_read) % self.cmd_count;
         if avail == 0 {
             return Ok(false);
@@ -824,20 +878,48 @@ impl Inner {
             ));
         }
         if eh.seqNum != self.rx_seq {
+            // How GSP-RM takes a wrong number is not public. The queue's one public receiver
+            // (GspMsgQueueReceiveStatus) drops an older message and refuses a newer one:
+            // the message is dropped unanswered here, and the count resynchronises on a
+            // newer number so that what follows is read.
+            let older = (eh.seqNum.wrapping_sub(self.rx_seq) as i32) < 0;
             self.stats.errors.push(format!(
-                "command seq {} where {} was expected",
-                eh.seqNum, self.rx_seq
+                "command seq {} where {} was expected: {} message dropped",
+                eh.seqNum,
+                self.rx_seq,
+                if older { "an old" } else { "a" }
             ));
+            if !older {
+                self.rx_seq = eh.seqNum.wrapping_add(1);
+            }
+            return Ok(true);
         }
         self.rx_seq = eh.seqNum.wrapping_add(1);
-        if hdr.signature != NV_VGPU_MSG_SIGNATURE_VALID
-            || hdr.header_version != NV_VGPU_MSG_HEADER_VERSION
-        {
-            self.stats
-                .errors
-                .push(format!("command seq {}: bad signature/version", eh.seqNum));
-        }
         let body = rec[ELEM_HDR + RPC_HDR..ELEM_HDR + len].to_vec();
+        if hdr.signature != NV_VGPU_MSG_SIGNATURE_VALID {
+            // rpc_headers.h: an invalid message (bad signature) is answered with the
+            // signature made valid and NV_VGPU_MSG_RESULT_RPC_INVALID_MESSAGE_FORMAT,
+            // function unchanged; it is not executed.
+            self.stats.errors.push(format!(
+                "command seq {}: signature {:#x} (not 'VRPC' {NV_VGPU_MSG_SIGNATURE_VALID:#x}): \
+                 answered RPC_INVALID_MESSAGE_FORMAT",
+                eh.seqNum, hdr.signature
+            ));
+            self.abandon_partial();
+            self.reply(hdr, RPC_INVALID_MESSAGE_FORMAT, body);
+            return Ok(true);
+        }
+        if hdr.header_version != NV_VGPU_MSG_HEADER_VERSION {
+            // Only 3.0 (NV_VGPU_MSG_HEADER_VERSION_MAJOR_TOT/_MINOR_TOT) is written by RM;
+            // what GSP-RM does with another is not public: dropped unanswered.
+            self.stats.errors.push(format!(
+                "command seq {}: header_version {:#x} (r570 writes {NV_VGPU_MSG_HEADER_VERSION:#x}): \
+                 dropped",
+                eh.seqNum, hdr.header_version
+            ));
+            self.abandon_partial();
+            return Ok(true);
+        }
         self.on_record(core, hdr, body);
         Ok(true)
     }
@@ -895,14 +977,7 @@ impl Inner {
             }
             return;
         }
-        if let Some(p) = self.partial.take() {
-            self.stats.errors.push(format!(
-                "{} interrupted after {} of {} bytes",
-                rpc::FunctionName(p.header.function),
-                p.body.len(),
-                p.expected
-            ));
-        }
+        self.abandon_partial();
         let full = hdr.length as usize == RPC_MAX;
         let expected = self.expected_body(hdr.function, &body);
         match expected {
@@ -930,6 +1005,18 @@ impl Inner {
         }
     }
 
+    /// Drops a message whose continuation records stopped coming, as an error.
+    fn abandon_partial(&mut self) {
+        if let Some(p) = self.partial.take() {
+            self.stats.errors.push(format!(
+                "{} interrupted after {} of {} bytes",
+                rpc::FunctionName(p.header.function),
+                p.body.len(),
+                p.expected
+            ));
+        }
+    }
+
     /// Applies the first [`Fault::PatchControl`] for `cmd`, if one is queued.
     fn patch_control(&mut self, cmd: u32, params: &mut [u8]) {
         let Some(i) = self
@@ -951,9 +1038,23 @@ impl Inner {
     }
 
     fn reply(&mut self, hdr: rpc_message_header_v03_00, rpc_result: u32, payload: Vec<u8>) {
+        // Whether GSP-RM echoes the request's `sequence` is not public (RM never sets it for
+        // GSP and matches by function): unknown.
+        let sequence = if self.unknowns.hard("gsp.reply.sequence_zero") {
+            0
+        } else {
+            hdr.sequence
+        };
+        // GSP-RM sends events whenever it has them; one may come before any reply.
+        if self.unknowns.hard("gsp.event_before_reply") {
+            self.queue_event_inner(&EmuEvent::Raw {
+                function: NV_VGPU_MSG_EVENT_GSP_POST_NOCAT_RECORD,
+                payload: vec![0; 16],
+            });
+        }
         let out = Out {
             function: hdr.function,
-            sequence: hdr.sequence,
+            sequence,
             rpc_result,
             payload,
             is_reply: true,
@@ -1094,6 +1195,12 @@ impl Inner {
                     self.trace_rpc(hdr.function, &what, &b[32..32 + n], Some(status));
                 }
                 body[16..20].copy_from_slice(&status.to_le_bytes());
+                // The kernel RM copies paramsSize bytes back whatever the reply's length
+                // (rpcRmApiAlloc_GSP), so whether GSP-RM returns them is unknown: the shortest
+                // reply is the fixed part.
+                if status == 0 && self.unknowns.hard("gsp.alloc.reply_without_params") {
+                    body.truncate(32);
+                }
                 self.log_rpc(core, &hdr, status);
                 self.reply(hdr, status, body);
             }
@@ -1224,13 +1331,16 @@ impl Inner {
                 return;
             };
             let need = (ELEM_HDR + RPC_HDR + chunk.len()).div_ceil(PAGE) as u32;
+            // msgqTxGetFreeSpace: a read pointer out of range leaves no free space, so
+            // nothing is written until the CPU repairs it.
             let free = match self.stat_free(core) {
                 Ok(f) => f,
                 Err(e) => {
-                    self.stats.errors.push(e);
+                    self.pointer_error(STAT_READ_PTR, e);
                     return;
                 }
             };
+            self.pointer_errors[STAT_READ_PTR] = None;
             if need > free {
                 return;
             }
@@ -1271,11 +1381,23 @@ impl Inner {
     }
 
     fn stat_free(&self, core: &SimCore) -> Result<u32, String> {
-        let rp = self.shm_u32(core, self.cmd_off + RX_HDR_OFF as usize)?;
+        let rp = self.shm_u32(core, self.cmd_off + self.cmd_rx_hdr_off)?;
         if rp >= self.stat_count {
-            return Err(format!("CPU status readPtr {rp} out of range"));
+            return Err(format!(
+                "CPU status readPtr {rp} out of range (status queue of {} elements)",
+                self.stat_count
+            ));
         }
         Ok((rp + self.stat_count - self.stat_write - 1) % self.stat_count)
+    }
+
+    /// Records a problem with queue pointer `which` once however often it is polled (a new
+    /// value, or the same after a good one, is a new error).
+    fn pointer_error(&mut self, which: usize, e: String) {
+        if self.pointer_errors[which].as_ref() != Some(&e) {
+            self.stats.errors.push(e.clone());
+            self.pointer_errors[which] = Some(e);
+        }
     }
 
     fn write_message(

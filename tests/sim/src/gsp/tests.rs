@@ -24,6 +24,7 @@ use super::mini_rm::{
     NV2080_CTRL_CMD_GPU_GET_NAME_STRING, transform_byte,
 };
 use crate::host::SimDmaBuffer;
+use crate::unknowns::Mode;
 use crate::{ChipModel, SimBar0, SimConfig, SimGpu, models};
 
 type Rpc<H> = GspRpc<SimDmaBuffer, SimBar0, EmuClock, H>;
@@ -44,13 +45,28 @@ fn test_config() -> GspConfig {
 }
 
 /// Boots the emulator the way the boot code will: queue SET_SYSTEM_INFO and SET_REGISTRY,
-/// start GSP-RM, wait for GSP_INIT_DONE.
+/// start GSP-RM, wait for GSP_INIT_DONE. The emulator answers unknowns helpfully (it echoes
+/// sequence numbers): these tests check the transport's mechanisms one by one; the other
+/// answers have tests of their own (`unknown_answers_*`).
 fn rig_with<H: EventHandler>(
     model: ChipModel,
     handler: H,
     pre_start: impl FnOnce(&Arc<SimGpu>, &GspEmulator),
 ) -> Rig<H> {
-    let gpu = SimGpu::new(SimConfig::new(model).with_virtual_time());
+    rig_in(Mode::Helpful, model, handler, pre_start)
+}
+
+fn rig_in<H: EventHandler>(
+    mode: Mode,
+    model: ChipModel,
+    handler: H,
+    pre_start: impl FnOnce(&Arc<SimGpu>, &GspEmulator),
+) -> Rig<H> {
+    let gpu = SimGpu::new(
+        SimConfig::new(model)
+            .with_virtual_time()
+            .with_unknowns(mode),
+    );
     let layout = SharedMemLayout::default();
     let buf = gpu.dma().alloc_dma(layout.total_size()).unwrap();
     let msgq = MsgQueue::new(buf, layout).unwrap();
@@ -455,6 +471,51 @@ fn hostile_sequencer_scripts_end_at_the_wait_s_deadline() {
         r.rpc.handler_mut().last_error(),
         Some(SequencerError::PollTimeout { error: 7, .. })
     ));
+}
+
+/// GSP-RM answering every unknown the hard way: replies with sequence 0, an event before
+/// every reply, ALLOC replies without their parameters. RPCs still work, matched by function.
+#[test]
+fn unknown_answers_the_hard_way_still_serve_every_rpc() {
+    for mode in [Mode::Pessimistic, Mode::Random(7), Mode::Random(8)] {
+        let mut r = rig_in(
+            mode,
+            models::GH100,
+            nvbare_core::gsp::events::NoHandler,
+            |_, _| {},
+        );
+        open_client(&mut r);
+        for i in 0..8 {
+            transform(&mut r, 64 + 100 * i, i as u8).unwrap();
+        }
+        // Large replies come back in continuation records, which carry no sequence either.
+        transform(&mut r, 100_000, 3).unwrap();
+        let info = r.rpc.get_gsp_static_info().unwrap();
+        assert_eq!(info.hInternalClient, INTERNAL_CLIENT, "{mode}");
+        assert_clean(&r);
+        if mode == Mode::Pessimistic {
+            assert!(r.rpc.stats().events >= 8, "an event came before each reply");
+        }
+    }
+}
+
+/// Without an echoed sequence a late reply cannot be told from the next one (as in RM): the
+/// transport takes it, and the call after that gets the reply it is owed.
+#[test]
+fn unknown_answers_without_a_sequence_a_late_reply_is_taken_by_function() {
+    let mut r = rig_in(
+        Mode::Pessimistic,
+        models::GH100,
+        nvbare_core::gsp::events::NoHandler,
+        |_, _| {},
+    );
+    open_client(&mut r);
+    r.emu.inject(Fault::DropReply);
+    assert!(matches!(
+        transform(&mut r, 16, 0),
+        Err(GspError::Timeout { .. })
+    ));
+    transform(&mut r, 16, 1).unwrap();
 }
 
 #[test]

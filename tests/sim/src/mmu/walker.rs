@@ -33,7 +33,7 @@ impl GmmuFormat {
     }
 
     /// Directory levels as (hi, lo) VA bits, root first; the last is the dual PD0.
-    fn dirs(&self) -> &'static [(u32, u32)] {
+    pub(crate) fn dirs(&self) -> &'static [(u32, u32)] {
         match self.version {
             MmuVersion::V2 => &[(48, 47), (46, 38), (37, 29), (28, 21)],
             MmuVersion::V3 => &[(56, 56), (55, 47), (46, 38), (37, 29), (28, 21)],
@@ -162,6 +162,65 @@ fn big_pte_blocks_small(version: MmuVersion, raw: u64) -> bool {
     }
 }
 
+/// The directory entry of level `lvl` (not PD0) in `table` for `va`: `None` if invalid, the
+/// next table if a PDE, an error for a PTE or an unreadable table.
+pub(crate) fn dir_entry(
+    core: &SimCore,
+    fmt: GmmuFormat,
+    table: TableLoc,
+    lvl: usize,
+    va: u64,
+) -> Result<Option<TableLoc>, FaultKind> {
+    let dirs = fmt.dirs();
+    let &(hi, lo) = dirs
+        .get(lvl)
+        .filter(|_| lvl + 1 < dirs.len())
+        .ok_or(FaultKind::InvalidPde)?;
+    let idx = (va >> lo) & ((1 << (hi - lo + 1)) - 1);
+    let raw = read_entry(core, table, idx * 8, 8)? as u64;
+    if raw & 1 != 0 {
+        return Err(FaultKind::InvalidPde);
+    }
+    let r = raw as u128;
+    let Some(aperture) = pde_aperture(bits(r, 2, 1)) else {
+        return Ok(None);
+    };
+    let addr = match fmt.version {
+        MmuVersion::V2 if aperture == Aperture::Vram => bits(r, 32, 8) << 12,
+        MmuVersion::V2 => bits(r, 53, 8) << 12,
+        MmuVersion::V3 => bits(r, 51, 12) << 12,
+    };
+    Ok(Some(TableLoc { aperture, addr }))
+}
+
+/// A PDE (not PD0) pointing at the VRAM table `addr`, as GSP-RM writes one: V2 APERTURE 2:1
+/// VIDEO, VOL 3 clear, ADDRESS_VID 32:8 (`>> 12`); V3 APERTURE 2:1, PCF 5:3 0, ADDRESS 51:12.
+pub(crate) fn vram_pde(version: MmuVersion, addr: u64) -> u64 {
+    match version {
+        MmuVersion::V2 => (((addr >> 12) & ((1 << 25) - 1)) << 8) | (1 << 1),
+        MmuVersion::V3 => (((addr >> 12) & ((1 << 40) - 1)) << 12) | (1 << 1),
+    }
+}
+
+/// A dual PD0 entry with only its 4 KiB half: APERTURE_SMALL 66:65 VIDEO, ADDRESS_SMALL (V2
+/// 96:72, V3 115:76, `>> 12`).
+pub(crate) fn vram_pd0_small(version: MmuVersion, addr: u64) -> u128 {
+    let a = (addr >> 12) as u128;
+    match version {
+        MmuVersion::V2 => ((a & ((1 << 25) - 1)) << 72) | (1 << 65),
+        MmuVersion::V3 => ((a & ((1 << 40) - 1)) << 76) | (1 << 65),
+    }
+}
+
+/// A valid 4 KiB PTE to VRAM page `addr`: VALID 0, APERTURE 2:1 VIDEO (0), V2 ADDRESS_VID 32:8,
+/// V3 ADDRESS 39:12 (PCF 0: read-write).
+pub(crate) fn vram_pte(version: MmuVersion, addr: u64) -> u64 {
+    match version {
+        MmuVersion::V2 => (((addr >> 12) & ((1 << 25) - 1)) << 8) | 1,
+        MmuVersion::V3 => (((addr >> 12) & ((1 << 28) - 1)) << 12) | 1,
+    }
+}
+
 /// Walks the tables rooted at `pdb` for `va`.
 pub fn walk(
     core: &SimCore,
@@ -282,6 +341,51 @@ pub fn walk(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gsp_rm_entries_walk_back_to_their_page() {
+        for model in [crate::models::AD102, crate::models::GH100] {
+            let fmt = GmmuFormat::for_chip(model.chipset.info());
+            let version = fmt.version;
+            let gpu = crate::SimGpu::new(crate::SimConfig::new(model));
+            gpu.with_core(|core| {
+                let dirs = fmt.dirs();
+                let va = 0x1_2345_6000u64;
+                // One table per level at 1 MiB + 4 KiB * level, then the PT, then the page.
+                let t = |l: usize| (1 << 20) + 4096 * l as u64;
+                let at = |addr| TableLoc {
+                    aperture: Aperture::Vram,
+                    addr,
+                };
+                for (l, &(hi, lo)) in dirs.iter().enumerate() {
+                    let idx = (va >> lo) & ((1 << (hi - lo + 1)) - 1);
+                    if l + 1 == dirs.len() {
+                        let e = vram_pd0_small(version, t(l + 1));
+                        core.vram.write(t(l) + idx * 16, &e.to_le_bytes()).unwrap();
+                    } else {
+                        assert_eq!(dir_entry(core, fmt, at(t(l)), l, va).unwrap(), None);
+                        let e = vram_pde(version, t(l + 1));
+                        core.vram.write(t(l) + idx * 8, &e.to_le_bytes()).unwrap();
+                        assert_eq!(
+                            dir_entry(core, fmt, at(t(l)), l, va).unwrap(),
+                            Some(at(t(l + 1)))
+                        );
+                    }
+                }
+                let page = 8 << 20;
+                let e = vram_pte(version, page);
+                let pt = t(dirs.len());
+                core.vram
+                    .write(pt + ((va >> 12) & 511) * 8, &e.to_le_bytes())
+                    .unwrap();
+                let w = walk(core, fmt, at(t(0)), va).unwrap();
+                assert_eq!(
+                    (w.aperture, w.phys, w.size, w.read_only),
+                    (Aperture::Vram, page, 4096, false)
+                );
+            });
+        }
+    }
 
     #[test]
     fn bit_extraction() {

@@ -22,8 +22,12 @@
 //!   (`NV_ERR_INVALID_ARGUMENT` otherwise). GSP-RM writes the instance block; the host checks
 //!   before every run that it still holds what was written (a driver reusing that memory gets
 //!   its channel torn down). Error notifiers are written at the physical address.
-//!   `GET_WORK_SUBMIT_TOKEN` answers GSP-RM's internal token, the channel id; the doorbell
-//!   takes only the kernel RM's format (runlist ORed in, `RUNLIST_DOORBELL` on GB20x).
+//!   `GET_WORK_SUBMIT_TOKEN` answers GSP-RM's internal token, the channel id, or (an unknown,
+//!   see `unknowns`) the kernel RM's format; the doorbell takes only the kernel RM's format
+//!   (runlist ORed in, `RUNLIST_DOORBELL` on GB20x).
+//! * **RM-owned VA spaces** get the client's tables by `COPY_SERVER_RESERVED_PDES` before a
+//!   channel may use them; GSP-RM then maps a page of its own in the server-reserved range
+//!   and checks it stays reachable (see `copy_server_reserved_pdes`).
 //! * **GR context** (`NV2080_CTRL_CMD_GPU_PROMOTE_CTX`): buffers initialised (physical,
 //!   `bInitialize`; at least the size GSP-RM reported, zeroed by the client as the header
 //!   demands) and promoted (VA). A launch needs the golden context image (the first channel
@@ -45,6 +49,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use nvbare_core::chip::Chipset;
 use nvbare_core::gsp::client::{
     ENGINE_INFO_TYPE_RM_ENGINE_TYPE, ENGINE_INFO_TYPE_RUNLIST, ERROR_NOTIFIER_TYPE_MEMORY,
+    GMMU_APERTURE_SYS_COH, GMMU_APERTURE_SYS_NONCOH, GMMU_APERTURE_VIDEO,
     INITIALIZE_CTX_APERTURE_COH_SYS, INITIALIZE_CTX_APERTURE_NCOH_SYS,
     INITIALIZE_CTX_APERTURE_VIDMEM, NV_VGPU_MSG_FUNCTION_SET_PAGE_DIRECTORY,
     NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES,
@@ -163,6 +168,8 @@ struct ChanCtx {
     phys: HashMap<u16, PhysBuf>,
     va: HashMap<u16, u64>,
     compute: bool,
+    /// GSP-RM's own mapping in the channel's VA space, if it has one.
+    server: Option<ServerMapping>,
 }
 
 /// GR context state GSP-RM keeps.
@@ -208,6 +215,55 @@ fn lock(g: &Mutex<GrState>) -> MutexGuard<'_, GrState> {
 pub(crate) struct GspMode {
     mmu: Arc<SimMmu>,
     gr: Arc<Mutex<GrState>>,
+    /// Pages of [`SERVER_POOL`] GSP-RM has used for its own tables and pages.
+    server_pages: u64,
+}
+
+/// Where GSP-RM keeps the page tables and pages it maps in server-reserved ranges: its own
+/// reservation at the end of FB (2 MiB just below the BAR1 tables it binds at FB end - 4 MiB),
+/// which the driver's FB layout leaves alone (`gspFwRsvdStart` and above).
+const SERVER_POOL: (u64, u64) = (6 << 20, 4 << 20);
+
+/// What GSP-RM mapped for itself in the server-reserved range of an RM-owned VA space, and
+/// uses while channels of that VA space are set up and their GR context is built.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServerMapping {
+    fmt: GmmuFormat,
+    root: TableLoc,
+    va: u64,
+    pa: u64,
+    marker: u64,
+}
+
+impl ServerMapping {
+    /// GSP-RM reaches its page through the VA space: the client's tables must still lead to
+    /// the entries GSP-RM wrote (a client that mapped over the reserved range, or freed or
+    /// reused a table on the path, breaks GSP-RM). Walked afresh: a TLB entry may be evicted
+    /// at any time.
+    pub(crate) fn check(&self, core: &SimCore, user: &str) -> Result<(), RmStatus> {
+        let t = crate::mmu::walk(core, self.fmt, self.root, self.va);
+        let mut b = [0u8; 8];
+        let ok = match t {
+            Ok(w) => {
+                w.aperture == Aperture::Vram
+                    && w.phys == self.pa
+                    && core.vram.read(self.pa, &mut b).is_ok()
+                    && u64::from_le_bytes(b) == self.marker
+            }
+            Err(_) => false,
+        };
+        if ok {
+            return Ok(());
+        }
+        log::warn!(
+            "sim GSP-RM ({user}): its own mapping at VA {:#x} in the server-reserved range no \
+             longer leads to its page at {:#x} ({t:?}): the client changed the page tables on \
+             the path to the range it handed over (COPY_SERVER_RESERVED_PDES)",
+            self.va,
+            self.pa
+        );
+        Err(RmStatus::NV_ERR_INVALID_STATE)
+    }
 }
 
 impl std::fmt::Debug for GspMode {
@@ -316,6 +372,7 @@ impl RmModel {
         self.gsp = Some(GspMode {
             mmu,
             gr: Arc::new(Mutex::new(gr)),
+            server_pages: 0,
         });
         crate::fifo::lock(&self.fifo).report_rcs(true);
         self.create_internal_client();
@@ -337,7 +394,8 @@ impl RmModel {
         self.next_chid = 0;
         self.next_tsg = 1;
         crate::fifo::lock(&self.fifo).clear();
-        if let Some(g) = &self.gsp {
+        if let Some(g) = &mut self.gsp {
+            g.server_pages = 0;
             let mut s = lock(&g.gr);
             s.globals.clear();
             s.chans.clear();
@@ -521,6 +579,11 @@ impl RmModel {
         if q.engineType != NV2080_ENGINE_TYPE_GRAPHICS {
             return Err(RmStatus::NV_ERR_NOT_SUPPORTED);
         }
+        // GSP-RM builds the context through the channel's VA space, its own mapping included.
+        let server = lock(gr).chans.get(&chid).and_then(|c| c.server);
+        if let Some(m) = server {
+            m.check(core, &format!("promoting channel {chid}'s context"))?;
+        }
         let n = q.entryCount as usize;
         let entries = q
             .promoteEntry
@@ -600,9 +663,18 @@ impl RmModel {
 
     /// `NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES` on an RM-owned VA space: the client
     /// owns its page tables (a GSP client's split VA space, `gvaspaceCopyServerRmReserved
-    /// PdesToServerRm_IMPL`) and tells GSP-RM the levels above the range GSP-RM manages; from
-    /// then on GPU accesses in the VA space walk the client's tables from `levels[0]`. GSP-RM
-    /// itself maps nothing in the range here.
+    /// PdesToServerRm_IMPL`) and describes the levels from the root down to the one whose
+    /// entries cover `pageSize`; GSP-RM takes them over as its own level instances
+    /// (`gvaspaceCopyServerReservedPdes_IMPL`: levels found by `pageShift`, apertures
+    /// `GMMU_APERTURE_*`), from then on GPU accesses in the VA space walk the client's tables,
+    /// and GSP-RM fills the range below them for itself: it writes the entry covering each
+    /// `pageSize` chunk of `[virtAddrLo, virtAddrHi]` in the last level with a table of its
+    /// own and maps a page of its own there ("server RM can assign VA only inside the range",
+    /// `gvaspaceReserveSplitVaSpace_IMPL`). Which page, and when GSP-RM uses it, is not public:
+    /// the offset is an unknown, and the page is checked whenever a channel of the VA space is
+    /// allocated or its GR context promoted. Copying fewer levels than reach `pageSize`
+    /// (tinygrad on V3 formats, which works on real GPUs) is accepted; GSP-RM then maps
+    /// nothing there (the entries it would write are the client's).
     fn copy_server_reserved_pdes(
         &mut self,
         core: &SimCore,
@@ -626,50 +698,160 @@ impl RmModel {
         if external.is_some() {
             return Err(RmStatus::NV_ERR_INVALID_STATE);
         }
+        let fmt = GmmuFormat::for_chip(self.model.chipset.info());
+        let dirs = fmt.dirs();
         let n = q.numLevelsToCopy as usize;
         let ps = q.pageSize;
+        let (lo, hi) = (q.virtAddrLo, q.virtAddrHi);
         if n == 0
-            || n > q.levels.len()
+            || n >= dirs.len()
             || !ps.is_power_of_two()
-            || q.virtAddrHi < q.virtAddrLo
-            || !q.virtAddrLo.is_multiple_of(ps)
-            || !q.virtAddrHi.wrapping_add(1).is_multiple_of(ps)
+            || hi < lo
+            || !lo.is_multiple_of(ps)
+            || !hi.wrapping_add(1).is_multiple_of(ps)
+            || hi >> fmt.va_bits() != 0
         {
             return Err(RmStatus::NV_ERR_INVALID_ARGUMENT);
         }
-        let mut root = None;
-        for l in &q.levels[..n] {
-            // GMMU_APERTURE_VIDEO, _SYS_COH, _SYS_NONCOH.
+        // Each level: its aperture, that it exists with the size given, that its page shift
+        // is the format's for that depth, and that the one above leads to it at virtAddrLo.
+        let mut tables: Vec<TableLoc> = Vec::with_capacity(n);
+        for (i, l) in q.levels[..n].iter().enumerate() {
             let aperture = match l.aperture {
-                1 => Aperture::Vram,
-                2 => Aperture::SysCoherent,
-                3 => Aperture::SysNonCoherent,
+                GMMU_APERTURE_VIDEO => Aperture::Vram,
+                GMMU_APERTURE_SYS_NONCOH => Aperture::SysNonCoherent,
+                GMMU_APERTURE_SYS_COH => Aperture::SysCoherent,
                 _ => return Err(RmStatus::NV_ERR_INVALID_ARGUMENT),
             };
+            let t = TableLoc {
+                aperture,
+                addr: l.physAddress,
+            };
+            let (dhi, dlo) = dirs[i];
+            let idx = (lo >> dlo) & ((1 << (dhi - dlo + 1)) - 1);
             let loc = PhysLoc {
                 aperture,
                 addr: l.physAddress,
             };
-            if !l.physAddress.is_multiple_of(4096) || l.size == 0 || !exists(core, loc, l.size) {
+            if u32::from(l.pageShift) != dlo
+                || !l.physAddress.is_multiple_of(4096)
+                || l.size < (idx + 1) * 8
+                || !exists(core, loc, l.size)
+            {
                 return Err(RmStatus::NV_ERR_INVALID_ARGUMENT);
             }
-            root.get_or_insert(TableLoc {
-                aperture,
-                addr: l.physAddress,
-            });
+            if let Some(&above) = tables.last()
+                && crate::mmu::walker::dir_entry(core, fmt, above, i - 1, lo) != Ok(Some(t))
+            {
+                return Err(RmStatus::NV_ERR_INVALID_ARGUMENT);
+            }
+            tables.push(t);
         }
-        let root = root.ok_or(RmStatus::NV_ERR_INVALID_ARGUMENT)?;
-        let info = self.model.chipset.info();
-        let space: Arc<dyn AddressSpace> =
-            Arc::new(mmu.address_space(GmmuFormat::for_chip(info), root));
+        let root = tables[0];
+        let last = n - 1;
+        let reaches = 1u64 << dirs[last].1 == ps;
+        let server = if reaches {
+            Some(self.fill_server_range(core, fmt, &tables, lo, hi, ps)?)
+        } else {
+            None
+        };
+        let space: Arc<dyn AddressSpace> = Arc::new(mmu.address_space(fmt, root));
         if let Kind::VaSpace {
-            space: s, external, ..
+            space: s,
+            external,
+            server: srv,
+            ..
         } = &mut self.object_mut(client, vaspace)?.kind
         {
             *s = space;
             *external = Some(root);
+            *srv = server;
         }
         Ok(())
+    }
+
+    /// GSP-RM's part of `COPY_SERVER_RESERVED_PDES`: for each `ps` chunk of `[lo, hi]`, a
+    /// table chain of its own below the entry in the last of the client's `tables`, and one
+    /// page of its own mapped in the first chunk.
+    fn fill_server_range(
+        &mut self,
+        core: &SimCore,
+        fmt: GmmuFormat,
+        tables: &[TableLoc],
+        lo: u64,
+        hi: u64,
+        ps: u64,
+    ) -> Result<ServerMapping, RmStatus> {
+        let dirs = fmt.dirs();
+        let (root, lvl) = (tables[0], tables.len() - 1);
+        let table = tables[lvl];
+        let fb = (self.model.vram_mib as u64) << 20;
+        let g = self.gsp.as_mut().ok_or(RmStatus::NV_ERR_NOT_SUPPORTED)?;
+        let pool_base = fb.saturating_sub(SERVER_POOL.0);
+        let pool_pages = (SERVER_POOL.0 - SERVER_POOL.1) / 4096;
+        let chunks = (hi - lo) / ps + 1;
+        // A table per level below `lvl` (down to the 4 KiB PT) per chunk, and the page.
+        let per_chunk = (dirs.len() - lvl) as u64;
+        let need = chunks.saturating_mul(per_chunk).saturating_add(1);
+        if g.server_pages.saturating_add(need) > pool_pages {
+            return Err(RmStatus::NV_ERR_INSUFFICIENT_RESOURCES);
+        }
+        let page = |g: &mut GspMode| {
+            let a = pool_base + g.server_pages * 4096;
+            g.server_pages += 1;
+            // Fresh tables hold only invalid entries.
+            let _ = core.vram.write(a, &[0u8; 4096]);
+            a
+        };
+        let probe_off = core
+            .unknowns
+            .pick("gsp.server_reserved.page_offset", &[0, ps / 2, ps - 4096]);
+        let put = |table: TableLoc, off: u64, bytes: &[u8]| -> Result<(), RmStatus> {
+            let ok = match table.aperture {
+                Aperture::Vram => core.vram.write(table.addr + off, bytes).is_ok(),
+                Aperture::SysCoherent | Aperture::SysNonCoherent => {
+                    core.host.write(table.addr + off, bytes).is_ok()
+                }
+                Aperture::Peer(_) => false,
+            };
+            ok.then_some(()).ok_or(RmStatus::NV_ERR_INVALID_ARGUMENT)
+        };
+        let mut probe = None;
+        for c in 0..chunks {
+            // The chain leads to the page in the first chunk, to its start in the others.
+            let va = lo + c * ps + if c == 0 { probe_off } else { 0 };
+            let mut t = table;
+            for (l, &(dhi, dlo)) in dirs.iter().enumerate().skip(lvl) {
+                let idx = (va >> dlo) & ((1 << (dhi - dlo + 1)) - 1);
+                let next = page(g);
+                if l + 1 == dirs.len() {
+                    let e = crate::mmu::walker::vram_pd0_small(fmt.version, next);
+                    put(t, idx * 16, &e.to_le_bytes())?;
+                } else {
+                    let e = crate::mmu::walker::vram_pde(fmt.version, next);
+                    put(t, idx * 8, &e.to_le_bytes())?;
+                }
+                t = TableLoc {
+                    aperture: Aperture::Vram,
+                    addr: next,
+                };
+            }
+            if c == 0 {
+                let pa = page(g);
+                let pte = crate::mmu::walker::vram_pte(fmt.version, pa);
+                put(t, ((va >> 12) & 511) * 8, &pte.to_le_bytes())?;
+                let marker = 0x4753_5052_4d00_0000 | ((va >> 12) & 0xff_ffff);
+                let _ = core.vram.write(pa, &marker.to_le_bytes());
+                probe = Some(ServerMapping {
+                    fmt,
+                    root,
+                    va,
+                    pa,
+                    marker,
+                });
+            }
+        }
+        probe.ok_or(RmStatus::NV_ERR_INVALID_STATE)
     }
 
     /// SET_PAGE_DIRECTORY.
@@ -687,6 +869,12 @@ impl RmModel {
             return Err(RmStatus::NV_ERR_INVALID_OBJECT_HANDLE);
         }
         let p = r.params;
+        // UVM always sends unicast ("always do unicast by passing non-zero subDeviceId",
+        // nvGpuOpsSetPageDirectory), tinygrad too; whether GSP-RM takes a broadcast (0) on a
+        // bare-metal system is not public.
+        if p.subDeviceId == 0 && core.unknowns.hard("gsp.set_page_directory.unicast_only") {
+            return Err(RmStatus::NV_ERR_INVALID_ARGUMENT);
+        }
         let vaspace = if p.hVASpace != 0 {
             Handle(p.hVASpace)
         } else {
@@ -754,6 +942,7 @@ impl RmModel {
         engine_type: u32,
         space: Arc<dyn AddressSpace>,
         first_of_tsg: bool,
+        server: Option<ServerMapping>,
     ) -> Result<Kind, RmStatus> {
         let entries = a.gpFifoEntries;
         let phys = |d: &NV_MEMORY_DESC_PARAMS, min: u64, align: u64| -> Result<PhysLoc, RmStatus> {
@@ -790,7 +979,9 @@ impl RmModel {
             phys(&a.mthdbufMem, 1, 4)?;
         }
         let (_, notifier_type, _) = decode_channel_internal_flags(a.internalFlags);
-        let notifier = if notifier_type == ERROR_NOTIFIER_TYPE_MEMORY {
+        // A null hObjectError makes the notifier type NONE whatever the flags say
+        // (kchannelConstruct, kernel_channel.c).
+        let notifier = if notifier_type == ERROR_NOTIFIER_TYPE_MEMORY && a.hObjectError != 0 {
             let n = (nvbare_core::rm::ctrl::NV_CHANNELGPFIFO_NOTIFICATION_TYPE__SIZE_1 * 16) as u64;
             Some(phys(&a.errorNotifierMem, n, 4)?)
         } else {
@@ -832,9 +1023,19 @@ impl RmModel {
             notifier,
         });
         f.set_instance(chid, instance, written);
+        drop(f);
+        if let Some(g) = &self.gsp {
+            lock(&g.gr).chans.entry(chid).or_default().server = server;
+        }
+        // What GSP-RM's GET_WORK_SUBMIT_TOKEN answers is not public: its internal token (the
+        // channel id, what kfifoGenerateWorkSubmitToken builds under GSP-RM) or one already in
+        // the kernel RM's doorbell format. The driver must build the doorbell's value itself.
+        let answer = core
+            .unknowns
+            .pick("gsp.work_submit_token.format", &[chid, token]);
         Ok(Kind::Channel {
             chid,
-            token: chid,
+            token: answer,
             tsg,
         })
     }

@@ -119,8 +119,11 @@ enum Kind {
         space: Arc<dyn AddressSpace>,
         /// `NV_VASPACE_ALLOCATION_FLAGS_*`.
         flags: u32,
-        /// The page directory set by SET_PAGE_DIRECTORY (GSP mode).
+        /// The client's root directory: set by SET_PAGE_DIRECTORY (externally owned) or
+        /// `COPY_SERVER_RESERVED_PDES` (RM-owned), GSP mode.
         external: Option<crate::mmu::TableLoc>,
+        /// What GSP-RM mapped for itself in the server-reserved range (GSP mode).
+        server: Option<gsp_client::ServerMapping>,
     },
     /// `NV01_MEMORY_VIRTUAL`: a VA range of a VA space, bound when first used (the device's
     /// only VA space then, if `hVASpace` was 0), with `offset`/`limit` as asked (0 = whole).
@@ -371,17 +374,26 @@ impl RmModel {
         }
     }
 
-    /// An externally owned VA space must have its page directory before channels use it.
-    fn check_external_ready(&self, c: Handle, vaspace: Handle) -> Result<(), RmStatus> {
-        match self.object(c, vaspace)?.kind {
+    /// In GSP mode a VA space must have the client's page tables before channels use it:
+    /// SET_PAGE_DIRECTORY for an externally owned one ("create subcontext only after
+    /// SetPageDirectory()"), `COPY_SERVER_RESERVED_PDES` for an RM-owned one (the kernel RM
+    /// sends it when it constructs every RM-owned VA space, `gvaspaceCopyServerRmReserved
+    /// PdesToServerRm_IMPL`; GSP-RM keeps no page tables of its own for them). GSP-RM's own
+    /// mapping in the server-reserved range must still translate.
+    fn check_external_ready(
+        &self,
+        core: &SimCore,
+        c: Handle,
+        vaspace: Handle,
+    ) -> Result<(), RmStatus> {
+        if self.gsp.is_none() {
+            return Ok(());
+        }
+        match &self.object(c, vaspace)?.kind {
+            Kind::VaSpace { external: None, .. } => Err(RmStatus::NV_ERR_INVALID_STATE),
             Kind::VaSpace {
-                flags, external, ..
-            } if flags & NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED != 0
-                && external.is_none()
-                && self.gsp.is_some() =>
-            {
-                Err(RmStatus::NV_ERR_INVALID_STATE)
-            }
+                server: Some(m), ..
+            } => m.check(core, &format!("a channel of VA space {:#x}", vaspace.0)),
             _ => Ok(()),
         }
     }
@@ -789,7 +801,7 @@ impl RmModel {
         };
         let table = self.vaspace_table(c, vaspace)?;
         let space = self.vaspace_space(c, vaspace)?;
-        self.check_external_ready(c, vaspace)?;
+        self.check_external_ready(core, c, vaspace)?;
         if self.gsp.is_some() {
             let first_of_tsg = !crate::fifo::lock(&self.fifo)
                 .channels()
@@ -799,7 +811,20 @@ impl RmModel {
             } else {
                 tsg_engine
             };
-            return self.alloc_channel_gsp(core, &a, class, tsg, engine_type, space, first_of_tsg);
+            let server = match self.object(c, vaspace)?.kind {
+                Kind::VaSpace { server, .. } => server,
+                _ => None,
+            };
+            return self.alloc_channel_gsp(
+                core,
+                &a,
+                class,
+                tsg,
+                engine_type,
+                space,
+                first_of_tsg,
+                server,
+            );
         }
         let ring_end = a
             .gpFifoOffset
@@ -909,6 +934,7 @@ impl RmModel {
                     table,
                     flags: a.flags,
                     external: None,
+                    server: None,
                 }
             }
             NV01_MEMORY_VIRTUAL => {
@@ -973,7 +999,7 @@ impl RmModel {
                     self.default_vaspace(c)?
                 };
                 self.vaspace_table(c, vaspace)?;
-                self.check_external_ready(c, vaspace)?;
+                self.check_external_ready(core, c, vaspace)?;
                 Kind::CtxShare { vaspace }
             }
             GT200_DEBUGGER => {
@@ -1452,5 +1478,7 @@ impl RmService for SharedRm {
     }
 }
 
+#[cfg(test)]
+mod server_pdes_tests;
 #[cfg(test)]
 mod tests;
