@@ -310,6 +310,25 @@ impl fmt::Display for PollError {
 
 impl core::error::Error for PollError {}
 
+/// `GPU_READ_PRI_ERROR_MASK`: the bits of a register read that say it failed.
+pub const PRI_ERROR_MASK: u32 = 0xfff0_0000;
+/// `GPU_READ_PRI_ERROR_CODE`: a read whose [`PRI_ERROR_MASK`] bits are this did not reach the
+/// register (`0xbadf41xx` while a PRIV target mask locks it, `0xbadf10xx` on a PRI timeout,
+/// ...; the low bits carry extra error information, `_kfspIsGspTargetMaskReleased`).
+pub const PRI_ERROR_CODE: u32 = 0xbad0_0000;
+
+/// Whether a BAR0 read returned a PRI error instead of the register (`g_gpu_nvoc.h`): none of
+/// its bits mean anything about the register.
+pub const fn is_pri_error(value: u32) -> bool {
+    value & PRI_ERROR_MASK == PRI_ERROR_CODE
+}
+
+/// Whether a BAR0 read holds the register's value: neither all ones (no device answered) nor a
+/// PRI error.
+pub const fn is_register_value(value: u32) -> bool {
+    value != u32::MAX && !is_pri_error(value)
+}
+
 /// Polls `cond` until it yields a value, fails, or `timeout` passes.
 ///
 /// Every wait in the driver goes through here, so none can hang. `cond` is called at least once
@@ -363,6 +382,23 @@ mod tests {
         fn delay(&self, d: Duration) {
             self.0.set(self.0.get() + d)
         }
+    }
+
+    #[test]
+    fn pri_errors_are_not_register_values() {
+        for v in [
+            0xbadf_4100,
+            0xbadf_41ff,
+            0xbadf_1000,
+            0xbad0_b0ff,
+            0xbad0_0001,
+        ] {
+            assert!(is_pri_error(v) && !is_register_value(v), "{v:#x}");
+        }
+        for v in [0, 0x10, 0xbacf_ffff, 0xbae0_0000, 0x8000_0000] {
+            assert!(!is_pri_error(v) && is_register_value(v), "{v:#x}");
+        }
+        assert!(!is_pri_error(u32::MAX) && !is_register_value(u32::MAX));
     }
 
     #[test]

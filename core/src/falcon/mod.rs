@@ -23,7 +23,7 @@ use core::marker::PhantomData;
 use core::time::Duration;
 
 use crate::chip::{Architecture, ChipInfo};
-use crate::hal::{Clock, HalError, Mmio, PollError, poll_until};
+use crate::hal::{Clock, HalError, Mmio, PollError, is_register_value, poll_until};
 use crate::regs::falcon::*;
 use crate::regs::fuse::{
     NV_FUSE_OPT_FPF_GSP_UCODE_VERSION, NV_FUSE_OPT_FPF_NVDEC_UCODE_VERSION,
@@ -43,8 +43,11 @@ pub const MEM_SCRUB_TIMEOUT: Duration = Duration::from_millis(20);
 pub const CORE_SELECT_TIMEOUT: Duration = Duration::from_millis(10);
 /// How long a DMA request may wait for queue space or completion.
 pub const DMA_TIMEOUT: Duration = Duration::from_millis(100);
-/// How long a heavy-secure ucode (FWSEC, booter) may run before it must halt.
-pub const HS_HALT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a heavy-secure ucode (FWSEC, booter) may run before it must halt: the open
+/// driver's `GPU_TIMEOUT_DEFAULT` (`kgspExecuteHsFalcon_GA102` → `kflcnWaitForHalt_HAL`; 4 s on
+/// Linux, `osGetTimeoutParams`). nova-core waits 2 s ("firmwares should complete in less than
+/// 2 seconds").
+pub const HS_HALT_TIMEOUT: Duration = Duration::from_secs(4);
 /// How long the RISC-V core may take to become active after it was started.
 pub const RISCV_ACTIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -318,7 +321,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
             "IMEM/DMEM scrubbing (HWCFG2.MEM_SCRUBBING)",
             || {
                 let h = self.hwcfg2_raw();
-                h != u32::MAX && !NV_PFALCON_FALCON_HWCFG2::from(h).mem_scrubbing()
+                is_register_value(h) && !NV_PFALCON_FALCON_HWCFG2::from(h).mem_scrubbing()
             },
         )
     }
@@ -393,7 +396,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
                 "DMATRFCMD.FULL to clear",
                 || {
                     let c = cmd_reg();
-                    u32::from(c) != u32::MAX && !c.full()
+                    is_register_value(u32::from(c)) && !c.full()
                 },
             )
         };
@@ -435,7 +438,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
             "DMATRFCMD.IDLE",
             || {
                 let c = cmd_reg();
-                u32::from(c) != u32::MAX && c.idle()
+                is_register_value(u32::from(c)) && c.idle()
             },
         )
     }
@@ -518,9 +521,10 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
         }
     }
 
-    /// Whether the falcon CPU has halted.
+    /// Whether the falcon CPU has halted (a PRI-error or all-ones read is not a halt).
     pub fn is_halted(&self) -> bool {
-        NV_PFALCON_FALCON_CPUCTL::read_of::<E, _>(self.bar0).halted()
+        let c = self.bar0.read32(NV_PFALCON_FALCON_CPUCTL::offset_of::<E>());
+        is_register_value(c) && NV_PFALCON_FALCON_CPUCTL::from(c).halted()
     }
 
     /// Waits for the falcon CPU to halt.
@@ -529,10 +533,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
             t,
             Duration::from_micros(10),
             "the falcon CPU to halt",
-            || {
-                let c = self.bar0.read32(NV_PFALCON_FALCON_CPUCTL::offset_of::<E>());
-                c != u32::MAX && NV_PFALCON_FALCON_CPUCTL::from(c).halted()
-            },
+            || self.is_halted(),
         )
     }
 
@@ -654,10 +655,20 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
         NV_PRISCV_RISCV_CPUCTL::read_of::<E, _>(self.bar0)
     }
 
-    /// Whether the RISC-V core runs (`kflcnIsRiscvActive_GA102`).
+    /// Whether the RISC-V core runs (`kflcnIsRiscvActive_GA102`). A read that did not reach
+    /// the register (all ones, or a PRI error such as `0xbadf41xx` while the FSP holds the
+    /// GSP's PRIV target mask) says nothing, so it is not "active".
     pub fn is_riscv_active(&self) -> bool {
         let c = self.bar0.read32(NV_PRISCV_RISCV_CPUCTL::offset_of::<E>());
-        c != u32::MAX && NV_PRISCV_RISCV_CPUCTL::from(c).active_stat()
+        is_register_value(c) && NV_PRISCV_RISCV_CPUCTL::from(c).active_stat()
+    }
+
+    /// Whether the RISC-V core has halted (`CPUCTL.HALTED`, `kflcnWaitForHaltRiscv_GA102`). A
+    /// read that did not reach the register is not a halt: the open driver tests bit 4 of
+    /// whatever it reads, so a `0xbadf41xx` whose low byte has bit 4 set would count there.
+    pub fn is_riscv_halted(&self) -> bool {
+        let c = self.bar0.read32(NV_PRISCV_RISCV_CPUCTL::offset_of::<E>());
+        is_register_value(c) && NV_PRISCV_RISCV_CPUCTL::from(c).halted()
     }
 
     /// Waits until the RISC-V core runs.
@@ -676,10 +687,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
             t,
             Duration::from_micros(100),
             "the RISC-V core to halt",
-            || {
-                let c = self.bar0.read32(NV_PRISCV_RISCV_CPUCTL::offset_of::<E>());
-                c != u32::MAX && NV_PRISCV_RISCV_CPUCTL::from(c).halted()
-            },
+            || self.is_riscv_halted(),
         )
     }
 

@@ -250,3 +250,29 @@ fn fuse_versions_follow_the_highest_set_bit() {
     assert_eq!(FuseEngine::from_engine_id_mask(1), Some(FuseEngine::Sec2));
     assert_eq!(FuseEngine::from_engine_id_mask(0x100), None);
 }
+
+#[test]
+fn a_pri_error_is_neither_a_halt_nor_a_running_core() {
+    // While the FSP holds the GSP's PRIV target mask every read is 0xbadf41xx, and the low byte
+    // carries error details: 0xbadf41ff has HALTED (bit 4) and ACTIVE_STAT (bit 7) set.
+    let bar = Fake::new();
+    let c = clock();
+    let f: Falcon<'_, Gsp, _, _> = Falcon::new(&bar, &c, FalconHal::Gh100);
+    for v in [0xbadf_41ff, 0xbadf_4110, 0xbadf_1090, u32::MAX] {
+        bar.set(GSP + 0x1388, v);
+        assert!(!f.is_riscv_halted(), "{v:#x}");
+        assert!(!f.is_riscv_active(), "{v:#x}");
+        let e = f.wait_riscv_halted(Duration::from_millis(2)).unwrap_err();
+        assert!(
+            matches!(e, FalconError::Timeout { engine: "GSP", .. }),
+            "{e}"
+        );
+        bar.set(GSP + 0x100, v);
+        assert!(!f.is_halted(), "{v:#x}");
+    }
+    bar.set(GSP + 0x1388, 1 << 4);
+    assert!(f.is_riscv_halted());
+    f.wait_riscv_halted(Duration::from_millis(2)).unwrap();
+    bar.set(GSP + 0x1388, 1 << 7);
+    assert!(f.is_riscv_active() && !f.is_riscv_halted());
+}

@@ -61,6 +61,7 @@ impl Clock for GspClock {
 
     fn delay(&self, d: Duration) {
         self.clock.delay(d);
+        self.gpu.with_core(|core| self.boot.settle(core));
         if let Some(emu) = self.boot.emulator() {
             self.gpu.with_core(|core| emu.pump(core));
         }

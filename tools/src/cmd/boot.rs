@@ -340,7 +340,9 @@ pub fn run(out: &mut dyn Write, args: BootArgs) -> Result<(), CliError> {
     .map_err(io)?;
     let fw = load_firmware(chip, &dir)?;
     let sim_fw = SimFirmware::load(chip, &dir).map_err(CliError::Runtime)?;
-    let gpu = SimGpu::new(SimConfig::new(model));
+    // Virtual time: phase durations are the modelled hardware's (with NVBARE_SIM_UNKNOWNS=
+    // pessimistic, seconds of devinit, FSP and falcon time), not host time, and cost none.
+    let gpu = SimGpu::new(SimConfig::new(model).with_virtual_time());
     let boot_model = BootModel::install(&gpu, BootSimConfig::new(Arc::new(sim_fw)));
     let hw = boot_hw(&gpu);
     let image = boot_model.log_image();
@@ -365,6 +367,9 @@ pub fn run(out: &mut dyn Write, args: BootArgs) -> Result<(), CliError> {
         args.log,
         Some(&log_image),
     );
+    for w in boot_model.warnings() {
+        writeln!(out, "the simulated boot hardware warns: {w}").map_err(io)?;
+    }
     let errors = boot_model.errors();
     if !errors.is_empty() {
         writeln!(out, "the simulated boot hardware saw problems:").map_err(io)?;

@@ -6,7 +6,9 @@
 //! layout to hand to [`crate::mm`], GSP-RM's static info, and what [`BootedGsp::unload`] needs.
 //!
 //! Turing-Ada (`BootMethod::Booter`, `kgspBootstrap_TU102`):
-//! 1. refuse or reset if WPR2 is already up; wait for GFW boot (PGC6 scratch);
+//! 1. wait for GFW boot (PGC6 scratch), then refuse or reset if WPR2 is already up (WPR2 is
+//!    read only once GFW boot is done, as `kgspInitRm` does: a read before then may be a PRI
+//!    error); point the sysmem flush registers at a page of ours ([`flush`]);
 //! 2. read the VBIOS through the PROM window, extract FWSEC;
 //! 3. compute the FB layout, fill DMA memory, queue SET_SYSTEM_INFO and SET_REGISTRY;
 //! 4. FWSEC-FRTS on the GSP falcon (WPR2 comes up at the FRTS offset);
@@ -16,7 +18,8 @@
 //!    sequencer scripts GSP-RM sends; GET_GSP_STATIC_INFO.
 //!
 //! Hopper/Blackwell (`BootMethod::FspChainOfTrust`, `kgspBootstrap_GH100`):
-//! 1. refuse or reset if WPR2 is up; wait for the FSP's secure boot (I2CS scratch = 0xff);
+//! 1. wait for the FSP's secure boot (I2CS scratch = 0xff), then refuse or reset if WPR2 is
+//!    up; the sysmem flush page;
 //! 2. as above, but the WPR metadata carries only sizes (the GSP-FMC places WPR2);
 //! 3. `GSP_FMC_BOOT_PARAMS` + the `NVDM_PAYLOAD_COT` message to the FSP (FMC image, hash,
 //!    key, signature, FRTS placement), check the FSP's answer;
@@ -24,9 +27,15 @@
 //!    in MAILBOX0);
 //! 5. as step 7 above (no sequencer on these chips).
 //!
-//! Unload ([`BootedGsp::unload`], `kgspUnloadRm`): UNLOADING_GUEST_DRIVER, wait for
-//! `MAILBOX0 = 0x80000000`, then FWSEC-SB and booter_unload (WPR2 must go down) on
-//! Turing-Ada, or wait for the RISC-V halt (the GSP-FMC tears WPR2 down) on Hopper on.
+//! Unload ([`BootedGsp::unload`], `kgspUnloadRm`): UNLOADING_GUEST_DRIVER with
+//! `newLevel` = [`UNLOAD_LEVEL_0`] (not PM, not GC6), wait for `MAILBOX0 = 0x80000000`, then
+//! FWSEC-SB and booter_unload (WPR2 must go down) on Turing-Ada, or wait for the RISC-V halt
+//! (the GSP-FMC tears WPR2 down) on Hopper on; the flush page goes last.
+//!
+//! A boot that fails stops what it started before its memory is freed: on Turing-Ada
+//! FWSEC-SB and booter_unload (the GSP falcon reset stops GSP-RM), on Hopper on a wait of up to
+//! [`FAILED_BOOT_HALT_TIMEOUT`] for the GSP RISC-V to halt (nova-core), and bus mastering off
+//! if it does not.
 //!
 //! Every wait is a [`poll_until`] with a named timeout; every failure is a [`BootError`] naming
 //! the phase; the [`BootReport`] of registers and the GSP's last log lines goes to
@@ -34,6 +43,7 @@
 
 pub mod abi;
 pub mod firmware;
+pub mod flush;
 pub mod fsp;
 pub mod layout;
 pub mod memory;
@@ -52,10 +62,11 @@ use crate::gsp::events::NV_VGPU_MSG_EVENT_GSP_INIT_DONE;
 use crate::gsp::log::LogImage;
 use crate::gsp::msgq::{MsgQueue, SharedMemLayout};
 use crate::gsp::registry::{self, DEFAULT_REGISTRY, RegistryEntry};
-use crate::gsp::rpc::{GspConfig, GspRpc, UNLOAD_LEVEL_FAST};
+use crate::gsp::rpc::{GspConfig, GspRpc, UNLOAD_LEVEL_0};
 use crate::gsp::sysinfo::{GspStaticConfigInfo, GspSystemInfo};
 use crate::hal::{
-    Clock, DmaAllocator, DmaBuffer, HalError, Mmio, PciConfig, PollError, poll_until,
+    Clock, DmaAllocator, DmaBuffer, HalError, Mmio, PciConfig, PollError, is_register_value,
+    poll_until,
 };
 use crate::mm::{FbLayout, FbOwner};
 use crate::regs::falcon::{Gsp, Sec2, TRANSCFG_TARGET_COHERENT_SYSMEM};
@@ -82,10 +93,11 @@ use crate::regs::pmc::{NV_PMC_BOOT_0, NV_PMC_BOOT_42};
 use crate::regs::{Register, RegisterArray, RelativeRegister};
 
 use abi::{
-    GSP_ACR_BOOT_GSP_RM_PARAMS, GSP_DMA_TARGET_COHERENT_SYSTEM, GSP_FMC_BOOT_PARAMS, GSP_RM_PARAMS,
-    GspFwWprMeta, NVDM_PAYLOAD_COT, NVDM_TYPE_COT,
+    GSP_ACR_BOOT_GSP_RM_PARAMS, GSP_DMA_TARGET_COHERENT_SYSTEM, GSP_DMA_TARGET_NONCOHERENT_SYSTEM,
+    GSP_FMC_BOOT_PARAMS, GSP_RM_PARAMS, GspFwWprMeta, NVDM_PAYLOAD_COT, NVDM_TYPE_COT,
 };
 use firmware::{BootFirmware, BooterKind, FirmwareError, FwsecCommand, HsUcode, VbiosFirmware};
+use flush::{FlushRegs, SysmemFlush};
 use fsp::Fsp;
 use layout::{FRTS_SIZE, WprParams};
 use memory::{BootMemory, copy_to_dma};
@@ -110,8 +122,12 @@ pub const LOCKDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 pub const INIT_DONE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long GSP-RM may take to suspend its processor after UNLOADING_GUEST_DRIVER.
 pub const SUSPEND_TIMEOUT: Duration = Duration::from_secs(4);
-/// How long the GSP RISC-V core may take to halt at unload (Hopper on).
+/// How long the GSP RISC-V core may take to halt at unload (Hopper on; `kgspTeardown_GH100`
+/// waits `GPU_TIMEOUT_DEFAULT`, 4 s on Linux).
 pub const HALT_TIMEOUT: Duration = Duration::from_secs(4);
+/// How long a failed Hopper-on boot waits for the GSP RISC-V core to halt before its memory is
+/// freed (nova-core: 5 s); if it does not, bus mastering goes off first.
+pub const FAILED_BOOT_HALT_TIMEOUT: Duration = Duration::from_secs(5);
 /// `LIBOS_INTERRUPT_PROCESSOR_SUSPENDED` in GSP MAILBOX0 (`_kgspIsProcessorSuspended`).
 pub const PROCESSOR_SUSPENDED: u32 = 0x8000_0000;
 /// PRIV error reads while the GSP is locked to the FSP (`_kfspIsGspTargetMaskReleased`).
@@ -216,6 +232,7 @@ pub struct BootState<B> {
     chip: Chip,
     hal: FalconHal,
     mem: BootMemory<B>,
+    flush: SysmemFlush<B>,
     fmc: Option<(B, B)>,
     unload: Option<UnloadBundle<B>>,
     wpr_meta: GspFwWprMeta,
@@ -241,10 +258,31 @@ pub struct UnloadReport {
     pub suspend_timed_out: bool,
 }
 
+/// A heavy-secure ucode in DMA memory the boot still owns: (device address, bytes, load).
+type UcodeAt = (u64, usize, crate::falcon::HsLoad);
+
+/// What a failed boot must stop before its memory is freed.
+#[derive(Debug, Clone, Copy)]
+enum Quiesce {
+    /// Nothing the boot started runs on the GPU.
+    Nothing,
+    /// Turing-Ada: FWSEC-FRTS may have put WPR2 up and GSP-RM may run: FWSEC-SB (whose GSP
+    /// falcon reset stops GSP-RM) and booter_unload, as nova-core's `BootUnloadGuard`.
+    Teardown {
+        hal: FalconHal,
+        fwsec_sb: UcodeAt,
+        booter_unload: UcodeAt,
+    },
+    /// Hopper on: the FSP has the chain of trust, so the GSP-FMC (and GSP-RM) may run and read
+    /// the boot memory: wait for the RISC-V core to halt (nova-core), or turn bus mastering off.
+    WaitHalt(FalconHal),
+}
+
 /// The phase bookkeeping of one boot or unload.
 struct Run<'o, 'h, M: ?Sized, C: ?Sized, O: ?Sized> {
     bar0: &'h M,
     clock: &'h C,
+    pci: Option<&'h dyn PciConfig>,
     chip: Option<&'static ChipInfo>,
     obs: &'o mut O,
     start: Duration,
@@ -252,6 +290,9 @@ struct Run<'o, 'h, M: ?Sized, C: ?Sized, O: ?Sized> {
     phase_start: Duration,
     timings: heapless::Vec<(BootPhase, Duration), 24>,
     log_image: Option<&'h dyn LogImage>,
+    quiesce: Quiesce,
+    /// The flush page registered by this boot (cleared from the registers on failure).
+    flush: Option<(FlushRegs, u64)>,
 }
 
 impl<'o, 'h, M: Mmio + ?Sized, C: Clock + ?Sized, O: BootObserver + ?Sized> Run<'o, 'h, M, C, O> {
@@ -260,6 +301,7 @@ impl<'o, 'h, M: Mmio + ?Sized, C: Clock + ?Sized, O: BootObserver + ?Sized> Run<
         Run {
             bar0,
             clock,
+            pci: None,
             chip: None,
             obs,
             start: now,
@@ -267,6 +309,8 @@ impl<'o, 'h, M: Mmio + ?Sized, C: Clock + ?Sized, O: BootObserver + ?Sized> Run<
             phase_start: now,
             timings: heapless::Vec::new(),
             log_image,
+            quiesce: Quiesce::Nothing,
+            flush: None,
         }
     }
 
@@ -302,12 +346,78 @@ impl<'o, 'h, M: Mmio + ?Sized, C: Clock + ?Sized, O: BootObserver + ?Sized> Run<
             m.read_logs(self.log_image, &mut |l| report.push_log(l));
         }
         log::error!("gsp boot: {}: {kind}", self.phase);
+        // The caller frees the boot's memory as soon as this returns.
+        self.quiesce_for_free();
         let err = BootError {
             phase: self.phase,
             kind,
         };
         self.obs.failed(&err, &report);
         err
+    }
+
+    /// Stops what the failed boot started, so that freeing its memory is safe (see
+    /// [`Quiesce`]), then lets the flush page go.
+    fn quiesce_for_free(&mut self) {
+        let q = core::mem::replace(&mut self.quiesce, Quiesce::Nothing);
+        let stopped = match q {
+            Quiesce::Nothing => true,
+            Quiesce::Teardown {
+                hal,
+                fwsec_sb,
+                booter_unload,
+            } => {
+                let t = teardown_wpr2(self.bar0, self.clock, hal, &fwsec_sb, &booter_unload);
+                self.detail(format_args!(
+                    "after the failure: {}",
+                    if t.wpr2_down {
+                        "WPR2 torn down (FWSEC-SB + booter_unload); the next boot needs no reset"
+                    } else {
+                        "WPR2 is still up; reset the GPU before the next boot"
+                    }
+                ));
+                t.gsp_reset
+            }
+            Quiesce::WaitHalt(hal) => {
+                let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(self.bar0, self.clock, hal);
+                let t0 = self.clock.now();
+                let halted = poll(
+                    self.clock,
+                    FAILED_BOOT_HALT_TIMEOUT,
+                    Duration::from_millis(1),
+                    "the GSP RISC-V core to halt after the failure",
+                    || gsp.is_riscv_halted(),
+                )
+                .is_ok();
+                if halted {
+                    let took = self.clock.now().saturating_sub(t0);
+                    self.detail(format_args!(
+                        "after the failure: the GSP RISC-V core halted ({took:?}); its boot \
+                         memory is freed"
+                    ));
+                }
+                halted
+            }
+        };
+        if !stopped {
+            let off = self.pci.map(|p| p.set_bus_master(false));
+            self.detail(format_args!(
+                "after the failure: the GSP may still be running; {}; reset the GPU before the \
+                 next boot",
+                match off {
+                    Some(Ok(())) =>
+                        "bus mastering is off so it cannot reach the memory being freed",
+                    Some(Err(_)) | None => {
+                        "bus mastering could NOT be turned off: it may read freed memory"
+                    }
+                }
+            ));
+        }
+        if let Some((regs, addr)) = self.flush.take()
+            && regs.read(self.bar0) == addr
+        {
+            let _ = regs.program(self.bar0, 0);
+        }
     }
 }
 
@@ -426,6 +536,8 @@ fn is_gb20x(c: Chipset) -> bool {
     )
 }
 
+/// WPR2 as (start, last page, up). A read that did not reach the register (all ones, or a
+/// PRI error such as one before GFW boot completes) is not "up".
 fn wpr2<M: Mmio + ?Sized>(bar0: &M) -> (u64, u64, bool) {
     let lo = NV_PFB_PRI_MMU_WPR2_ADDR_LO::read(bar0);
     let hi = NV_PFB_PRI_MMU_WPR2_ADDR_HI::read(bar0);
@@ -433,8 +545,51 @@ fn wpr2<M: Mmio + ?Sized>(bar0: &M) -> (u64, u64, bool) {
     (
         lo.address(),
         hi.address(),
-        raw != u32::MAX && hi.is_active(),
+        is_register_value(raw) && hi.is_active(),
     )
+}
+
+/// The raw `NV_PFB_PRI_MMU_WPR2_ADDR_HI` if it did not read as a register value.
+fn wpr2_unreadable<M: Mmio + ?Sized>(bar0: &M) -> Option<u32> {
+    let raw = bar0.read32(NV_PFB_PRI_MMU_WPR2_ADDR_HI::OFFSET as usize);
+    (!is_register_value(raw)).then_some(raw)
+}
+
+/// Waits for the VBIOS devinit (Turing-Ada: PGC6 scratch) or the FSP's secure boot (Hopper
+/// on: I2CS scratch) to complete.
+fn wait_gfw_boot<M: Mmio + ?Sized, C: Clock + ?Sized>(
+    bar0: &M,
+    clock: &C,
+    info: &ChipInfo,
+) -> Result<(), BootErrorKind> {
+    if info.boot == BootMethod::FspChainOfTrust {
+        let off = if is_gb20x(info.chipset) {
+            NV_THERM_I2CS_SCRATCH::offset_of::<ThermGb202>()
+        } else {
+            NV_THERM_I2CS_SCRATCH::offset_of::<ThermGh100>()
+        };
+        poll(
+            clock,
+            GFW_BOOT_TIMEOUT,
+            Duration::from_millis(1),
+            "the FSP's secure boot (NV_THERM_I2CS_SCRATCH = 0xff)",
+            || bar0.read32(off) == FSP_BOOT_COMPLETE_SUCCESS,
+        )
+    } else {
+        poll(
+            clock,
+            GFW_BOOT_TIMEOUT,
+            Duration::from_millis(1),
+            "GFW boot (PGC6 SCRATCH_GROUP_05 PLM and GFW_BOOT progress 0xff)",
+            || {
+                let plm = NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_PRIV_LEVEL_MASK::read(bar0);
+                is_register_value(u32::from(plm))
+                    && plm.read_protection_level0()
+                    && NV_PGC6_AON_SECURE_SCRATCH_GROUP_05::try_read(bar0, 0)
+                        .is_ok_and(|v| v.progress() == GFW_BOOT_PROGRESS_COMPLETED)
+            },
+        )
+    }
 }
 
 fn poll<C: Clock + ?Sized>(
@@ -507,60 +662,51 @@ where
     O: BootObserver + ?Sized,
 {
     let mut run = Run::new(&hw.bar0, &hw.clock, obs, opts.log_image);
+    run.pci = Some(&hw.pci);
+    // The unload bundle's buffers live here, past the failure handling in `Run::fail` that
+    // runs them (nova-core's BootUnloadGuard).
     let mut teardown = None;
-    let r = boot_inner(hw, fw, opts, &mut run, &mut teardown);
-    if r.is_err()
-        && let Some(bundle) = teardown
-    {
-        // As nova-core's BootUnloadGuard: FWSEC-FRTS put WPR2 up; take it down again so the
-        // next boot does not need a GPU reset (best effort: it cannot while GSP-RM runs).
-        let hal = run
-            .chip
-            .map(FalconHal::for_chip)
-            .unwrap_or(FalconHal::Ga102);
-        let gone = teardown_wpr2(&hw.bar0, &hw.clock, hal, &bundle);
-        run.detail(format_args!(
-            "after the failure: {}",
-            if gone {
-                "WPR2 torn down (FWSEC-SB + booter_unload); the next boot needs no reset"
-            } else {
-                "WPR2 is still up; reset the GPU before the next boot"
-            }
-        ));
-    }
-    r
+    boot_inner(hw, fw, opts, &mut run, &mut teardown)
 }
 
-/// FWSEC-SB and booter_unload without a running GSP-RM; whether WPR2 is down afterwards.
-fn teardown_wpr2<M: Mmio, C: Clock, B: DmaBuffer>(
+/// What [`teardown_wpr2`] achieved.
+struct Teardown {
+    /// The GSP falcon was reset (so GSP-RM no longer runs).
+    gsp_reset: bool,
+    /// WPR2 is down.
+    wpr2_down: bool,
+}
+
+/// FWSEC-SB and booter_unload without a running GSP-RM (best effort: booter_unload refuses
+/// while GSP-RM has not suspended).
+fn teardown_wpr2<M: Mmio + ?Sized, C: Clock + ?Sized>(
     bar0: &M,
     clock: &C,
     hal: FalconHal,
-    bundle: &UnloadBundle<B>,
-) -> bool {
+    fwsec_sb: &UcodeAt,
+    booter_unload: &UcodeAt,
+) -> Teardown {
     let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, clock, hal);
     let sec2: Falcon<'_, Sec2, M, C> = Falcon::new(bar0, clock, hal);
-    let u = &bundle.fwsec_sb;
-    if gsp.reset().is_ok() {
-        let _ = gsp.execute_hs(
-            u.buf.dev_addr(),
-            u.buf.len(),
-            &u.load,
-            None,
-            TRANSCFG_TARGET_COHERENT_SYSMEM,
-        );
+    let gsp_reset = gsp.reset().is_ok();
+    if gsp_reset {
+        let (addr, len, load) = fwsec_sb;
+        let _ = gsp.execute_hs(*addr, *len, load, None, TRANSCFG_TARGET_COHERENT_SYSMEM);
     }
     if wpr2(bar0).2 && sec2.reset().is_ok() {
-        let u = &bundle.booter_unload;
+        let (addr, len, load) = booter_unload;
         let _ = sec2.execute_hs(
-            u.buf.dev_addr(),
-            u.buf.len(),
-            &u.load,
+            *addr,
+            *len,
+            load,
             Some((0xff, 0xff)),
             TRANSCFG_TARGET_COHERENT_SYSMEM,
         );
     }
-    !wpr2(bar0).2
+    Teardown {
+        gsp_reset,
+        wpr2_down: !wpr2(bar0).2,
+    }
 }
 
 fn boot_inner<M, D, C, P, F, O>(
@@ -599,10 +745,32 @@ where
     let hal = FalconHal::for_chip(info);
     let fsp_boot = info.boot == BootMethod::FspChainOfTrust;
     run.detail(format_args!("{chip}, boot via {:?}", info.boot));
+
+    // Bus mastering on (tinygrad does so at every start): a failed boot may have turned it off
+    // to keep a GSP that did not halt away from freed memory.
+    if hw.pci.read_config32(0x04).is_ok_and(|c| c & 0x4 == 0) && hw.pci.set_bus_master(true).is_ok()
+    {
+        run.detail(format_args!("bus mastering was off: turned on"));
+    }
+    run.end();
+
+    // GFW boot first: WPR2 is read only after it (`kgspInitRm` waits for GFW_BOOT before
+    // `_kgspBootGspRm` checks WPR2), so a PRI error read while devinit or the FSP still run is
+    // not taken for "WPR2 up".
+    run.begin(BootPhase::WaitGfwBoot);
+    wait_gfw_boot(bar0, clock, info).map_err(|k| run.fail(k, none))?;
     run.end();
 
     // A GSP left running?
     run.begin(BootPhase::CheckRunningGsp);
+    if let Some(raw) = wpr2_unreadable(bar0) {
+        let kind = if raw == u32::MAX {
+            BootErrorKind::Hal(HalError::DeviceLost)
+        } else {
+            BootErrorKind::Wpr2Unreadable { raw }
+        };
+        return Err(run.fail(kind, none));
+    }
     let (lo, hi, up) = wpr2(bar0);
     run.end();
     if up {
@@ -638,12 +806,18 @@ where
                 if let Err(e) = hw.pci.set_bus_master(true) {
                     return Err(run.fail(BootErrorKind::ResetFailed(e), none));
                 }
+                run.end();
+                // The reset restarts devinit / the FSP's secure boot; WPR2 reads only after it.
+                run.begin(BootPhase::WaitGfwBoot);
+                wait_gfw_boot(bar0, clock, info).map_err(|k| run.fail(k, none))?;
+                run.end();
+                run.begin(BootPhase::CheckRunningGsp);
                 if poll(
                     clock,
                     WPR2_CLEAR_TIMEOUT,
                     Duration::from_millis(1),
                     "WPR2 to go down after the reset",
-                    || !wpr2(bar0).2,
+                    || wpr2_unreadable(bar0).is_none() && !wpr2(bar0).2,
                 )
                 .is_err()
                 {
@@ -654,39 +828,6 @@ where
             }
         }
     }
-
-    // GFW boot.
-    run.begin(BootPhase::WaitGfwBoot);
-    let r = if fsp_boot {
-        let off = if is_gb20x(info.chipset) {
-            NV_THERM_I2CS_SCRATCH::offset_of::<ThermGb202>()
-        } else {
-            NV_THERM_I2CS_SCRATCH::offset_of::<ThermGh100>()
-        };
-        poll(
-            clock,
-            GFW_BOOT_TIMEOUT,
-            Duration::from_millis(1),
-            "the FSP's secure boot (NV_THERM_I2CS_SCRATCH = 0xff)",
-            || bar0.read32(off) == FSP_BOOT_COMPLETE_SUCCESS,
-        )
-    } else {
-        poll(
-            clock,
-            GFW_BOOT_TIMEOUT,
-            Duration::from_millis(1),
-            "GFW boot (PGC6 SCRATCH_GROUP_05 PLM and GFW_BOOT progress 0xff)",
-            || {
-                let plm = NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_PRIV_LEVEL_MASK::read(bar0);
-                u32::from(plm) != u32::MAX
-                    && plm.read_protection_level0()
-                    && NV_PGC6_AON_SECURE_SCRATCH_GROUP_05::try_read(bar0, 0)
-                        .is_ok_and(|v| v.progress() == GFW_BOOT_PROGRESS_COMPLETED)
-            },
-        )
-    };
-    r.map_err(|k| run.fail(k, none))?;
-    run.end();
 
     // VBIOS / FWSEC (Turing-Ada).
     let vbios = if fsp_boot {
@@ -742,8 +883,17 @@ where
     }
     run.end();
 
-    // DMA memory.
+    // DMA memory. The sysmem flush page first: before any falcon is reset (nova-core), and
+    // GSP-RM asserts it is set when it starts (`kmemsysAssertSysmemFlushBufferValid_*`).
     run.begin(BootPhase::PrepareMemory);
+    let flush =
+        SysmemFlush::register(bar0, &hw.dma, info).map_err(|e| run.fail(hal_err(e), none))?;
+    run.flush = Some((flush.regs(), flush.addr()));
+    run.detail(format_args!(
+        "sysmem flush page at {:#x} ({:?} registers)",
+        flush.addr(),
+        flush.regs()
+    ));
     let layout = SharedMemLayout::default();
     let qbuf = hw
         .dma
@@ -821,6 +971,15 @@ where
             .map_err(|e| run.fail(fw_err(e), Some(&mem)))?;
         let booter_unload =
             prepare(&hw.dma, unload_uc).map_err(|e| run.fail(hal_err(e), Some(&mem)))?;
+        run.quiesce = Quiesce::Teardown {
+            hal,
+            fwsec_sb: (fwsec_sb.buf.dev_addr(), fwsec_sb.buf.len(), fwsec_sb.load),
+            booter_unload: (
+                booter_unload.buf.dev_addr(),
+                booter_unload.buf.len(),
+                booter_unload.load,
+            ),
+        };
         *teardown = Some(UnloadBundle {
             fwsec_sb,
             booter_unload,
@@ -901,6 +1060,9 @@ where
             .dma
             .alloc_dma(4096)
             .map_err(|e| run.fail(hal_err(e), Some(&mem)))?;
+        // The targets as `kgspSetupGspFmcArgs_GH100` picks them (`_kgspMemdescToDmaTarget`):
+        // the WPR metadata is cached sysmem (COHERENT), the LIBOS arguments uncached
+        // (NONCOHERENT); nouveau and nova-core send the same. tinygrad sends COHERENT for both.
         let boot_params = GSP_FMC_BOOT_PARAMS {
             bootGspRmParams: GSP_ACR_BOOT_GSP_RM_PARAMS {
                 target: GSP_DMA_TARGET_COHERENT_SYSTEM,
@@ -910,7 +1072,7 @@ where
                 ..Default::default()
             },
             gspRmParams: GSP_RM_PARAMS {
-                target: GSP_DMA_TARGET_COHERENT_SYSTEM,
+                target: GSP_DMA_TARGET_NONCOHERENT_SYSTEM,
                 _pad: 0,
                 bootArgsOffset: libos_addr,
             },
@@ -933,6 +1095,8 @@ where
             gspBootArgsSysmemOffset: params_buf.dev_addr(),
         };
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        // From here the FSP may start the GSP-FMC on this memory, whatever it answers.
+        run.quiesce = Quiesce::WaitHalt(hal);
         let fsp = Fsp::new(bar0, clock);
         fsp.command(NVDM_TYPE_COT, cot.as_bytes())
             .map_err(|e| run.fail(BootErrorKind::Fsp(e), Some(&mem)))?;
@@ -954,8 +1118,10 @@ where
             Duration::from_micros(100),
             "the FSP to release the GSP's PRIV target mask",
             || {
+                // `_kfspIsGspTargetMaskReleased` waits out 0xbadf41xx; any other PRI error says
+                // as little about the GSP, so it is waited out too.
                 let h = gsp.hwcfg2_raw();
-                h != 0 && h != u32::MAX && h & 0xffff_ff00 != PRIV_TARGET_LOCKED
+                h != 0 && h & 0xffff_ff00 != PRIV_TARGET_LOCKED && is_register_value(h)
             },
         )
         .map_err(|k| run.fail(k, Some(&mem)))?;
@@ -967,6 +1133,9 @@ where
             "the GSP-FMC to release the RISC-V lockdown (HWCFG2.RISCV_BR_PRIV_LOCKDOWN)",
             || {
                 let (m0, m1) = gsp.mailboxes();
+                if !is_register_value(m0) || !is_register_value(gsp.hwcfg2_raw()) {
+                    return false;
+                }
                 if m0 != 0 {
                     // Still the boot arguments the FSP put there, or an FMC error code.
                     let args = m0 == params_addr as u32 && m1 == (params_addr >> 32) as u32;
@@ -1034,6 +1203,7 @@ where
             chip,
             hal,
             mem,
+            flush,
             fmc: fmc_bufs,
             unload: teardown.take(),
             wpr_meta: meta,
@@ -1210,6 +1380,11 @@ impl<B: DmaBuffer> BootState<B> {
         self.mem.read_logs(image, out)
     }
 
+    /// Device address of the sysmem flush page (owned until the unload ends).
+    pub fn sysmem_flush_addr(&self) -> u64 {
+        self.flush.addr()
+    }
+
     /// Device address of the GSP-FMC image and boot parameters (Hopper on).
     pub fn fmc_addresses(&self) -> Option<(u64, u64)> {
         self.fmc.as_ref().map(|(a, b)| (a.dev_addr(), b.dev_addr()))
@@ -1234,7 +1409,10 @@ impl<B: DmaBuffer> BootState<B> {
         let mut out = UnloadReport::default();
 
         run.begin(BootPhase::UnloadRpc);
-        rpc.unloading_guest_driver(false, false, UNLOAD_LEVEL_FAST)
+        // `gpuStateDestroy` → `kgspUnloadRm(KGSP_UNLOAD_MODE_NORMAL, LEVEL_0)`: not in a PM
+        // transition, not entering GC6, power level 0 (GSP-RM tears down fully and the next
+        // boot needs no reset). tinygrad's FAST_UNLOAD is the open driver's shutdown-only value.
+        rpc.unloading_guest_driver(false, false, UNLOAD_LEVEL_0)
             .map_err(|e| run.fail(gsp_err(e), mem))?;
         run.end();
 
@@ -1336,6 +1514,13 @@ impl<B: DmaBuffer> BootState<B> {
                 }
                 run.end();
             }
+        }
+        // Nothing on the GPU flushes any more: the flush page can go (nova-core clears the
+        // registers if they still point at it).
+        if !self.flush.unregister(bar0) {
+            run.detail(format_args!(
+                "the sysmem flush registers no longer pointed at our page"
+            ));
         }
         for t in run.timings.iter().take(8) {
             let _ = out.timings.push(*t);

@@ -18,7 +18,7 @@ use super::sequencer::SequencerError;
 pub enum BootPhase {
     /// Reading `NV_PMC_BOOT_0/42` and matching the firmware to the chip.
     Identify,
-    /// Checking `NV_PFB_PRI_MMU_WPR2_ADDR_HI` for a GSP left running.
+    /// Checking `NV_PFB_PRI_MMU_WPR2_ADDR_HI` for a GSP left running (after GFW boot).
     CheckRunningGsp,
     /// Resetting the PCI function to get rid of a GSP left running.
     ResetGpu,
@@ -132,6 +132,11 @@ pub enum BootErrorKind {
         /// `NV_PFB_PRI_MMU_WPR2_ADDR_HI` as an address.
         wpr2_hi: u64,
     },
+    /// `NV_PFB_PRI_MMU_WPR2_ADDR_HI` read as a PRI error although GFW boot had completed.
+    Wpr2Unreadable {
+        /// What the read returned.
+        raw: u32,
+    },
     /// The PCI function reset failed.
     ResetFailed(HalError),
     /// WPR2 stayed up (after a reset or after booter_unload).
@@ -209,6 +214,11 @@ impl fmt::Display for BootErrorKind {
                 "a GSP is still running (WPR2 {wpr2_lo:#x}..{wpr2_hi:#x} is up): unload it \
                  first, reset the GPU (`echo 1 > /sys/bus/pci/devices/<bdf>/reset`), or boot \
                  with the reset option (nvbare boot --reset)"
+            ),
+            BootErrorKind::Wpr2Unreadable { raw } => write!(
+                f,
+                "NV_PFB_PRI_MMU_WPR2_ADDR_HI reads {raw:#x}, a PRI error, although GFW boot has \
+                 completed: whether a GSP is running cannot be told; reset the GPU"
             ),
             BootErrorKind::ResetFailed(e) => write!(
                 f,

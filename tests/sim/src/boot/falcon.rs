@@ -67,7 +67,7 @@ pub enum Cpu {
 /// What the RISC-V core is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Riscv {
-    /// Not running.
+    /// Not started since its reset (reads HALTED, the reset value).
     Off,
     /// Running (ACTIVE_STAT).
     Active,
@@ -221,10 +221,11 @@ impl Falcon {
             }
             off::IMEMC => (self.reg(o) & !0x00ff_fffc) | (self.imem_port & 0x00ff_fffc),
             off::DMEMC => (self.reg(o) & !0x00ff_fffc) | (self.dmem_port & 0x00ff_fffc),
+            // HALTED resets to 1 (`NV_PRISCV_RISCV_CPUCTL_HALTED_INIT`, gh100/dev_riscv_pri.h):
+            // a core that never ran reads halted.
             off::RISCV_CPUCTL => match self.riscv {
                 Riscv::Active => 1 << 7,
-                Riscv::Halted => 1 << 4,
-                Riscv::Off => 0,
+                Riscv::Halted | Riscv::Off => 1 << 4,
             },
             // VALID reads 1 once a core is selected.
             off::RISCV_BCR_CTRL => self.reg(o) | 1,

@@ -24,7 +24,22 @@
 //! opcodes (REG_WRITE, REG_MODIFY, REG_POLL on a register that becomes ready later, DELAY_US,
 //! REG_STORE, CORE_RESET, CORE_START, CORE_WAIT_FOR_HALT, CORE_RESUME with SEC2 reloading
 //! GSP-RM); INIT_DONE comes only if the driver executed all of it correctly. The script is
-//! synthetic (what real GSP-RM sends at cold boot is not documented).
+//! synthetic (what real GSP-RM sends at cold boot, and whether, is not documented: under
+//! `random` unknowns some cold boots send none).
+//!
+//! Where nothing public says what the hardware does, the answer comes from the GPU's
+//! [`crate::unknowns::Unknowns`] (`NVBARE_SIM_UNKNOWNS`; the sites are the `unknown::*`
+//! constants): how long devinit / the FSP's secure boot, FWSEC, the booters, the SEC2 reload,
+//! the FSP's answer, its PRIV target mask, the GSP-FMC, GSP-RM's suspend and the RISC-V halt
+//! take (helpful: quickly; pessimistic: just inside the tightest timeout a working driver uses),
+//! whether WPR2 reads before GFW boot completes are PRI errors, the low byte of the
+//! `0xbadf41xx` PRI errors, whether a cold boot sends a sequencer script, and what a
+//! FAST_UNLOAD leaves behind.
+//!
+//! The sysmem flush registers hold whatever the driver wrote; GSP-RM checks them when it starts
+//! (`kmemsysAssertSysmemFlushBufferValid_*`): zero is a warning ([`BootModel::warnings`]; GSP-RM
+//! only asserts, and tinygrad, which never sets them, boots real GPUs), an address that is not
+//! mapped DMA memory an error.
 
 pub mod bar1;
 pub mod falcon;
@@ -43,7 +58,12 @@ use nvbare_core::gsp::boot::abi::{
     GSP_ARGUMENTS_CACHED, GSP_FMC_BOOT_PARAMS, GSP_FW_WPR_META_MAGIC, GSP_FW_WPR_META_REVISION,
     GspFwWprMeta, LibosMemoryRegionInitArgument, NVDM_PAYLOAD_COT, libos_id8,
 };
-use nvbare_core::gsp::msgq::MESSAGE_QUEUE_INIT_ARGUMENTS;
+use nvbare_core::gsp::msgq::{
+    ENTRY_OFF, GSP_MSG_QUEUE_ELEMENT, MESSAGE_QUEUE_INIT_ARGUMENTS, RX_HDR_OFF, msgqTxHeader,
+};
+use nvbare_core::gsp::rpc::{
+    NV_VGPU_MSG_FUNCTION_UNLOADING_GUEST_DRIVER, UNLOAD_LEVEL_FAST, rpc_message_header_v03_00,
+};
 use zerocopy::FromBytes;
 
 use crate::bar0::{MmioEngine, SimCore};
@@ -108,6 +128,9 @@ pub mod err {
     pub const BOOTER_UNLOAD_ARGS: u32 = 0xb00a;
     /// SEC2 reload (CORE_RESUME): the GSP is not ready.
     pub const RELOAD_GSP_NOT_READY: u32 = 0xb00b;
+    /// booter_unload: GSP-RM suspended for a resume or skipped its teardown (a PM or
+    /// FAST_UNLOAD `UNLOADING_GUEST_DRIVER`), so its state stays in WPR2.
+    pub const BOOTER_UNLOAD_STATE_KEPT: u32 = 0xb00c;
     /// FWSEC-FRTS: WPR2 is already up.
     pub const FRTS_WPR2_UP: u16 = 0x0005;
     /// FWSEC-FRTS: bad region.
@@ -142,6 +165,8 @@ pub enum BootFault {
     FmcError(u32),
     /// The GSP-FMC never releases the lockdown.
     LockdownNeverReleased,
+    /// The FSP never releases the GSP's PRIV target mask (every GSP read is `0xbadf41xx`).
+    TargetMaskNeverReleased,
     /// The CPU sequencer's REG_POLL register never becomes ready.
     SequencerPollNeverReady,
     /// The GSP RISC-V core never starts after the booter / GSP-FMC.
@@ -164,7 +189,8 @@ pub struct BootSimConfig {
     pub sec2_fuse: u32,
     /// Value of the GSP fuse register for FWSEC's ucode id.
     pub gsp_fuse: u32,
-    /// Devinit / FSP secure boot time after a reset.
+    /// Devinit / FSP secure boot time after a reset when unknowns are answered helpfully
+    /// (otherwise up to [`unknown::GFW_BOOT_MAX_HBM`] and the like).
     pub gfw_boot_time: Duration,
     /// Faults to inject.
     pub faults: Vec<BootFault>,
@@ -239,41 +265,125 @@ pub struct BootStats {
     pub suspends: u32,
     /// PCI function resets.
     pub resets: u32,
+    /// CPU-sequencer scripts GSP-RM sent.
+    pub sequencer_scripts: u32,
+    /// GSP-RM starts that found the sysmem flush registers pointing at mapped DMA memory.
+    pub flush_page_ok: u32,
+    /// `UNLOADING_GUEST_DRIVER` requests GSP-RM received.
+    pub unloads: Vec<UnloadRequest>,
+    /// `GSP_FMC_BOOT_PARAMS` targets the GSP-FMC found: (`bootGspRmParams`, `gspRmParams`).
+    pub fmc_targets: Vec<(u32, u32)>,
+    /// What real hardware tolerates but a careful driver avoids (GSP-RM's failed asserts, a
+    /// FAST_UNLOAD before a boot without reset), in words.
+    pub warnings: Vec<String>,
     /// Driver mistakes and failed checks, in words.
     pub errors: Vec<String>,
 }
 
-const GSP_BASE: u32 = 0x11_0000;
-const SEC2_BASE: u32 = 0x84_0000;
-const PROM_BASE: u32 = 0x30_0000;
-const PROM_SIZE: u32 = 0x10_0000;
-const FSP_BASE: u32 = 0x8f_0000;
-const WPR2_LO: u32 = 0x1f_a824;
-const WPR2_HI: u32 = 0x1f_a828;
-const GFW_PLM: u32 = 0x11_8128;
-const GFW_GROUP05: u32 = 0x11_8234;
-const BSI14: u32 = 0x11_80f8;
-const VBIOS_SCRATCH_0E: u32 = 0x1438;
-const VBIOS_SCRATCH_15: u32 = 0x1454;
-const FUSE_BASE: u32 = 0x82_4100;
-const FUSE_END: u32 = 0x82_4200;
-const QUEUE_HEAD0: u32 = 0x11_0c00;
-/// `NV_PGSP_MAILBOX(i)`, block-relative.
-const PGSP_MAILBOX: u32 = 0x804;
+/// The parameters of an `UNLOADING_GUEST_DRIVER` (`rpc_unloading_guest_driver_v1F_07`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnloadRequest {
+    /// `bInPMTransition`.
+    pub in_pm_transition: bool,
+    /// `bGc6Entering`.
+    pub gc6_entering: bool,
+    /// `newLevel`.
+    pub new_level: u32,
+}
 
-/// How long FWSEC, a booter and a SEC2 reload run.
-const FWSEC_TIME: Duration = Duration::from_micros(200);
-const BOOTER_TIME: Duration = Duration::from_micros(500);
-const RELOAD_TIME: Duration = Duration::from_micros(100);
+pub(crate) const GSP_BASE: u32 = 0x11_0000;
+pub(crate) const SEC2_BASE: u32 = 0x84_0000;
+pub(crate) const PROM_BASE: u32 = 0x30_0000;
+pub(crate) const PROM_SIZE: u32 = 0x10_0000;
+pub(crate) const FSP_BASE: u32 = 0x8f_0000;
+pub(crate) const WPR2_LO: u32 = 0x1f_a824;
+pub(crate) const WPR2_HI: u32 = 0x1f_a828;
+pub(crate) const GFW_PLM: u32 = 0x11_8128;
+pub(crate) const GFW_GROUP05: u32 = 0x11_8234;
+pub(crate) const BSI14: u32 = 0x11_80f8;
+pub(crate) const VBIOS_SCRATCH_0E: u32 = 0x1438;
+pub(crate) const VBIOS_SCRATCH_15: u32 = 0x1454;
+pub(crate) const FUSE_BASE: u32 = 0x82_4100;
+pub(crate) const FUSE_END: u32 = 0x82_4200;
+pub(crate) const QUEUE_HEAD0: u32 = 0x11_0c00;
+/// `NV_PGSP_MAILBOX(i)`, block-relative.
+pub(crate) const PGSP_MAILBOX: u32 = 0x804;
+
 const EMPTY_PROGRAM_TIME: Duration = Duration::from_micros(2);
 const BROM_REJECT_TIME: Duration = Duration::from_micros(20);
-/// FSP timing after the chain-of-trust message.
-const FSP_ANSWER_TIME: Duration = Duration::from_micros(100);
-const FSP_TARGET_MASK_TIME: Duration = Duration::from_micros(500);
-const FMC_BOOT_TIME: Duration = Duration::from_millis(2);
 /// When the sequencer's REG_POLL register becomes ready.
 const SEQ_POLL_READY: Duration = Duration::from_micros(50);
 const SEQ_DELAY_US: u32 = 20;
+
+/// The unknowns this model asks ([`crate::unknowns`]): each a site name and its answers, most
+/// convenient first, least convenient last. A time's last answer stays inside the tightest
+/// timeout of a driver that boots real GPUs (the open driver's `GPU_TIMEOUT_DEFAULT` is 4 s
+/// on Linux; nova-core gives heavy-secure ucodes and the SEC2 reload 2 s; the open driver
+/// gives Turing-Ada devinit 2.05 s, `GPU_GFW_BOOT_COMPLETION_TIMEOUT_US`): nothing public says
+/// how long these take, only that those drivers do not time out.
+pub mod unknown {
+    use std::time::Duration;
+
+    const fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+    const fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    /// Devinit after power-on or a reset, Turing-Ada (the open driver waits 2.05 s).
+    pub const GFW_BOOT_TIME: &str = "boot: devinit / FSP secure boot time";
+    /// The longest devinit on Turing-Ada.
+    pub const GFW_BOOT_MAX_BOOTER: Duration = ms(1900);
+    /// The FSP's secure boot on HBM3 parts ("FBFalcon training during devinit alone takes 2
+    /// seconds, up to 3 on HBM3", `kfspWaitForSecureBoot_GH100`, which waits 4 s).
+    pub const GFW_BOOT_MAX_HBM: Duration = ms(3000);
+    /// ... and on GDDR parts.
+    pub const GFW_BOOT_MAX_GDDR: Duration = ms(2000);
+    /// Whether devinit / the FSP still runs when the driver first looks (right after power-on).
+    pub const GFW_AT_POWER_ON: &str = "boot: devinit still running when the driver starts";
+    /// What a WPR2 read returns before GFW boot completes: the register, or a PRI error.
+    pub const WPR2_BEFORE_GFW: &str = "boot: WPR2 read before GFW boot completes";
+    /// The answers of [`WPR2_BEFORE_GFW`] (0: the register's value).
+    pub const WPR2_BEFORE_GFW_ANSWERS: [u32; 3] = [0, 0xbadf_1000, 0xbadf_10ff];
+    /// The low byte of a `0xbadf41xx` target-mask PRI error ("it has extra error
+    /// information", `_kfspIsGspTargetMaskReleased`).
+    pub const TARGET_MASK_LSB: &str = "boot: low byte of a 0xbadf41xx PRI error";
+    /// Its answers.
+    pub const TARGET_MASK_LSB_ANSWERS: [u32; 4] = [0x00, 0x10, 0x80, 0xff];
+    /// FWSEC's run time (FRTS or SB).
+    pub const FWSEC_TIME: &str = "boot: FWSEC run time";
+    /// booter_load / booter_unload's run time.
+    pub const BOOTER_TIME: &str = "boot: booter run time";
+    /// The SEC2 reload of a CPU-sequencer CORE_RESUME.
+    pub const RELOAD_TIME: &str = "boot: SEC2 reload time";
+    /// The answers of the three heavy-secure run times.
+    pub const HS_TIMES: [Duration; 3] = [us(300), ms(50), ms(1800)];
+    /// How long the FSP takes to answer the chain-of-trust message.
+    pub const FSP_ANSWER_TIME: &str = "boot: FSP answer time";
+    /// How long the FSP holds the GSP's PRIV target mask after answering.
+    pub const TARGET_MASK_TIME: &str = "boot: FSP target-mask hold";
+    /// How long the GSP-FMC takes after the target mask is released.
+    pub const FMC_BOOT_TIME: &str = "boot: GSP-FMC boot time";
+    /// The answers of the three FSP times (each waited for with 4 s by the open driver).
+    pub const FSP_TIMES: [Duration; 3] = [us(200), ms(100), ms(3500)];
+    /// How long a GSP-FMC that reported an error runs (and may read its boot memory) before its
+    /// core halts (nova-core waits 5 s before freeing it).
+    pub const FMC_ERROR_HALT: &str = "boot: GSP-FMC halt after an error";
+    /// Its answers.
+    pub const FMC_ERROR_HALT_TIMES: [Duration; 3] = [us(100), ms(100), ms(4500)];
+    /// How long GSP-RM takes to suspend after UNLOADING_GUEST_DRIVER.
+    pub const SUSPEND_TIME: &str = "boot: GSP-RM suspend time";
+    /// How long the GSP RISC-V takes to halt after the suspend (Hopper on).
+    pub const HALT_TIME: &str = "boot: GSP halt time after the suspend";
+    /// The answers of the two unload times (each waited for with 4 s by the open driver).
+    pub const UNLOAD_TIMES: [Duration; 3] = [us(0), ms(10), ms(3500)];
+    /// Whether a Turing-Ada cold boot sends a CPU-sequencer script (the synthetic one) or none.
+    pub const SEQUENCER_AT_COLD_BOOT: &str = "boot: a sequencer script at cold boot";
+    /// Whether GSP-RM unloaded with FAST_UNLOAD (which "skips rmDestruct in GSP",
+    /// `gpuEnterShutdown`) leaves its state in WPR2, so that the next boot needs a reset.
+    pub const FAST_UNLOAD_KEEPS_STATE: &str = "boot: FAST_UNLOAD leaves GSP-RM's state behind";
+}
 
 /// What a started falcon CPU does when its run time is over.
 #[derive(Debug, Clone)]
@@ -311,8 +421,22 @@ struct RmState {
     emu: GspEmulator,
     doorbell: GspQueueEngine,
     libos_args: u64,
+    /// Where its queues are (to read what the driver sent).
+    init: MESSAGE_QUEUE_INIT_ARGUMENTS,
     suspended: bool,
     init_sent: bool,
+    /// After UNLOADING_GUEST_DRIVER: when it suspends, when its core halts (Hopper on), and
+    /// whether it keeps its state in WPR2.
+    unload: Option<UnloadPlan>,
+    /// The core halted after the unload.
+    halted: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct UnloadPlan {
+    suspend_at: Duration,
+    halt_at: Duration,
+    keeps_state: bool,
 }
 
 /// The FSP's RM channel and the GSP-FMC boot it runs.
@@ -329,7 +453,13 @@ struct FspState {
     target_mask_until: Option<Duration>,
     /// The GSP-FMC finishes at this time with this outcome.
     fmc_done_at: Option<(Duration, Result<(), u32>)>,
+    /// A GSP-FMC that failed halts at this time, reading (boot params, WPR metadata) last.
+    fmc_halt_at: Option<(Duration, u64, u64)>,
     boot_params: u64,
+    /// `gspBootArgsSysmemOffset` of the accepted COT (the `GSP_FMC_BOOT_PARAMS`).
+    cot_params: u64,
+    /// `bootGspRmParams.gspRmDescOffset` (the WPR metadata).
+    meta_addr: u64,
     /// HWCFG2.RISCV_BR_PRIV_LOCKDOWN of the GSP.
     lockdown: bool,
 }
@@ -354,6 +484,65 @@ struct Model {
     faults: VecDeque<BootFault>,
     /// SEC2 ran booter_load successfully and was not reset since (count of its resets then).
     sec2_loaded: Option<u32>,
+    /// The sysmem flush registers: (LO, HI) offsets of each pair, and their values.
+    flush: FlushRegs,
+    /// The last unload kept GSP-RM's state in WPR2 (booter_unload refuses on Turing-Ada).
+    state_kept: bool,
+}
+
+/// The sysmem flush registers of the simulated chip (published headers; the format follows
+/// `kmemsysProgramSysmemFlushBuffer_GA100/_GH100/_GB10B`).
+#[derive(Debug, Clone)]
+pub(crate) struct FlushRegs {
+    /// (LO, HI) offsets.
+    pub(crate) pairs: Vec<(u32, u32)>,
+    /// LO holds address >> 8 and HI bits 46:40 (Ampere/Ada); otherwise LO is address 31:0 and
+    /// HI 51:32.
+    shifted: bool,
+    values: std::collections::HashMap<u32, u32>,
+}
+
+impl FlushRegs {
+    pub(crate) fn for_chip(c: Chipset) -> Self {
+        let (pairs, shifted) = match c.info().architecture {
+            Architecture::Turing | Architecture::Ampere | Architecture::Ada => {
+                // ga100/dev_fb.h NV_PFB_NISO_FLUSH_SYSMEM_ADDR / _HI.
+                (vec![(0x10_0c10, 0x10_0c40)], true)
+            }
+            // gh100/dev_fb.h NV_PFB_FBHUB_PCIE_FLUSH_SYSMEM_ADDR_LO / _HI.
+            Architecture::Hopper => (vec![(0x10_0a34, 0x10_0a38)], false),
+            // gb100/dev_hshub_base.h in HSHUB0 (0x870000), both pairs.
+            Architecture::Blackwell if matches!(c, Chipset::GB100 | Chipset::GB102) => {
+                (vec![(0x87_0e50, 0x87_0e54), (0x87_06c0, 0x87_06c4)], false)
+            }
+            // gb10b/dev_fbhub.h NV_PFB_FBHUB0_PCIE_FLUSH_SYSMEM_ADDR_LO / _HI (GB20x).
+            Architecture::Blackwell => (vec![(0x8a_1d58, 0x8a_1d5c)], false),
+        };
+        FlushRegs {
+            pairs,
+            shifted,
+            values: Default::default(),
+        }
+    }
+
+    fn claims(&self, o: u32) -> bool {
+        self.pairs.iter().any(|&(lo, hi)| o == lo || o == hi)
+    }
+
+    /// The address each pair holds.
+    fn addresses(&self) -> Vec<u64> {
+        let v = |o: u32| self.values.get(&o).copied().unwrap_or(0) as u64;
+        self.pairs
+            .iter()
+            .map(|&(lo, hi)| {
+                if self.shifted {
+                    ((v(hi) & 0x7f) << 40) | (v(lo) << 8)
+                } else {
+                    ((v(hi) & 0xf_ffff) << 32) | (v(lo) & 0xffff_ff00)
+                }
+            })
+            .collect()
+    }
 }
 
 fn has(faults: &VecDeque<BootFault>, f: BootFault) -> bool {
@@ -378,6 +567,7 @@ pub struct BootEngine {
     model: BootModel,
     fsp: bool,
     therm: u32,
+    flush_offs: Vec<u32>,
 }
 
 impl BootModel {
@@ -418,18 +608,35 @@ impl BootModel {
                 fb_size: (model.vram_mib as u64) << 20,
                 faults,
                 sec2_loaded: None,
+                flush: FlushRegs::for_chip(model.chipset),
+                state_kept: false,
             })),
         };
         {
+            // Devinit / the FSP's secure boot may still run when the driver first looks.
+            let pending = gpu.with_core(|c| {
+                let m = m.lock();
+                c.unknowns
+                    .pick(unknown::GFW_AT_POWER_ON, &[Duration::ZERO, m.gfw_max()])
+            });
             let mut g = m.lock();
+            g.gfw_ready_at = Some(pending);
             if has(&g.faults, BootFault::GfwBootNeverCompletes) {
                 g.gfw_ready_at = None;
             }
         }
+        let flush_offs = m
+            .lock()
+            .flush
+            .pairs
+            .iter()
+            .flat_map(|&(lo, hi)| [lo, hi])
+            .collect();
         gpu.add_engine(Box::new(BootEngine {
             model: m.clone(),
             fsp,
             therm,
+            flush_offs,
         }));
         gpu.add_engine(Box::new(bar1::Bar1BlockEngine::new(fsp)));
         m
@@ -437,6 +644,13 @@ impl BootModel {
 
     fn lock(&self) -> MutexGuard<'_, Model> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lets the boot hardware do what is due by now (the FSP answering, the GSP-FMC handing
+    /// over to GSP-RM, a suspend completing): real hardware does it whether or not the driver
+    /// touches a register meanwhile (tinygrad waits for the status queue in system memory).
+    pub fn settle(&self, core: &mut SimCore) {
+        self.lock().settle(core);
     }
 
     /// The running GSP-RM emulator, if GSP-RM was started.
@@ -447,6 +661,17 @@ impl BootModel {
     /// A snapshot of what the boot hardware saw.
     pub fn stats(&self) -> BootStats {
         self.lock().stats.clone()
+    }
+
+    /// What real hardware tolerates but a careful driver avoids (GSP-RM's failed asserts,
+    /// an unload that leaves GSP-RM's state behind); nvbare's tests require none.
+    pub fn warnings(&self) -> Vec<String> {
+        self.lock().stats.warnings.clone()
+    }
+
+    /// The address the sysmem flush registers hold (of the first pair).
+    pub fn sysmem_flush_addr(&self) -> u64 {
+        self.lock().flush.addresses().first().copied().unwrap_or(0)
     }
 
     /// Failed checks and driver mistakes so far (including the falcons' and the emulator's).
@@ -503,6 +728,23 @@ impl Model {
         self.stats.errors.push(e);
     }
 
+    fn warning(&mut self, w: String) {
+        log::warn!("sim boot: {w}");
+        if let Some(t) = &self.cfg.trace {
+            t.line(&format!("boot warning: {w}"));
+        }
+        self.stats.warnings.push(w);
+    }
+
+    /// The longest devinit / FSP secure boot of this chip (see [`unknown`]).
+    fn gfw_max(&self) -> Duration {
+        match (self.model.chipset.info().boot, self.model.chipset) {
+            (BootMethod::Booter, _) => unknown::GFW_BOOT_MAX_BOOTER,
+            (_, Chipset::GH100) => unknown::GFW_BOOT_MAX_HBM,
+            _ => unknown::GFW_BOOT_MAX_GDDR,
+        }
+    }
+
     /// Records a boot step in the trace.
     fn phase(&self, what: &str) {
         if let Some(t) = &self.cfg.trace {
@@ -553,24 +795,160 @@ impl Model {
             self.fsp.fmc_done_at = None;
             self.fmc_finish(core, outcome);
         }
-        // GSP-RM suspends after UNLOADING_GUEST_DRIVER.
-        let unloaded = self
+        if let Some((t, params, meta)) = self.fsp.fmc_halt_at
+            && now >= t
+        {
+            self.fsp.fmc_halt_at = None;
+            self.fmc_halt(core, params, meta);
+        }
+        self.settle_unload(core, now);
+    }
+
+    /// GSP-RM suspends some time after answering UNLOADING_GUEST_DRIVER, and (Hopper on) its
+    /// core halts some time later, when the GSP-FMC/ACR takes WPR2 down.
+    fn settle_unload(&mut self, core: &mut SimCore, now: Duration) {
+        let noticed = self
             .rm
             .as_ref()
-            .is_some_and(|r| !r.suspended && r.emu.stats().unloaded);
-        if unloaded && !has(&self.faults, BootFault::NoSuspend) {
+            .is_some_and(|r| r.unload.is_none() && r.emu.stats().unloaded);
+        if noticed {
+            let keeps_state = self.note_unload_request(core);
+            let suspend = core
+                .unknowns
+                .pick(unknown::SUSPEND_TIME, &unknown::UNLOAD_TIMES);
+            let halt = core
+                .unknowns
+                .pick(unknown::HALT_TIME, &unknown::UNLOAD_TIMES);
+            if let Some(r) = &mut self.rm {
+                r.unload = Some(UnloadPlan {
+                    suspend_at: now + suspend,
+                    halt_at: now + suspend + halt,
+                    keeps_state,
+                });
+            }
+        }
+        let Some(plan) = self.rm.as_ref().and_then(|r| r.unload) else {
+            return;
+        };
+        let suspended = self.rm.as_ref().is_some_and(|r| r.suspended);
+        if !suspended && now >= plan.suspend_at && !has(&self.faults, BootFault::NoSuspend) {
             if let Some(r) = &mut self.rm {
                 r.suspended = true;
             }
             self.stats.suspends += 1;
             self.phase("GSP-RM suspended (UNLOADING_GUEST_DRIVER)");
+            self.check_flush_page(core, "suspends");
             self.gsp.set_reg(off::MAILBOX0, 0x8000_0000);
-            self.gsp.riscv = Riscv::Halted;
-            if self.fsp_chip() {
-                // The GSP-FMC/ACR tears WPR2 down when GSP-RM halts (Hopper on).
-                self.wpr2 = None;
+            self.state_kept = plan.keeps_state;
+            if !self.fsp_chip() {
+                self.gsp.riscv = Riscv::Halted;
             }
         }
+        let suspended = self.rm.as_ref().is_some_and(|r| r.suspended);
+        let halted = self.rm.as_ref().is_some_and(|r| r.halted);
+        if self.fsp_chip() && suspended && !halted && now >= plan.halt_at {
+            if let Some(r) = &mut self.rm {
+                r.halted = true;
+            }
+            self.gsp.riscv = Riscv::Halted;
+            if plan.keeps_state {
+                self.phase("GSP halted; WPR2 stays up (GSP-RM kept its state)");
+            } else {
+                // The GSP-FMC/ACR tears WPR2 down when GSP-RM halts (kgspTeardown_GH100).
+                self.wpr2 = None;
+                self.phase("GSP halted; WPR2 down");
+            }
+        }
+    }
+
+    /// Reads the UNLOADING_GUEST_DRIVER GSP-RM just consumed and judges it; whether GSP-RM
+    /// keeps its state in WPR2 afterwards (so that the next boot needs a reset).
+    fn note_unload_request(&mut self, core: &mut SimCore) -> bool {
+        let Some(init) = self.rm.as_ref().map(|r| r.init) else {
+            return false;
+        };
+        let req = match last_command(core, &init) {
+            Ok((function, body)) if function == NV_VGPU_MSG_FUNCTION_UNLOADING_GUEST_DRIVER => {
+                let u32_at = |o: usize| {
+                    body.get(o..o + 4)
+                        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                };
+                UnloadRequest {
+                    in_pm_transition: body.first().is_some_and(|&b| b != 0),
+                    gc6_entering: body.get(1).is_some_and(|&b| b != 0),
+                    new_level: u32_at(4),
+                }
+            }
+            Ok((function, _)) => {
+                self.error(format!(
+                    "GSP-RM: the last command before the unload is function {function}, not                      UNLOADING_GUEST_DRIVER"
+                ));
+                return false;
+            }
+            Err(e) => {
+                self.error(format!("GSP-RM: cannot read the unload request: {e}"));
+                return false;
+            }
+        };
+        self.stats.unloads.push(req);
+        match req {
+            // kgspUnloadRm(NORMAL, LEVEL_0): the unload after which RM boots GSP-RM again.
+            UnloadRequest {
+                in_pm_transition: false,
+                gc6_entering: false,
+                new_level: 0,
+            } => false,
+            UnloadRequest {
+                in_pm_transition: false,
+                gc6_entering: false,
+                new_level: UNLOAD_LEVEL_FAST,
+            } => {
+                self.warning(
+                    "UNLOADING_GUEST_DRIVER with FAST_UNLOAD: the open driver sends it only at \
+                     system shutdown (\"skips rmDestruct in GSP\"); tinygrad resets the GPU \
+                     before its next boot"
+                        .into(),
+                );
+                core.unknowns.hard(unknown::FAST_UNLOAD_KEEPS_STATE)
+            }
+            r => {
+                self.error(format!(
+                    "UNLOADING_GUEST_DRIVER {r:?} asks GSP-RM to keep its state for a resume; \
+                     an unload before a cold boot is (false, false, LEVEL_0)"
+                ));
+                true
+            }
+        }
+    }
+
+    /// GSP-RM's check of the sysmem flush registers (`kmemsysAssertSysmemFlushBufferValid_*`,
+    /// at its start, and again when it suspends): zero is a failed assert (a warning: GSP-RM
+    /// goes on, and tinygrad boots real GPUs without setting them); an address that is not
+    /// mapped DMA memory makes every sysmembar flush fault (an error).
+    fn check_flush_page(&mut self, core: &SimCore, when: &str) -> bool {
+        let addrs = self.flush.addresses();
+        let a = addrs.first().copied().unwrap_or(0);
+        if addrs.iter().any(|&x| x != a) {
+            self.error(format!(
+                "GSP-RM {when}: the sysmem flush register pairs disagree ({addrs:#x?})"
+            ));
+            return false;
+        }
+        if a == 0 {
+            self.warning(format!(
+                "GSP-RM {when}: the sysmem flush registers are 0 \
+                 (kmemsysAssertSysmemFlushBufferValid fails)"
+            ));
+            return false;
+        }
+        if core.host.read(a, &mut [0u8; 1]).is_err() {
+            self.error(format!(
+                "GSP-RM {when}: the sysmem flush page {a:#x} is not mapped DMA memory: its \
+                 sysmembar flushes fault"
+            ));
+            return false;
+        }
+        true
     }
 
     fn fuse_version(v: u32) -> u32 {
@@ -591,10 +969,12 @@ impl Model {
                 self.phase("boot ROM rejected a ucode");
                 BROM_REJECT_TIME
             }
-            Job::Fwsec => FWSEC_TIME,
+            Job::Fwsec => core.unknowns.pick(unknown::FWSEC_TIME, &unknown::HS_TIMES),
             Job::BooterLoad if has(&self.faults, BootFault::BooterHang) => Duration::MAX / 4,
-            Job::BooterLoad | Job::BooterUnload => BOOTER_TIME,
-            Job::Reload => RELOAD_TIME,
+            Job::BooterLoad | Job::BooterUnload => {
+                core.unknowns.pick(unknown::BOOTER_TIME, &unknown::HS_TIMES)
+            }
+            Job::Reload => core.unknowns.pick(unknown::RELOAD_TIME, &unknown::HS_TIMES),
             Job::Empty => EMPTY_PROGRAM_TIME,
         };
         let f = if idx == 0 {
@@ -1016,6 +1396,12 @@ impl Model {
             self.sec2.set_reg(off::MAILBOX0, err::BOOTER_GSP_RUNNING);
             return;
         }
+        if self.state_kept && self.rm.is_some() {
+            self.phase("booter_unload refused: GSP-RM kept its state (WPR2 stays up)");
+            self.sec2
+                .set_reg(off::MAILBOX0, err::BOOTER_UNLOAD_STATE_KEPT);
+            return;
+        }
         self.wpr2 = None;
         self.rm = None;
         self.stats.booter_unload += 1;
@@ -1031,6 +1417,9 @@ impl Model {
         self.gsp.riscv = Riscv::Active;
         self.stats.gsp_rm_starts += 1;
         self.phase("GSP-RM started: found its queues from the LIBOS arguments");
+        if self.check_flush_page(core, "starts") {
+            self.stats.flush_page_ok += 1;
+        }
         // GSP-RM binds BAR1 to its own tables (just below the end of FB, in its reservation).
         let fsp = self.model.chipset.info().boot == BootMethod::FspChainOfTrust;
         bar1::gsp_binds_bar1(core, fsp, ((self.fb_size - (4 << 20)) >> 12) as u32);
@@ -1053,8 +1442,16 @@ impl Model {
         for (name, addr, size) in &logs {
             emu.attach_log(name, *addr, *size);
         }
-        if booter {
+        // Whether a cold boot sends a script is not public: both, drawn in random mode (a
+        // fault in the script needs one).
+        let script = booter
+            && (has(&self.faults, BootFault::SequencerPollNeverReady)
+                || core
+                    .unknowns
+                    .pick(unknown::SEQUENCER_AT_COLD_BOOT, &[true, false, true]));
+        if script {
             emu.queue_event(EmuEvent::RunCpuSequencer(sequencer_script()));
+            self.stats.sequencer_scripts += 1;
             self.seq = SeqState {
                 started_at: Some(Self::now(core)),
                 ..Default::default()
@@ -1067,10 +1464,14 @@ impl Model {
             emu,
             doorbell,
             libos_args: libos,
+            init,
             suspended: false,
             init_sent: false,
+            unload: None,
+            halted: false,
         });
-        if !booter {
+        self.state_kept = false;
+        if !script {
             self.send_init_done(core);
         }
     }
@@ -1166,19 +1567,34 @@ impl Model {
                 _ => None,
             })
             .unwrap_or(code);
-        self.fsp.answer_at = Some((now + FSP_ANSWER_TIME, answer(code, 0x14)));
+        let answer_in = core
+            .unknowns
+            .pick(unknown::FSP_ANSWER_TIME, &unknown::FSP_TIMES);
+        self.fsp.answer_at = Some((now + answer_in, answer(code, 0x14)));
         if code == 0 {
             self.stats.cot_accepted += 1;
             self.phase("FSP accepted the chain-of-trust message");
             let cot = NVDM_PAYLOAD_COT::read_from_bytes(&pkt[8..8 + 860]).ok();
             let params = cot.map(|c| c.gspBootArgsSysmemOffset).unwrap_or(0);
             self.fsp.boot_params = params;
+            self.fsp.cot_params = params;
             // The FSP hands the GSP-FMC its arguments in the GSP mailboxes and locks the GSP's
             // PRIV target mask until its ROM has started.
             self.gsp.set_reg(off::MAILBOX0, params as u32);
             self.gsp.set_reg(off::MAILBOX1, (params >> 32) as u32);
-            self.fsp.target_mask_until = Some(now + FSP_TARGET_MASK_TIME);
+            let mask = core
+                .unknowns
+                .pick(unknown::TARGET_MASK_TIME, &unknown::FSP_TIMES);
+            let released = now + answer_in + mask;
+            self.fsp.target_mask_until =
+                Some(if has(&self.faults, BootFault::TargetMaskNeverReleased) {
+                    Duration::MAX
+                } else {
+                    released
+                });
             self.fsp.lockdown = true;
+            // The GSP-FMC runs on the GSP's RISC-V core from now on.
+            self.gsp.riscv = Riscv::Active;
             let outcome =
                 self.fmc_check(core, params, cot.map(|c| c.frtsVidmemOffset).unwrap_or(0));
             let outcome = match self.faults.iter().find_map(|f| match f {
@@ -1188,10 +1604,15 @@ impl Model {
                 Some(c) => Err(c),
                 None => outcome,
             };
-            if has(&self.faults, BootFault::LockdownNeverReleased) {
+            if has(&self.faults, BootFault::LockdownNeverReleased)
+                || has(&self.faults, BootFault::TargetMaskNeverReleased)
+            {
                 return;
             }
-            self.fsp.fmc_done_at = Some((now + FMC_BOOT_TIME, outcome));
+            let fmc = core
+                .unknowns
+                .pick(unknown::FMC_BOOT_TIME, &unknown::FSP_TIMES);
+            self.fsp.fmc_done_at = Some((released + fmc, outcome));
         }
     }
 
@@ -1281,10 +1702,10 @@ impl Model {
         };
         let b = p.bootGspRmParams;
         let r = p.gspRmParams;
-        if b.target != 1
+        self.stats.fmc_targets.push((b.target, r.target));
+        if !fmc_targets_ok(b.target, r.target)
             || b.gspRmDescSize != 256
             || b.bIsGspRmBoot != 1
-            || r.target != 1
             || r.bootArgsOffset == 0
         {
             self.error(format!("GSP-FMC: bad GSP_FMC_BOOT_PARAMS {p:?}"));
@@ -1305,6 +1726,7 @@ impl Model {
         at = (at - meta.gspFwHeapSize) & !0xf_ffff;
         let wpr_start = at - (1 << 20);
         self.fsp.boot_params = r.bootArgsOffset;
+        self.fsp.meta_addr = b.gspRmDescOffset;
         self.wpr2 = Some((wpr_start, frts_end));
         Ok(())
     }
@@ -1315,15 +1737,47 @@ impl Model {
                 self.gsp.set_reg(off::MAILBOX0, code);
                 self.gsp.set_reg(off::MAILBOX1, 0);
                 self.wpr2 = None;
+                // It goes on running (and reading its boot memory) for a while before its core
+                // halts; how long is not public.
+                let t = core
+                    .unknowns
+                    .pick(unknown::FMC_ERROR_HALT, &unknown::FMC_ERROR_HALT_TIMES);
+                let params = self.fsp.cot_params;
+                let meta = self.fsp.meta_addr;
+                self.fsp.fmc_halt_at = Some((Self::now(core) + t, params, meta));
             }
             Ok(()) => {
                 self.gsp.set_reg(off::MAILBOX0, 0);
                 self.gsp.set_reg(off::MAILBOX1, 0);
                 self.fsp.lockdown = false;
+                // The GSP-FMC hands the core to GSP-RM (or, with RiscvNeverActive, stops).
+                self.gsp.riscv = Riscv::Halted;
                 let libos = self.fsp.boot_params;
                 self.start_gsp_rm(core, libos);
             }
         }
+    }
+
+    /// A GSP-FMC that failed halts; its last reads are of its boot parameters and the WPR
+    /// metadata, which the driver must not have freed yet.
+    fn fmc_halt(&mut self, core: &SimCore, params: u64, meta: u64) {
+        for (what, addr, len) in [
+            (
+                "boot parameters",
+                params,
+                std::mem::size_of::<GSP_FMC_BOOT_PARAMS>(),
+            ),
+            ("WPR metadata", meta, std::mem::size_of::<GspFwWprMeta>()),
+        ] {
+            if addr != 0 && core.host.read(addr, &mut vec![0u8; len]).is_err() {
+                self.error(format!(
+                    "GSP-FMC: its {what} at {addr:#x} were freed while it still ran (the driver \
+                     must wait for the GSP RISC-V core to halt before freeing its boot memory)"
+                ));
+            }
+        }
+        self.gsp.riscv = Riscv::Halted;
+        self.phase("GSP-FMC halted after its error");
     }
 }
 
@@ -1469,12 +1923,75 @@ fn sequencer_script() -> Vec<u32> {
     ]
 }
 
+/// Whether the GSP-FMC can use these `GSP_FMC_BOOT_PARAMS` targets for memory in sysmem: the
+/// open driver, nouveau and nova-core send (COHERENT, NONCOHERENT) for the WPR metadata and the
+/// LIBOS arguments, tinygrad (COHERENT, COHERENT), and all boot real GPUs; which of the two
+/// the GSP-FMC prefers is not public, so both sysmem targets are taken for both. LOCAL_FB
+/// (0) cannot reach host memory; 3 and up are not targets.
+pub fn fmc_targets_ok(boot_gsp_rm: u32, gsp_rm: u32) -> bool {
+    let sysmem = |t: u32| {
+        t == nvbare_core::gsp::boot::abi::GSP_DMA_TARGET_COHERENT_SYSTEM
+            || t == nvbare_core::gsp::boot::abi::GSP_DMA_TARGET_NONCOHERENT_SYSTEM
+    };
+    sysmem(boot_gsp_rm) && sysmem(gsp_rm)
+}
+
+/// The command GSP-RM consumed last: (function, payload). Read from the shared memory the way
+/// GSP-RM finds it (page table → command queue header → its read pointer in the status
+/// queue's rx header); single-element commands only.
+fn last_command(
+    core: &SimCore,
+    init: &MESSAGE_QUEUE_INIT_ARGUMENTS,
+) -> Result<(u32, Vec<u8>), String> {
+    const PAGE: u64 = 4096;
+    // Page `k` of the shared memory, through the self-mapping page table at its start.
+    fn page(core: &SimCore, root: u64, k: u64, depth: u32) -> Result<u64, String> {
+        let at = if k * 8 < PAGE {
+            root + k * 8
+        } else if depth < 4 {
+            page(core, root, k * 8 / PAGE, depth + 1)? + (k * 8) % PAGE
+        } else {
+            return Err("page table too deep".into());
+        };
+        let mut b = [0u8; 8];
+        core.host
+            .read(at, &mut b)
+            .map_err(|e| format!("page table: {e}"))?;
+        Ok(u64::from_le_bytes(b))
+    }
+    let read = |off: u64, dst: &mut [u8]| -> Result<(), String> {
+        if off % PAGE + dst.len() as u64 > PAGE {
+            return Err("read across a page".into());
+        }
+        let a = page(core, init.sharedMemPhysAddr, off / PAGE, 0)? + off % PAGE;
+        core.host.read(a, dst).map_err(|e| e.to_string())
+    };
+    let (cmd, stat) = (init.cmdQueueOffset, init.statQueueOffset);
+    let mut h = [0u8; std::mem::size_of::<msgqTxHeader>()];
+    read(cmd, &mut h)?;
+    let tx = msgqTxHeader::read_from_bytes(&h).map_err(|_| "queue header")?;
+    let mut rp = [0u8; 4];
+    read(stat + RX_HDR_OFF as u64, &mut rp)?;
+    let (rp, count) = (u32::from_le_bytes(rp), tx.msgCount.max(1));
+    let last = (rp + count - 1) % count;
+    let elem = cmd + ENTRY_OFF as u64 + last as u64 * PAGE;
+    let head = std::mem::size_of::<GSP_MSG_QUEUE_ELEMENT>();
+    let rpc = std::mem::size_of::<rpc_message_header_v03_00>();
+    let mut b = vec![0u8; head + rpc + 64];
+    read(elem, &mut b)?;
+    let hdr = rpc_message_header_v03_00::read_from_bytes(&b[head..head + rpc])
+        .map_err(|_| "RPC header")?;
+    let len = (hdr.length as usize).saturating_sub(rpc).min(64);
+    Ok((hdr.function, b[head + rpc..head + rpc + len].to_vec()))
+}
+
 impl BootEngine {
     fn claims_fixed(&self, o: u32) -> bool {
         matches!(
             o,
             WPR2_LO | WPR2_HI | GFW_PLM | BSI14 | VBIOS_SCRATCH_0E | VBIOS_SCRATCH_15
-        ) || (GFW_GROUP05..GFW_GROUP05 + 16).contains(&o)
+        ) || self.flush_offs.contains(&o)
+            || (GFW_GROUP05..GFW_GROUP05 + 16).contains(&o)
             || (FUSE_BASE..FUSE_END).contains(&o)
             || (!self.fsp && (PROM_BASE..PROM_BASE + PROM_SIZE).contains(&o))
             || (self.fsp && ((FSP_BASE..FSP_BASE + 0x4000).contains(&o) || o == self.therm))
@@ -1497,10 +2014,25 @@ impl MmioEngine for BootEngine {
         g.settle(core);
         let gfw_ready = g.gfw_ready_at.is_some_and(|t| Model::now(core) >= t);
         match o {
+            // Whether the MMU's WPR registers answer while devinit / the FSP still train the
+            // FB is not public: a PRI error, or the value.
+            WPR2_LO | WPR2_HI
+                if !gfw_ready
+                    && core
+                        .unknowns
+                        .pick(unknown::WPR2_BEFORE_GFW, &unknown::WPR2_BEFORE_GFW_ANSWERS)
+                        != 0 =>
+            {
+                core.unknowns.pick(
+                    unknown::WPR2_BEFORE_GFW,
+                    &unknown::WPR2_BEFORE_GFW_ANSWERS[1..],
+                )
+            }
             WPR2_LO => g.wpr2.map_or(0, |(lo, _)| ((lo >> 12) as u32) << 4),
             WPR2_HI => g
                 .wpr2
                 .map_or(0, |(_, end)| (((end - 4096) >> 12) as u32) << 4),
+            _ if g.flush.claims(o) => g.flush.values.get(&o).copied().unwrap_or(0),
             GFW_PLM => gfw_ready as u32,
             _ if o == GFW_GROUP05 => {
                 if gfw_ready {
@@ -1543,7 +2075,10 @@ impl MmioEngine for BootEngine {
             _ if (FSP_BASE..FSP_BASE + 0x4000).contains(&o) => g.fsp_read(o),
             _ if (GSP_BASE..GSP_BASE + 0x4000).contains(&o) => {
                 if g.fsp.target_mask_until.is_some() {
-                    return 0xbadf_4100;
+                    let lsb = core
+                        .unknowns
+                        .pick(unknown::TARGET_MASK_LSB, &unknown::TARGET_MASK_LSB_ANSWERS);
+                    return 0xbadf_4100 | lsb;
                 }
                 let r = o - GSP_BASE;
                 if r == PGSP_MAILBOX + 12 {
@@ -1582,6 +2117,10 @@ impl MmioEngine for BootEngine {
             if g.fsp_write(o, v) {
                 g.fsp_command(core);
             }
+            return;
+        }
+        if g.flush.claims(o) {
+            g.flush.values.insert(o, v);
             return;
         }
         let (idx, r) = if (GSP_BASE..GSP_BASE + 0x4000).contains(&o) {
@@ -1629,11 +2168,15 @@ impl MmioEngine for BootEngine {
         g.scratch_15 = 0;
         g.seq = SeqState::default();
         g.sec2_loaded = None;
+        g.state_kept = false;
+        g.flush.values.clear();
         g.fsp = FspState {
             emem: vec![0; 256],
             ..Default::default()
         };
-        let t = g.cfg.gfw_boot_time;
+        // Devinit / the FSP's secure boot run again after the reset.
+        let answers = [g.cfg.gfw_boot_time, Duration::from_millis(500), g.gfw_max()];
+        let t = core.unknowns.pick(unknown::GFW_BOOT_TIME, &answers);
         g.gfw_ready_at = (!has(&g.faults, BootFault::GfwBootNeverCompletes)).then_some(now + t);
         g.stats.resets += 1;
         g.phase("function-level reset: WPR2, falcons and GSP-RM back to cold");

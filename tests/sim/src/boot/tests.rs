@@ -20,6 +20,7 @@ use nvbare_core::regs::falcon::Gsp;
 use nvbare_gsp_firmware::FirmwareSet;
 
 use super::*;
+use crate::unknowns::Mode;
 use crate::{SimConfig, models};
 
 use firmware::pinned_firmware as firmware;
@@ -32,8 +33,18 @@ struct Rig {
 }
 
 fn rig_with(model: ChipModel, tweak: impl FnOnce(&mut BootSimConfig)) -> Rig {
+    rig_in(SimConfig::new(model), tweak)
+}
+
+/// A rig whose unknowns are answered in `mode`, whatever `NVBARE_SIM_UNKNOWNS` says.
+fn rig_mode(model: ChipModel, mode: Mode, tweak: impl FnOnce(&mut BootSimConfig)) -> Rig {
+    rig_in(SimConfig::new(model).with_unknowns(mode), tweak)
+}
+
+fn rig_in(sc: SimConfig, tweak: impl FnOnce(&mut BootSimConfig)) -> Rig {
+    let model = sc.model;
     let (sim_fw, fw) = firmware(model.chipset);
-    let gpu = SimGpu::new(SimConfig::new(model).with_virtual_time());
+    let gpu = SimGpu::new(sc.with_virtual_time());
     let mut cfg = BootSimConfig::new(sim_fw);
     tweak(&mut cfg);
     let boot = BootModel::install(&gpu, cfg);
@@ -105,10 +116,19 @@ fn assert_clean(r: &Rig) {
         Vec::<String>::new(),
         "the simulator saw mistakes"
     );
+    assert_eq!(
+        r.boot.warnings(),
+        Vec::<String>::new(),
+        "the simulator saw what hardware tolerates but nvbare avoids"
+    );
 }
 
 fn full_cycle(model: ChipModel) {
-    let r = rig(model);
+    full_cycle_on(rig(model));
+}
+
+fn full_cycle_on(r: Rig) {
+    let model = *r.gpu.model();
     let baseline = (r.gpu.host().allocated(), r.gpu.host().buffers());
     for round in 0..2 {
         let mut b = boot_ok(&r);
@@ -133,9 +153,17 @@ fn full_cycle(model: ChipModel) {
             gsp.size > 128 << 20,
             "the carve-out is over 128 MiB, not tinygrad's 64"
         );
+        // The flush page was programmed before GSP-RM started and is still ours.
+        let flush = b.state().sysmem_flush_addr();
+        assert_eq!(r.boot.sysmem_flush_addr(), flush);
         let report = b.unload(&r.hw, &mut Recorder::default(), None).unwrap();
         assert!(!report.suspend_timed_out);
         assert_eq!(r.boot.wpr2(), None, "unload leaves WPR2 down");
+        assert_eq!(
+            r.boot.sysmem_flush_addr(),
+            0,
+            "the page let go after the unload"
+        );
         assert_eq!(
             (r.gpu.host().allocated(), r.gpu.host().buffers()),
             baseline,
@@ -147,11 +175,27 @@ fn full_cycle(model: ChipModel) {
     assert_eq!(s.gsp_rm_starts, 2);
     assert_eq!(s.suspends, 2);
     assert_eq!(s.resets, 0, "no PCI reset was needed between the boots");
+    assert_eq!(
+        s.flush_page_ok, 2,
+        "GSP-RM found a valid flush page at both starts"
+    );
+    // kgspUnloadRm(NORMAL, LEVEL_0), not tinygrad's FAST_UNLOAD.
+    let level0 = UnloadRequest {
+        in_pm_transition: false,
+        gc6_entering: false,
+        new_level: 0,
+    };
+    assert_eq!(s.unloads, [level0, level0]);
     if model.chipset.info().boot == nvbare_core::chip::BootMethod::Booter {
-        assert_eq!((s.fwsec_frts, s.booter_load, s.sequencer_ok), (2, 2, 2));
+        assert_eq!((s.fwsec_frts, s.booter_load), (2, 2));
+        // Whether a cold boot sends a script is an unknown; each one sent ran correctly.
+        assert_eq!(s.sequencer_ok, s.sequencer_scripts);
         assert_eq!((s.fwsec_sb, s.booter_unload), (2, 2));
     } else {
         assert_eq!(s.cot_accepted, 2);
+        // (COHERENT, NONCOHERENT) as kgspSetupGspFmcArgs_GH100 sends for cached WPR metadata
+        // and uncached LIBOS arguments.
+        assert_eq!(s.fmc_targets, [(1, 2), (1, 2)]);
     }
     assert_eq!(s.brom_rejects, 0);
 }
@@ -181,8 +225,8 @@ fn phases_are_reported_in_order() {
         rec.phases,
         [
             Identify,
-            CheckRunningGsp,
             WaitGfwBoot,
+            CheckRunningGsp,
             ReadVbios,
             ComputeLayout,
             PrepareMemory,
@@ -194,7 +238,9 @@ fn phases_are_reported_in_order() {
             StaticInfo
         ]
     );
-    assert!(rec.details.iter().any(|d| d.contains("CPU-sequencer")));
+    if r.boot.stats().sequencer_scripts > 0 {
+        assert!(rec.details.iter().any(|d| d.contains("CPU-sequencer")));
+    }
     assert_eq!(b.state().timings().len(), rec.phases.len());
     let r = rig(models::GH100);
     let mut rec = Recorder::default();
@@ -687,4 +733,260 @@ fn the_pci_reset_returns_the_boot_hardware_to_power_on() {
     let b = boot_ok(&r);
     b.unload(&r.hw, &mut Recorder::default(), None).unwrap();
     let _ = &r.gpu;
+}
+
+#[test]
+fn every_chip_cycles_with_pessimistic_and_random_unknowns() {
+    // Slow devinit and FSP, heavy-secure ucodes just inside the drivers' timeouts, PRI errors
+    // for early WPR2 reads, a suspend and halt that take their time (virtual time).
+    for mode in [Mode::Pessimistic, Mode::Random(7), Mode::Random(8)] {
+        for model in models::MODELS {
+            full_cycle_on(rig_mode(model, mode, |_| {}));
+        }
+    }
+}
+
+#[test]
+fn wpr2_is_read_only_after_gfw_boot() {
+    // Pessimistic: WPR2 reads before devinit / the FSP's secure boot complete are PRI errors
+    // (0xbadf10ff has every VAL bit the old check took for "WPR2 up"). A boot right after a
+    // reset must wait for GFW boot before it looks.
+    for model in models::MODELS {
+        let r = rig_mode(model, Mode::Pessimistic, |_| {});
+        r.hw.pci.reset_function().unwrap();
+        let raw = nvbare_core::hal::Mmio::read32(&r.hw.bar0, 0x1f_a828);
+        assert!(nvbare_core::hal::is_pri_error(raw), "{raw:#x}");
+        let mut rec = Recorder::default();
+        let b = boot(&r.hw, &*r.fw, &opts(), &mut rec).unwrap_or_else(|e| panic!("{e}"));
+        let gfw = rec.phases.iter().position(|p| *p == BootPhase::WaitGfwBoot);
+        let check = rec
+            .phases
+            .iter()
+            .position(|p| *p == BootPhase::CheckRunningGsp);
+        assert!(gfw < check, "{:?}", rec.phases);
+        b.unload(&r.hw, &mut Recorder::default(), None).unwrap();
+        assert_clean(&r);
+    }
+}
+
+#[test]
+fn a_pri_error_from_wpr2_after_gfw_boot_is_not_taken_for_a_running_gsp() {
+    // A driver that took 0xbadf.... for "WPR2 up" would refuse or reset; nvbare says it cannot
+    // tell (an engine that answers every WPR2 read with a PRI error).
+    struct PriWpr2;
+    impl crate::bar0::MmioEngine for PriWpr2 {
+        fn name(&self) -> &'static str {
+            "pri-error WPR2"
+        }
+        fn claims(&self, o: u32) -> bool {
+            o == 0x1f_a824 || o == 0x1f_a828
+        }
+        fn read(&mut self, _c: &mut SimCore, _o: u32) -> u32 {
+            0xbadf_5040
+        }
+        fn write(&mut self, _c: &mut SimCore, _o: u32, _v: u32) {}
+    }
+    let (sim_fw, fw) = firmware(Chipset::AD102);
+    let gpu = SimGpu::new(SimConfig::new(models::AD102).with_virtual_time());
+    gpu.add_engine(Box::new(PriWpr2));
+    let _boot = BootModel::install(&gpu, BootSimConfig::new(sim_fw));
+    let hw = boot_hw(&gpu);
+    let mut rec = Recorder::default();
+    let e = boot(&hw, &*fw, &opts(), &mut rec).map(|_| ()).unwrap_err();
+    assert_eq!(e.phase, BootPhase::CheckRunningGsp);
+    assert_eq!(e.kind, BootErrorKind::Wpr2Unreadable { raw: 0xbadf_5040 });
+}
+
+/// Clears or bends the sysmem flush registers when a phase starts (after the driver
+/// programmed them, before GSP-RM runs).
+struct FlushMeddler {
+    bar0: SimBar0,
+    at: BootPhase,
+    regs: nvbare_core::gsp::boot::flush::FlushRegs,
+    to: u64,
+}
+
+impl BootObserver for FlushMeddler {
+    fn phase_started(&mut self, p: BootPhase) {
+        if p == self.at {
+            let (lo, hi) = self.regs.encode(self.to);
+            for &(l, h) in self.regs.pairs() {
+                if let Some(h) = h {
+                    nvbare_core::hal::Mmio::write32(&self.bar0, h, hi);
+                }
+                nvbare_core::hal::Mmio::write32(&self.bar0, l, lo);
+            }
+        }
+    }
+}
+
+#[test]
+fn gsp_rm_checks_the_sysmem_flush_page_when_it_starts() {
+    use nvbare_core::gsp::boot::flush::FlushRegs;
+    for (model, at) in [
+        (models::AD102, BootPhase::BooterLoad),
+        (models::GH100, BootPhase::FspChainOfTrust),
+        (models::GB202, BootPhase::FspChainOfTrust),
+    ] {
+        let regs = FlushRegs::for_chip(model.chipset.info());
+        // Left at 0 (as tinygrad leaves it): GSP-RM's assert fails, it boots anyway.
+        let r = rig(model);
+        let mut m = FlushMeddler {
+            bar0: r.hw.bar0.clone(),
+            at,
+            regs,
+            to: 0,
+        };
+        let b = boot(&r.hw, &*r.fw, &opts(), &mut m).unwrap();
+        assert!(r.boot.errors().is_empty(), "{:?}", r.boot.errors());
+        let w = r.boot.warnings();
+        assert!(
+            w.iter().any(|w| w.contains("flush registers are 0")),
+            "{w:?}"
+        );
+        drop(b);
+        // Pointing at memory that is not DMA memory: its flushes fault.
+        let r = rig(model);
+        let mut m = FlushMeddler {
+            bar0: r.hw.bar0.clone(),
+            at,
+            regs,
+            to: 0x7_0000_0000,
+        };
+        let b = boot(&r.hw, &*r.fw, &opts(), &mut m).unwrap();
+        let e = r.boot.errors();
+        assert!(
+            e.iter().any(|e| e.contains("not mapped DMA memory")),
+            "{e:?}"
+        );
+        drop(b);
+    }
+}
+
+#[test]
+fn the_fmc_takes_both_sysmem_targets_the_proven_drivers_send() {
+    // The open driver, nouveau and nova-core: (COHERENT, NONCOHERENT); tinygrad: (COHERENT,
+    // COHERENT).
+    assert!(fmc_targets_ok(1, 2) && fmc_targets_ok(1, 1) && fmc_targets_ok(2, 2));
+    assert!(!fmc_targets_ok(0, 2) && !fmc_targets_ok(1, 0) && !fmc_targets_ok(3, 1));
+}
+
+#[test]
+fn a_fast_unload_may_leave_gsp_rm_s_state_for_a_reset() {
+    use nvbare_core::gsp::rpc::UNLOAD_LEVEL_FAST;
+    // tinygrad's unload level: the open driver sends it only at shutdown, and tinygrad resets
+    // before its next boot. Whether GSP-RM then leaves WPR2 up is not public: the sim does so
+    // when pessimistic, and warns in every mode.
+    for (mode, kept) in [(Mode::Helpful, false), (Mode::Pessimistic, true)] {
+        let r = rig_mode(models::GH100, mode, |_| {});
+        let mut b = boot_ok(&r);
+        b.rpc()
+            .unloading_guest_driver(false, false, UNLOAD_LEVEL_FAST)
+            .unwrap();
+        let clock = r.hw.clock.clone();
+        let bar0 = r.hw.bar0.clone();
+        let gsp: Falcon<'_, Gsp, _, _> = Falcon::new(&bar0, &clock, FalconHal::Gh100);
+        gsp.wait_riscv_halted(Duration::from_secs(8)).unwrap();
+        assert_eq!(r.boot.wpr2().is_some(), kept, "{mode}");
+        assert!(
+            r.boot.warnings().iter().any(|w| w.contains("FAST_UNLOAD")),
+            "{mode}"
+        );
+        drop(b);
+        if kept {
+            let (e, _) = boot_err(&r);
+            assert!(matches!(e.kind, BootErrorKind::GspRunning { .. }), "{e}");
+        }
+    }
+}
+
+#[test]
+fn a_failed_hopper_boot_waits_for_the_gsp_to_halt_before_freeing_its_memory() {
+    // The GSP-FMC reports an error and keeps running (and reading its boot parameters and the
+    // WPR metadata) until its core halts: 100 µs helpful, 4.5 s pessimistic. Freeing earlier
+    // is a use after free the sim sees.
+    for mode in [Mode::Helpful, Mode::Pessimistic, Mode::Random(7)] {
+        for model in [models::GH100, models::GB202] {
+            let r = rig_mode(model, mode, |c| c.faults.push(BootFault::FmcError(0x42)));
+            let baseline = r.gpu.host().buffers();
+            let (e, rec) = boot_err(&r);
+            assert_eq!(e.kind, BootErrorKind::FmcError { mailbox0: 0x42 });
+            // Let the simulated GSP-FMC finish whatever it still does.
+            nvbare_core::hal::Clock::delay(&r.hw.clock, Duration::from_secs(6));
+            nvbare_core::hal::Mmio::read32(&r.hw.bar0, 0x11_1388);
+            assert!(
+                rec.details.iter().any(|d| d.contains("halted")),
+                "{:?}",
+                rec.details
+            );
+            assert!(r.boot.errors().is_empty(), "{mode}: {:?}", r.boot.errors());
+            assert_eq!(r.gpu.host().buffers(), baseline);
+            let bm = r.hw.pci.read_config32(4).unwrap() & 4;
+            assert_eq!(bm, 4, "bus mastering stays on when the GSP halted");
+        }
+    }
+}
+
+#[test]
+fn a_gsp_that_never_halts_loses_bus_mastering_before_its_memory_is_freed() {
+    for model in [models::GH100, models::GB202] {
+        let r = faulty(model, BootFault::LockdownNeverReleased);
+        r.hw.pci.set_bus_master(true).unwrap();
+        let (e, rec) = boot_err(&r);
+        assert_eq!(e.phase, BootPhase::WaitLockdown);
+        assert!(
+            rec.details
+                .iter()
+                .any(|d| d.contains("bus mastering is off")),
+            "{:?}",
+            rec.details
+        );
+        assert_eq!(r.hw.pci.read_config32(4).unwrap() & 4, 0);
+        // The next boot turns it back on (and resets: the GSP-FMC left WPR2 up).
+        let o = BootOptions {
+            running_gsp: RunningGsp::Reset,
+            ..opts()
+        };
+        r.boot.clear_faults();
+        let mut rec = Recorder::default();
+        let b = boot(&r.hw, &*r.fw, &o, &mut rec).unwrap();
+        assert!(
+            rec.details
+                .iter()
+                .any(|d| d.contains("bus mastering was off"))
+        );
+        assert_eq!(r.hw.pci.read_config32(4).unwrap() & 4, 4);
+        b.unload(&r.hw, &mut Recorder::default(), None).unwrap();
+    }
+}
+
+#[test]
+fn a_pri_error_while_the_fsp_holds_the_gsp_is_not_a_halt() {
+    // Pessimistic: the target-mask PRI errors read 0xbadf41ff, whose bit 4 is HALTED. The FSP
+    // never lets go of the GSP; the failed boot must not take that for a halted core.
+    for model in [models::GH100, models::GB202] {
+        let r = rig_mode(model, Mode::Pessimistic, |c| {
+            c.faults.push(BootFault::TargetMaskNeverReleased)
+        });
+        let raw = {
+            let (e, rec) = boot_err(&r);
+            assert_eq!(e.phase, BootPhase::WaitLockdown);
+            assert!(matches!(e.kind, BootErrorKind::Timeout { .. }), "{e}");
+            assert!(
+                !rec.details.iter().any(|d| d.contains("halted")),
+                "{:?}",
+                rec.details
+            );
+            assert!(
+                rec.details
+                    .iter()
+                    .any(|d| d.contains("may still be running")),
+                "{:?}",
+                rec.details
+            );
+            nvbare_core::hal::Mmio::read32(&r.hw.bar0, 0x11_1388)
+        };
+        assert_eq!(raw, 0xbadf_41ff);
+        assert_eq!(r.hw.pci.read_config32(4).unwrap() & 4, 0);
+    }
 }
