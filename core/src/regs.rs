@@ -21,6 +21,8 @@ pub mod falcon;
 pub mod fsp;
 pub mod fuse;
 pub mod gsp;
+#[cfg(test)]
+mod headers;
 pub mod mmu;
 pub mod pbus;
 pub mod pfb;

@@ -136,7 +136,8 @@ register! {
         /// releases it (GH100 on)
         #[bits(1)] pub riscv_br_priv_lockdown: bool,
         #[bits(17)] __: u32,
-        /// 31:31 RESET_READY (`dev_falcon_v4_addendum.h`)
+        /// 31:31 RESET_READY (`ga102/dev_falcon_v4_addendum.h`; GA10x/AD10x only: on GH100
+        /// bits 31:24 are PRGN_RSVD_FUSE)
         #[bits(1)] pub reset_ready: bool,
     }
 
@@ -335,7 +336,7 @@ pub const ENGINE_RESET_STATUS_ASSERTED: u8 = 0;
 pub const ENGINE_RESET_STATUS_DEASSERTED: u8 = 2;
 
 register! {
-    /// RISC-V interrupt mask.
+    /// RISC-V interrupt mask (GA102 on; TU10x and GA100 have it at 0x2b4).
     pub NV_PRISCV_RISCV_IRQMASK @ PRiscvBase + 0x528 {
         /// 31:0
         #[bits(32)] pub mask: u32,

@@ -1,6 +1,7 @@
 //! Fuses that select which signature a heavy-secure ucode must carry (`published/ampere/ga100/
 //! dev_fuse.h`; GA100 through Ada read the same registers, `kgspReadUcodeFuseVersion_GA100`,
-//! `ksec2ReadUcodeFuseVersion_GA100`).
+//! `ksec2ReadUcodeFuseVersion_GA100`; `tu102/dev_fuse.h` has none of them and OpenRM reads no
+//! fuse on TU10x).
 //!
 //! Each register is a bit mask; the fuse version of ucode id `n` (1-based) is the index of the
 //! highest set bit of element `n - 1`, plus one (0 when no bit is set).

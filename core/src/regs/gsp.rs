@@ -1,5 +1,6 @@
-//! GSP registers the RPC transport uses (`published/ampere/ga102/dev_gsp.h`; same offsets in
-//! tu102 and gh100).
+//! GSP registers the RPC transport uses (`published/turing/tu102/dev_gsp.h` and
+//! `ampere/ga102/dev_gsp.h`; the gh100 and gb100 headers do not publish `NV_PGSP_QUEUE_HEAD`,
+//! and OpenRM's `kgspSetCmdQueueHead_TU102` uses the tu102 one on every chip).
 
 use crate::register;
 

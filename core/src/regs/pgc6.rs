@@ -19,7 +19,9 @@ register! {
         #[bits(31)] __: u32,
     }
 
-    /// Usable framebuffer size in MiB, written by the VBIOS (alias `NV_USABLE_FB_SIZE_IN_MB`).
+    /// Usable framebuffer size in MiB, written by the VBIOS (alias `NV_USABLE_FB_SIZE_IN_MB`;
+    /// `ga102/dev_gc6_island.h`: OpenRM reads it from GA102 on, TU10x and GA100 publish no such
+    /// register).
     pub NV_PGC6_AON_SECURE_SCRATCH_GROUP_42 @ 0x0011_83a4 {
         /// 31:0 VALUE (MiB)
         #[bits(32)] pub value: u32,
