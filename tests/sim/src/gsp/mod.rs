@@ -5,6 +5,8 @@ pub mod emulator;
 pub mod mini_rm;
 
 #[cfg(test)]
+mod strict_tests;
+#[cfg(test)]
 mod tests;
 
 pub use emulator::{EmuClock, EmuEvent, EmuStats, EmulatorConfig, Fault, GspEmulator};
