@@ -45,7 +45,8 @@ for chip in $chips; do
     server=$!
     addr=
     for _ in $(seq 100); do
-        addr=$(sed -n 's/^nvbare serve: listening on \([0-9.:]*\) .*/\1/p' "$log" | head -1)
+        # The log may not exist yet: the server creates it as it starts.
+        addr=$(sed -n 's/^nvbare serve: listening on \([0-9.:]*\) .*/\1/p' "$log" 2>/dev/null | head -1 || true)
         [ -n "$addr" ] && break
         kill -0 "$server" 2>/dev/null || break
         sleep 0.1
