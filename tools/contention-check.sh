@@ -7,8 +7,8 @@
 # With --starts K the second process is started K times, one after another, beside one busy
 # process, so a run sees K times as many starts (a busy process stops at its first failure).
 # Arguments after `--` go to both `nvbare bench` processes, to compare options, e.g.
-#   tools/contention-check.sh --pairs 80 -- --bar1-readback
-#   tools/contention-check.sh --pairs 80 -- --release-sysmembar
+#   tools/contention-check.sh --pairs 80 -- --no-write-ahead
+#   tools/contention-check.sh --pairs 80 -- --no-auto-defer
 #
 # usage: tools/contention-check.sh [--device nvidia:N] [--pairs N] [--starts K] [--delay SECONDS]
 #                                  [-- BENCH_ARGS...]

@@ -16,8 +16,6 @@
 #   NVCC       for the CUDA baseline (see tools/bench/compare.sh) and tools/nvcc-check.sh
 #   STEP_TIMEOUT  wall-clock limit of each step in seconds (default 120)
 #   NVBARE_KMOD_VA  rm (default) or uvm: how the adapter maps GPU memory (docs/kernel-adapter.md)
-#   NVBARE_ARMED    1: demo, run and bench use pre-armed launches (DeviceOptions::armed_launches,
-#              docs/device.md; only for a GPU nothing else uses)
 #
 # Every step prints PASS, FAIL or SKIP; the exit status is non-zero if any step failed.
 set -uo pipefail
@@ -36,7 +34,7 @@ while [ $# -gt 0 ]; do
         --device) device="${2:?--device needs a value}"; shift 2 ;;
         --device=*) device="${1#--device=}"; shift ;;
         --skip-bench) skip_bench=1; shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "hw-check.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done

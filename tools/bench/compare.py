@@ -137,12 +137,6 @@ def main(argv):
             return 2
     print(f"CUDA:   {cuda.get('device', '?')} ({cuda.get('backend', '?')})")
     print(f"nvbare: {ours.get('device', '?')} ({ours.get('backend', '?')})")
-    if ours.get("armed_launches"):
-        print(
-            "nvbare ran with --armed: pre-armed launches "
-            f"({ours.get('armed_round_trips', '?')} of the timed round trips used one); while "
-            "armed, other processes' GPU work waits for nvbare's timeslice (docs/device.md)"
-        )
     print("speedup > 1 means nvbare is better (times: CUDA/nvbare; bandwidths: nvbare/CUDA)")
     print()
     lines, results = table(cuda, ours, chained)

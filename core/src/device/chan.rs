@@ -20,6 +20,9 @@ pub(super) struct Arena {
     size: u64,
     head: u64,
     live: VecDeque<(u64, u64, u64)>,
+    /// `(start, value)` of an allocation made ahead of the submission it is for
+    /// ([`Arena::alloc_spare`]), while it is the newest and unclaimed.
+    spare: Option<(u64, u64)>,
 }
 
 impl Arena {
@@ -28,6 +31,7 @@ impl Arena {
             size,
             head: 0,
             live: VecDeque::with_capacity(64),
+            spare: None,
         }
     }
 
@@ -35,6 +39,7 @@ impl Arena {
     pub(super) fn reset(&mut self) {
         self.head = 0;
         self.live.clear();
+        self.spare = None;
     }
 
     /// Releases allocations whose submission reached the timeline.
@@ -45,6 +50,9 @@ impl Arena {
             }
             self.live.pop_front();
         }
+        if self.spare.is_some_and(|(_, v)| v <= completed) {
+            self.spare = None;
+        }
         if self.live.is_empty() {
             self.head = 0;
         }
@@ -52,17 +60,50 @@ impl Arena {
 
     /// Takes back the newest allocation (its submission was not made).
     pub(super) fn cancel_last(&mut self) {
-        if let Some((start, _, _)) = self.live.pop_back() {
+        if let Some((start, _, value)) = self.live.pop_back() {
             self.head = start;
+            if self.spare == Some((start, value)) {
+                self.spare = None;
+            }
         }
         if self.live.is_empty() {
             self.head = 0;
         }
     }
 
-    /// Start of the newest allocation.
-    pub(super) fn newest_start(&self) -> Option<u64> {
-        self.live.back().map(|&(start, _, _)| start)
+    /// [`Arena::alloc`] for a submission not made yet (a launch written ahead of its call,
+    /// `device/fast/ahead.rs`): its value can be reached only by that submission, so when the
+    /// arena is full, [`Arena::reclaim_spare`] gives it back instead of waiting for it.
+    pub(super) fn alloc_spare(&mut self, n: u64, value: u64) -> Option<u64> {
+        let start = self.alloc(n, value)?;
+        self.spare = Some((start, value));
+        Some(start)
+    }
+
+    /// Whether the allocation at `start` for `value` is still the unclaimed spare one.
+    pub(super) fn is_spare(&self, start: u64, value: u64) -> bool {
+        self.spare == Some((start, value))
+    }
+
+    /// The spare allocation's submission is made: it is an ordinary allocation from now on.
+    pub(super) fn claim_spare(&mut self) {
+        self.spare = None;
+    }
+
+    /// Gives the spare allocation back if it is the newest. Returns whether it did.
+    pub(super) fn reclaim_spare(&mut self) -> bool {
+        let Some((start, value)) = self.spare.take() else {
+            return false;
+        };
+        if self
+            .live
+            .back()
+            .is_some_and(|&(s, _, v)| (s, v) == (start, value))
+        {
+            self.cancel_last();
+            return true;
+        }
+        false
     }
 
     /// The timeline value that must be reached before the oldest allocation can be reused.
@@ -126,40 +167,34 @@ pub(super) struct Chan<M: GpuMemory> {
     pub synced_other: u64,
     /// Highest timeline value a wait has seen reached (the timeline must never read lower).
     pub seen: u64,
-    /// A chain's last QMD, not written to command memory yet (at this offset): the launch
-    /// after it may still chain, and the QMD is then written once, in its final form, instead
-    /// of written and patched (`device/chain.rs`). Written before anything is published.
+    /// Compute channels: code was loaded since this channel's last launch, so its next one
+    /// invalidates the shader caches.
+    pub caches_dirty: bool,
+    /// A QMD not written to command memory yet (at this offset), written before anything is
+    /// published or pushed: a chain's last one, which the launch after it may still change
+    /// (`device/fast/chain.rs`), so it is written once, in its final form.
     pub unwritten: Option<(u64, Box<Qmd>)>,
     /// The timeline value before the oldest entry queued and not yet published (`None`: none
     /// waits): once the timeline reaches it, the GPU has run everything published and waits
-    /// for held work (`device/flusher.rs` publishes it then).
+    /// for held work (`device/fast/flusher.rs` publishes it then).
     pub held_after: Option<u64>,
+    /// A value of this channel's own timeline that its next submission first waits for (a
+    /// host semaphore acquire), unless the timeline has reached it: the end of work the engine
+    /// schedules by itself (chained QMDs, `device/fast/chain.rs`), which `WAIT_FOR_IDLE` is not
+    /// documented to wait for.
+    pub own_wait: Option<u64>,
+    /// Submissions that began with the acquire of [`Chan::own_wait`].
+    pub own_waits: u64,
 }
 
 impl<M: GpuMemory> Chan<M> {
-    /// [`super::DeviceOptions::bar1_readback`]: a store barrier, then one word of command
-    /// memory read back, before work is published.
-    pub fn read_back<U: crate::hal::Mmio + ?Sized>(
-        &self,
-        on: bool,
-        usermode: &U,
-    ) -> Result<(), HalError> {
-        if on {
-            usermode.store_barrier();
-            self.cmds.read_u32(0)?;
-        }
-        Ok(())
-    }
-
     /// Publishes the entries pushed since the last kick: `GPPut` and the doorbell
-    /// ([`GpFifo::kick`]), after the read-back when `bar1_readback` is on.
+    /// ([`GpFifo::kick`]).
     pub fn publish<U: crate::hal::Mmio + ?Sized>(
         &mut self,
-        bar1_readback: bool,
         usermode: &U,
     ) -> Result<(), DeviceError> {
         self.write_unwritten()?;
-        self.read_back(bar1_readback, usermode)?;
         let view = RingView::of(&self.ring, self.userd_offset);
         self.fifo.kick(&view, usermode)?;
         self.held_after = None;
@@ -192,22 +227,22 @@ impl<M: GpuMemory> Chan<M> {
     }
 
     /// Queues `entry` in the ring and publishes it, unless `defer` entries may still wait for a
-    /// doorbell ([`super::DeviceOptions::deferred_submits`], or the launch's automatic
-    /// deferral, `device/flusher.rs`).
+    /// doorbell ([`super::Tuning::deferred_submits`], or the launch's automatic deferral,
+    /// `device/fast/flusher.rs`). `timeout` bounds the wait for a free slot.
     pub fn queue<U: crate::hal::Mmio + ?Sized, C: crate::hal::Clock + ?Sized>(
         &mut self,
         usermode: &U,
         clock: &C,
-        opts: &super::DeviceOptions,
+        timeout: core::time::Duration,
         defer: u32,
         entry: GpEntry,
     ) -> Result<(), DeviceError> {
-        self.push(usermode, clock, opts.timeout, entry)?;
+        self.push(usermode, clock, timeout, entry)?;
         if self.fifo.unpublished() == 1 {
             self.held_after = Some(self.submitted);
         }
         if self.fifo.unpublished() > defer {
-            self.publish(opts.bar1_readback, usermode)?;
+            self.publish(usermode)?;
         }
         Ok(())
     }
@@ -278,5 +313,37 @@ mod tests {
         assert_eq!(a.oldest_value(), None);
         assert_eq!(a.alloc(1024, 6), Some(0));
         assert_eq!(a.alloc(2048, 7), None);
+    }
+
+    #[test]
+    fn a_spare_allocation_is_given_back_only_while_it_is_the_newest_and_unclaimed() {
+        let mut a = Arena::new(1024);
+        assert_eq!(a.alloc(256, 1), Some(0));
+        assert_eq!(a.alloc_spare(256, 2), Some(256));
+        assert!(a.is_spare(256, 2));
+        assert!(a.reclaim_spare());
+        assert!(!a.is_spare(256, 2));
+        assert_eq!(a.alloc(256, 2), Some(256), "its room is free again");
+        // Not the newest: kept until its value is reached, like any allocation.
+        assert_eq!(a.alloc_spare(256, 3), Some(512));
+        assert_eq!(a.alloc(256, 3), Some(768));
+        assert!(!a.reclaim_spare());
+        assert!(!a.is_spare(512, 3));
+        assert_eq!(a.alloc(1, 4), None);
+        a.retire(3);
+        assert_eq!(a.oldest_value(), None);
+        // Claimed by its submission: an ordinary allocation.
+        let mut a = Arena::new(1024);
+        assert_eq!(a.alloc_spare(256, 1), Some(0));
+        a.claim_spare();
+        assert!(!a.reclaim_spare());
+        assert_eq!(a.oldest_value(), Some(1));
+        // Cancelled or retired: no longer spare.
+        assert_eq!(a.alloc_spare(256, 2), Some(256));
+        a.cancel_last();
+        assert!(!a.is_spare(256, 2));
+        assert_eq!(a.alloc_spare(256, 2), Some(256));
+        a.retire(2);
+        assert!(!a.is_spare(256, 2));
     }
 }

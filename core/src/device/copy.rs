@@ -5,7 +5,7 @@
 //! bytes read plus bytes written, docs/benchmarks.md), a twentieth of what HBM gives. A copy
 //! kernel on the SMs reaches HBM bandwidth: [`COPY_KERNEL_NAME`] from
 //! `tests/fixtures/cubins/src/runtime.ptx` (16-byte loads and stores, four in flight per thread,
-//! a grid-stride loop over at most [`DeviceOptions::copy_kernel_ctas_per_sm`] CTAs per SM).
+//! a grid-stride loop over at most `Tuning::copy_kernel_ctas_per_sm` CTAs per SM).
 //!
 //! The core cannot parse cubins, so whoever opens the device installs the kernel
 //! ([`Device::install_copy_kernel`]; `nvbare_gsp_firmware::program::LoadCubin::install_runtime`
@@ -15,8 +15,8 @@
 //! The kernel runs on the compute channel; stream order with the copy channel is kept as for any
 //! other submission (each channel first waits for the other's earlier work).
 
-use super::ahead::CallInputs;
 use super::backend::{Backend, Location};
+use super::launch::CallInputs;
 use super::memory::{DeviceBuffer, DeviceRepr};
 use super::module::{Arg, KernelInfo};
 use super::ops::Inner;
@@ -32,7 +32,7 @@ pub const COPY_KERNEL_NAME: &str = "nvbare_copy";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CopyPath {
     /// The copy kernel when it is installed, both buffers are in device memory, the copy is at
-    /// least [`DeviceOptions::kernel_copy_min_bytes`] long and source and destination have the
+    /// least 256 KiB long (`Tuning::kernel_copy_min_bytes`) and source and destination have the
     /// same address modulo 16 (so 16-byte vectors line up); the copy engine otherwise.
     #[default]
     Auto,
@@ -122,7 +122,7 @@ impl<B: Backend> Inner<B> {
         if use_kernel(
             path,
             self.copy_kernel.is_some(),
-            opts.kernel_copy_min_bytes,
+            opts.tuning.kernel_copy_min_bytes,
             src,
             dst,
             len,
@@ -145,7 +145,7 @@ impl<B: Backend> Inner<B> {
         use_kernel(
             CopyPath::Auto,
             self.copy_kernel.is_some(),
-            opts.kernel_copy_min_bytes,
+            opts.tuning.kernel_copy_min_bytes,
             src,
             dst,
             len,
@@ -161,11 +161,7 @@ impl<B: Backend> Inner<B> {
         dst: u64,
         len: u64,
     ) -> Result<(), DeviceError> {
-        if self.copy_kernel.is_none() {
-            return Err(no_kernel());
-        }
-        // Disarming launches the copy kernel: do it before taking it for this launch.
-        self.disarm_unless_fits(info, opts, 0)?;
+        // Taken out for the launch, which borrows the device.
         let Some(ck) = self.copy_kernel.take() else {
             return Err(no_kernel());
         };
@@ -246,14 +242,14 @@ fn copy_geometry(
     len: u64,
 ) -> (u32, u32) {
     let limit = k.max_threads.unwrap_or(1024).clamp(32, 1024);
-    let block = (opts.copy_kernel_block.clamp(32, limit) / 32) * 32;
+    let block = (opts.tuning.copy_kernel_block.clamp(32, limit) / 32) * 32;
     let units = if (src ^ dst).is_multiple_of(16) {
         len / 16
     } else {
         len
     };
-    let max_ctas =
-        u64::from(info.gr.sm_count().max(1)) * u64::from(opts.copy_kernel_ctas_per_sm.max(1));
+    let max_ctas = u64::from(info.gr.sm_count().max(1))
+        * u64::from(opts.tuning.copy_kernel_ctas_per_sm.max(1));
     let grid = units
         .div_ceil(u64::from(block))
         .clamp(1, max_ctas.min(i32::MAX as u64));

@@ -7,9 +7,9 @@ use core::marker::PhantomData;
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use super::ahead::CallInputs;
 use super::backend::{Backend, Location, Purpose};
 use super::copy::CopyPath;
+use super::launch::CallInputs;
 use super::module::{Arg, Function, KernelInfo, LaunchConfig, Module};
 use super::program::Program;
 use super::template::TemplateKey;
@@ -80,6 +80,106 @@ impl<B: Backend, T: DeviceRepr> DeviceBuffer<'_, B, T> {
             Ok(())
         } else {
             Err(DeviceError::ForeignObject("buffer"))
+        }
+    }
+}
+
+impl<B: Backend, T: DeviceRepr> DeviceBuffer<'_, B, T> {
+    /// Gives up the borrow of the device: the memory stays allocated until
+    /// [`Device::free_raw_buffer`] (or the device closes). For owners that cannot hold a
+    /// borrow, such as reference-counted handles.
+    pub fn into_raw(self) -> RawBuffer {
+        let raw = RawBuffer {
+            device: self.dev.id(),
+            slot: self.slot,
+            generation: self.generation,
+            bytes: self.bytes(),
+            va: self.va,
+            location: self.location,
+        };
+        core::mem::forget(self);
+        raw
+    }
+}
+
+/// Device memory without a borrow of its device ([`DeviceBuffer::into_raw`]): use it through
+/// [`Device::with_buffer`], free it with [`Device::free_raw_buffer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawBuffer {
+    device: u32,
+    slot: usize,
+    generation: u32,
+    bytes: u64,
+    va: u64,
+    location: Location,
+}
+
+impl RawBuffer {
+    /// [`Device::id`] of the device that owns it.
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// Bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// GPU virtual address of its first byte.
+    pub fn gpu_va(&self) -> u64 {
+        self.va
+    }
+
+    /// Where it lives.
+    pub fn location(&self) -> Location {
+        self.location
+    }
+
+    /// A device pointer `offset` bytes in, as a kernel argument.
+    pub fn arg_at(&self, offset: u64) -> Arg<'static> {
+        Arg::Ptr {
+            va: self.va + offset.min(self.bytes),
+            device: self.device,
+        }
+    }
+}
+
+impl<B: Backend> Device<B> {
+    /// Runs `f` with the buffer `raw` stands for, as `T` elements (its size must be a multiple
+    /// of `T`'s), borrowed from this device for the call.
+    pub fn with_buffer<T: DeviceRepr, R>(
+        &self,
+        raw: &RawBuffer,
+        f: impl FnOnce(&mut DeviceBuffer<'_, B, T>) -> R,
+    ) -> Result<R, DeviceError> {
+        if raw.device != self.id() {
+            return Err(DeviceError::ForeignObject("buffer"));
+        }
+        let size = size_of::<T>() as u64;
+        if size == 0 || !raw.bytes.is_multiple_of(size) {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "a buffer of {} bytes viewed as elements of {size} bytes",
+                raw.bytes
+            )));
+        }
+        self.inner()?.buffer_va(raw.slot, raw.generation)?;
+        let mut b = core::mem::ManuallyDrop::new(DeviceBuffer {
+            dev: self,
+            slot: raw.slot,
+            generation: raw.generation,
+            len: (raw.bytes / size) as usize,
+            va: raw.va,
+            location: raw.location,
+            _t: PhantomData,
+        });
+        Ok(f(&mut b))
+    }
+
+    /// Frees memory given up by [`DeviceBuffer::into_raw`] (after the GPU has finished with
+    /// it, as dropping a [`DeviceBuffer`] does). A buffer of another device is left alone.
+    pub fn free_raw_buffer(&self, raw: RawBuffer) {
+        if raw.device == self.id() {
+            self.release_slot(raw.slot, raw.generation);
         }
     }
 }
@@ -285,7 +385,7 @@ impl<B: Backend> Device<B> {
         let (slot, generation, base, descs) =
             self.inner()?
                 .load_module(&self.info, &self.options, program)?;
-        let kernels = descs
+        let kernels: Vec<KernelInfo> = descs
             .into_iter()
             .map(|k| KernelInfo::from_desc(base, k))
             .collect();
@@ -296,7 +396,8 @@ impl<B: Backend> Device<B> {
             base,
             sm,
             sass_version: program.sass_version(),
-            kernels,
+            kernels: kernels.into(),
+            owned: true,
         })
     }
 

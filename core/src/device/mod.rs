@@ -3,19 +3,42 @@
 //! [`Device::open`] brings a GPU up the way CUDA and tinygrad do (tinygrad-nv.md §1.3, the H200
 //! run in rm-abi.md §0): device and subdevice objects, chip identification, the class list
 //! (newest compute / GPFIFO / copy / usermode class), GR facts, the usermode doorbell, a
-//! performance boost, a VA space, a channel group with one subcontext and two channels
-//! (compute with the compute object on subchannel 1, copy with the copy object on
-//! subchannel 4), a `GT200_DEBUGGER` for fault reports, work-submit tokens, and scheduling.
+//! performance boost, a VA space, a channel group with one subcontext and two channels per
+//! stream ([`DeviceOptions::streams`]; compute with the compute object on subchannel 1, copy
+//! with the copy object on subchannel 4), a `GT200_DEBUGGER` for fault reports, work-submit tokens, and scheduling.
 //!
-//! Then, with an API shaped like cudarc's:
+//! Then, with an API shaped like cudarc's (here on the simulated GH100; a program on real
+//! hardware gets its backend from `nvbare_pci_host` or, simpler, opens through the `nvbare`
+//! crate):
 //!
-//! ```text
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
+//! use nvbare_gsp_firmware::program::LoadCubin; // cubins: the parser lives in gsp-firmware
+//!
+//! let backend = nvbare_sim::backend::SimBackend::new(nvbare_sim::models::GH100, true)?;
 //! let dev = Device::open(backend, DeviceOptions::default())?;
-//! let buf = dev.htod_copy(&data)?;                 // DeviceBuffer<u32>
-//! let module = dev.load_cubin(&cubin_bytes)?;      // (nvbare_gsp_firmware::program::LoadCubin)
+//! let data: Vec<u32> = (0..1024).collect();
+//! let n = data.len() as u32;
+//! let buf = dev.htod_copy(&data)?; // DeviceBuffer<u32>
+//! # let cubin_bytes = nvbare_sim::compute::kernels::FIXTURES.iter()
+//! #     .find(|(name, _)| *name == "kernels_sm90_cuda13").map(|(_, b)| *b).unwrap();
+//! let module = dev.load_cubin(cubin_bytes)?;
 //! let add1 = module.function("add1")?;
 //! dev.launch(&add1, LaunchConfig::for_num_elems(n), &[buf.arg(), n.into()])?;
-//! let out: Vec<u32> = dev.dtoh_copy(&buf)?;       // waits for the kernel, then copies
+//! let out: Vec<u32> = dev.dtoh_copy(&buf)?; // waits for the kernel, then copies
+//! assert!(out.iter().zip(&data).all(|(o, d)| *o == d + 1));
+//!
+//! // Another stream, ordered after the default stream's work by an event (on the GPU).
+//! let ev = dev.record_event()?;
+//! dev.with_stream(1, |d| -> Result<(), nvbare_core::device::DeviceError> {
+//!     d.wait_event(&ev)?;
+//!     d.launch(&add1, LaunchConfig::for_num_elems(n), &[buf.arg(), n.into()])?;
+//!     d.synchronize_stream()
+//! })??;
+//! assert_eq!(dev.dtoh_copy(&buf)?[0], 2);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! Several devices in one process reach each other through a [`PeerLink`]
@@ -25,8 +48,11 @@
 //! [`PeerLink::semaphore`]); without a direct path only an explicit
 //! [`PeerMode::AllowHostStaging`] copies through host memory (`docs/multi-gpu.md`).
 //!
-//! Work is ordered like one CUDA stream: every submission on one channel first waits (a host
-//! `SEM_EXECUTE` acquire) for everything submitted before on the other. Each channel has a
+//! Work on a stream is ordered like a CUDA stream: every submission on one of its channels
+//! first waits (a host `SEM_EXECUTE` acquire) for everything submitted before on the other.
+//! Streams are ordered against each other only by events ([`Device::wait_event`]); their
+//! kernels do not overlap (each launch's `WAIT_FOR_IDLE` waits for the shared compute
+//! context), their copies can. Each channel has a
 //! 64-bit timeline semaphore, released by the QMD's release semaphore (compute) or a
 //! copy-engine semaphore release (copy). Waits spin briefly, then poll with the backend's
 //! clock, check the channels' error notifiers, and end in a typed error after the timeout.
@@ -43,21 +69,17 @@
 //! nothing: pushbuffers are built on the stack, QMDs are values, constant bank 0 is assembled
 //! in a reused buffer and written into a ring arena.
 
-mod ahead;
-mod armed;
-pub use armed::ARMED_TIMESLICE;
 mod backend;
 pub mod baremetal;
-mod chain;
 mod chan;
 mod copy;
 mod error;
-mod flusher;
+mod fast;
+mod launch;
 mod memory;
 mod module;
 mod ops;
 mod peer;
-mod probe;
 mod program;
 mod template;
 
@@ -72,15 +94,13 @@ pub use backend::{
     Backend, BackendError, GpuMemory, Location, MemoryRequest, PeerMapping, PeerPathInfo,
     PhysRange, Purpose, RmEvent, RmObjects,
 };
-pub use chain::ChainStats;
 pub use copy::{COPY_KERNEL_NAME, CopyPath};
 pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
-pub use flusher::{AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher};
-pub use memory::{DeviceBuffer, DeviceRepr};
-pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module};
-pub use ops::DoorbellRetries;
+pub use fast::{AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher};
+pub use memory::{DeviceBuffer, DeviceRepr, RawBuffer};
+pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module, RawModule};
+pub use ops::MAX_STREAMS;
 pub use peer::{Event, PeerBuffer, PeerLink, PeerMode, PeerPath, PeerSemaphore};
-pub use probe::SubmitProbe;
 pub use program::{ConstBankDesc, KernelDesc, ParamDesc, Program, ProgramError};
 
 pub use crate::channel::gpfifo::DoorbellFence;
@@ -88,151 +108,34 @@ use crate::chip::{ChipInfo, Chipset, QmdVersion};
 use crate::rm::Handle;
 use crate::rm::class::{BLACKWELL_COMPUTE_A, ClassKind, HOPPER_COMPUTE_A, class_kind};
 
+/// [`DeviceOptions::streams`]'s default: the default stream and three more.
+pub const DEFAULT_STREAMS: u32 = 4;
+
 /// [`DeviceOptions::stack_size`]'s default: CUDA's default `cudaLimitStackSize`.
 pub const DEFAULT_STACK_SIZE: u32 = 1024;
 
-/// Tunables of a device.
+/// What a program chooses when it opens a device. Everything else has a default measured on
+/// the H200 and no reason to change outside benchmarks (`DeviceOptions::tuning`, hidden).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceOptions {
-    /// Longest any wait may take before it ends in [`DeviceError::Timeout`].
+    /// Longest any wait may take before it ends in [`DeviceError::Timeout`] (and the channels
+    /// are re-created): longer than the longest kernel or copy the program waits for.
     pub timeout: Duration,
-    /// GPFIFO entries per channel (a power of two).
+    /// Streams (1 to [`MAX_STREAMS`]), each a compute and a copy channel of the device's
+    /// channel group, all created as the device opens: the channels of a scheduled channel
+    /// group are all there when RM schedules it (what CUDA and tinygrad do; whether a channel
+    /// added later is scheduled is not documented). Stream 0 is the default stream; calls go
+    /// to another through [`Device::with_stream`].
+    pub streams: u32,
+    /// GPFIFO entries per channel (a power of two): submissions that can be queued before a
+    /// launch waits for the GPU to fetch.
     pub gpfifo_entries: u32,
-    /// Command memory per channel (pushbuffers, QMDs, constant banks).
+    /// Command memory per channel (pushbuffers, QMDs, constant banks): launches that can be in
+    /// flight before a launch waits for an old one to finish.
     pub command_bytes: u64,
-    /// Host staging memory for copies (two halves are used alternately; at most 4 GiB).
+    /// Host staging memory for copies from and to slices (two halves are used alternately; at
+    /// most 4 GiB): larger halves mean fewer copy-engine transfers for large copies.
     pub staging_bytes: u64,
-    /// How long a wait spins before it starts polling with delays.
-    pub spin: Duration,
-    /// Delay between polls after the spin. It bounds how late a long wait sees its release:
-    /// `HostClock` spins through delays this short, so a shorter interval costs no more CPU.
-    /// On the H200, 10 µs made a 1 GiB device-to-device copy (~0.5 ms) about 1 % slower than
-    /// 1 µs (docs/benchmarks.md, "Waits that see the release late; the shared-memory
-    /// carveout").
-    pub poll_interval: Duration,
-    /// How long a wait may see no progress (neither channel's timeline nor `GPGet` moved)
-    /// before the doorbell of each channel with unfinished work is rung again; the interval
-    /// doubles while nothing moves, up to 10 ms. A full ring rings again this often while it
-    /// waits for room. The host lost doorbells on the H200 when another process created its
-    /// channels, and the wait then timed out ([`crate::channel::gpfifo`] module docs); ringing
-    /// again is harmless when the doorbell was not lost. `Duration::MAX` never rings again.
-    pub doorbell_retry: Duration,
-    /// Ask RM to boost clocks (`NV2080_CTRL_CMD_PERF_BOOST`); failures are ignored.
-    pub perf_boost: bool,
-    /// How the CPU's stores are ordered before `GPPut` and the doorbell (default: a store
-    /// barrier before each, `sfence` on x86; see [`DoorbellFence`]: one barrier ran stale
-    /// commands on the H200 while another process shared the GPU).
-    pub doorbell_fence: DoorbellFence,
-    /// Submissions that may wait in a channel's ring before its doorbell is rung. 0 (the
-    /// default) rings it for every launch and copy, so queued work starts without further
-    /// calls, as in CUDA. With N > 0 the doorbell is rung once N + 1 submissions are queued, at
-    /// every wait (synchronize, copies to the host, freeing buffers) and at
-    /// [`Device::flush`]: work queued since then does not start until one of those happens,
-    /// so a program that waits for a kernel by other means (polling memory) must flush first.
-    pub deferred_submits: u32,
-    /// Automatic deferral (`device/flusher.rs`): with [`DeviceOptions::deferred_submits`] 0
-    /// and a [`Flusher`] attached ([`Device::flusher`]; `nvbare_pci_host::flusher::spawn`
-    /// attaches one, and the CLI does through `spawn_if_parallel` where the process may use a
-    /// second CPU), a launch made while the GPU has not
-    /// finished the work published before it is held, so the launches after it are chained to
-    /// it ([`DeviceOptions::chain_launches`]), and the program's next call or, once it stops
-    /// launching, the flusher's thread rings its doorbell when the GPU has run that work
-    /// (see [`DeviceOptions::auto_defer_min_batch`]): back-to-back launches cost the
-    /// GPU what a CUDA graph's kernels do (0.49-0.53 µs per launch on the H200 by VM instead of
-    /// 0.83-1.30), and held work never waits for the program to call again. On by default;
-    /// without a flusher it does nothing.
-    pub auto_defer: bool,
-    /// Automatic deferral: while the program keeps launching, a batch of held launches is
-    /// published once the GPU has finished the work before it only if it holds at least this
-    /// many; any other call, and the flusher once the program stops launching, publish it
-    /// whatever its size. Why: a program slower to launch than the GPU is to run would
-    /// otherwise publish a handful of launches at a time, and each batch's head costs an
-    /// ordinary launch (~1 µs of CPU more than a chained one): on the H200, back-to-back
-    /// launches with 1 µs of CPU work between them took 1.58-1.61 µs each with 1 (74 %
-    /// chained) and 1.33 with 64 (98 %; explicit deferral of 511: 1.22-1.24). The price: with
-    /// the CPU the bound, the GPU waits for the batch to fill (at most
-    /// [`DeviceOptions::auto_defer_batch_wait`]), so a synchronize at the end of a burst can
-    /// find up to this many launches not yet run (64 empty kernels: ~31 µs of GPU).
-    /// 1 publishes as soon as the GPU caught up. Default [`AUTO_MIN_BATCH`].
-    pub auto_defer_min_batch: u32,
-    /// Automatic deferral: a launch call publishes a smaller batch than
-    /// [`DeviceOptions::auto_defer_min_batch`] once calls have seen it due (the GPU done with
-    /// the work before it) for this long: it bounds how long the GPU waits for a batch to
-    /// fill when the program launches slowly but steadily (the flusher publishes at once
-    /// only once the program stops launching). Default [`AUTO_BATCH_WAIT`].
-    pub auto_defer_batch_wait: Duration,
-    /// With [`DeviceOptions::deferred_submits`] > 0 (or automatic deferral): a launch that
-    /// follows a launch still waiting for its doorbell is scheduled by that launch's QMD when its grid completes
-    /// (dependent QMD, as a CUDA graph's kernels are) instead of by methods of its own
-    /// (`device/chain.rs`). Stream order is kept; back-to-back launches then cost the GPU
-    /// what a graph's kernels do rather than a `WAIT_FOR_IDLE` each. On by default; off for
-    /// measurements. Ignored without deferral and with [`DeviceOptions::armed_launches`].
-    pub chain_launches: bool,
-    /// Launches find their QMD already fetched into the scheduler's cache instead of fetching
-    /// it after their `WAIT_FOR_IDLE`: a launch that follows a launch not yet seen complete
-    /// (back to back, no wait between) sends `PCAS_ACTION` `PREFETCH` before its wait and
-    /// `PREFETCH_SCHEDULE` after it
-    /// ([`crate::channel::pushbuf::PushBuffer::compute_launch_prefetched`]); and a wait that
-    /// writes the next launch ahead ([`DeviceOptions::write_ahead`]) also publishes a prefetch
-    /// of that launch's QMD, which the GPU runs while the grid waited for finishes, so the
-    /// launch, if it repeats the last one, launches the cached copy (one that changes its
-    /// arguments launches from memory, as without this). On the H200: 0.85 µs of GPU per
-    /// back-to-back empty kernel instead of 1.06, and launch + sync ~0.25 µs shorter
-    /// (docs/benchmarks.md). A launch after a wait without a region written ahead keeps the
-    /// single action (behind an idle engine the split costs ~0.2 µs). On by default; off for
-    /// measurements. Chained and armed launches have their own forms and ignore it.
-    pub early_qmd_prefetch: bool,
-    /// `MEMBAR_TYPE` of the QMD release semaphore that completes a launch: `NONE` (false, the
-    /// default, as tinygrad leaves it) or `FE_SYSMEMBAR` (true). Every CTA already ends with a
-    /// system-scope membar (`CWD_MEMBAR_TYPE` = `L1_SYSMEMBAR`), so a kernel's stores are
-    /// visible system-wide before the grid completes and the release is written; the extra
-    /// front-end membar cost 0.7 µs per launch + sync on the H200 (docs/benchmarks.md).
-    pub release_sysmembar: bool,
-    /// Before work is published (`GPPut`, or an armed launch's flag), order the stores and read
-    /// one word of command memory back through its CPU mapping, so every earlier write through
-    /// BAR1 has reached the GPU (UVM reads BAR1 back before publishing for this reason). Off by
-    /// default: on the H200 it made a launch + sync 8.2 µs instead of 3.7, and what it cured
-    /// (stale launches while another process shared the GPU) its store barrier alone cures,
-    /// which [`DoorbellFence::StoreTwice`] now does (docs/device.md). For experiments.
-    pub bar1_readback: bool,
-    /// [`Device::dtod_copy`] between two device-memory buffers uses the copy kernel (when one
-    /// is installed, [`Device::install_copy_kernel`]) from this many bytes up; smaller copies
-    /// use the copy engine.
-    pub kernel_copy_min_bytes: u64,
-    /// Threads per CTA of the copy kernel.
-    pub copy_kernel_block: u32,
-    /// CTAs per SM of the copy kernel: its grid is at most this many times the SM count (each
-    /// thread loops over the vectors beyond that).
-    pub copy_kernel_ctas_per_sm: u32,
-    /// QMD fields set after the QMD is built, by their name in NVIDIA's QMD header
-    /// (`CWD_MEMBAR_TYPE`, `INVALIDATE_TEXTURE_DATA_CACHE`, ...), for measuring what a field
-    /// costs (`nvbare bench --qmd FIELD=VALUE`). An unknown field or a value too wide for it
-    /// fails the launch. Values that break the memory model are the caller's responsibility:
-    /// leave this empty outside experiments.
-    pub qmd_overrides: [Option<(&'static str, u64)>; 4],
-    /// Pre-armed launches: after a launch, [`Device::synchronize`] and [`Device::wait_for`]
-    /// (and a stream of launches, in batches) give the compute channel submissions that stop
-    /// at a host semaphore acquire and then launch a QMD in command memory; a launch writes
-    /// that QMD (unless arming already wrote the same) and the flag the acquire waits for,
-    /// with no pushbuffer, GP entry or doorbell (`device/armed.rs`, docs/device.md). Any other
-    /// compute submission first consumes them with launches that do nothing. Needs the copy
-    /// kernel ([`Device::install_copy_kernel`]). Off by default:
-    /// while armed, the channel group keeps the GPU's runlist until its timeslice ends
-    /// ([`DeviceOptions::armed_timeslice`]), also while the process idles, so other
-    /// processes' work waits for it (on the H200 another process's launch + sync took ~52 µs
-    /// beside an idle armed process at 50 µs, ~4 µs at 2 µs, ~1 ms with RM's default
-    /// timeslice, instead of ~3 µs). For a GPU the process has to itself; there it took
-    /// 0.5-0.9 µs off a launch + sync round trip.
-    pub armed_launches: bool,
-    /// Write the next launch ahead: after a launch, [`Device::synchronize`] and
-    /// [`Device::wait_for`] first write a repeat of it (constant bank 0, QMD, pushbuffer) into
-    /// the compute channel's next command memory (usually while the GPU still runs the kernel
-    /// waited for), so that a following launch of the same kernel and shape only writes the
-    /// parameter words that changed and its GP entry (`device/ahead.rs`). None of it runs before that launch (with
-    /// [`DeviceOptions::early_qmd_prefetch`] the wait publishes a prefetch of its QMD). On by
-    /// default; off, every launch writes its commands in full (for measurements). Ignored
-    /// with [`DeviceOptions::armed_launches`], which write ahead themselves.
-    pub write_ahead: bool,
     /// Stack per thread, in bytes, every launch provides: CUDA's `cudaLimitStackSize`, with the
     /// same default (1 KiB). A kernel gets the larger of this and the local memory its compiler
     /// reports, or its frame plus this when the compiler could not size its stack (recursion;
@@ -242,22 +145,113 @@ pub struct DeviceOptions {
     /// device's local memory is sized for it when it opens (0.44 GiB of the H200's VRAM at
     /// 1 KiB, against 0.16 GiB without a stack limit); a value no thread can have fails the open.
     pub stack_size: u32,
-    /// The channel group's timeslice with [`DeviceOptions::armed_launches`]
-    /// (`NVA06C_CTRL_CMD_SET_TIMESLICE`, whole µs, at least 1): how long another process's
-    /// work waits for an armed channel group that has nothing to run. Shorter is kinder to an
-    /// idle neighbour (H200: 52 µs per launch of theirs at 50 µs, 4 µs at 2 µs) but shrinks
-    /// this process's share of the GPU while both are busy (docs/device.md). Default
-    /// [`ARMED_TIMESLICE`].
-    pub armed_timeslice: Duration,
+    /// Ask RM to boost clocks (`NV2080_CTRL_CMD_PERF_BOOST`); failures are ignored. Off for a
+    /// GPU whose clocks another party manages.
+    pub perf_boost: bool,
+    /// How long a wait spins before it starts polling with delays: most waits on hardware end
+    /// within microseconds. On a platform whose clock sleeps in its delays, this trades CPU
+    /// for latency.
+    pub spin: Duration,
+    /// Delay between polls after the spin. It bounds how late a long wait sees its release:
+    /// `HostClock` spins through delays this short, so a shorter interval costs no more CPU
+    /// there. On the H200, 10 µs made a 1 GiB device-to-device copy (~0.5 ms) about 1 % slower
+    /// than 1 µs (docs/benchmarks.md, "Waits that see the release late; the shared-memory
+    /// carveout").
+    pub poll_interval: Duration,
+    /// The latency machinery's switches and the copy kernel's shape, for benchmarks and tests
+    /// that measure each piece on and off. Not a stable API.
+    #[doc(hidden)]
+    pub tuning: Tuning,
 }
 
-impl DeviceOptions {
-    /// Whether a device opened with these options holds launches for an attached [`Flusher`]
-    /// ([`DeviceOptions::auto_defer`]): automatic deferral on, no explicit deferral (the program
-    /// rings its doorbells itself then), chaining on (holding is for chaining) and no armed
-    /// launches (which are never chained). Without it a flusher has nothing to do.
+/// Switches and sizes the benchmark (`nvbare bench`) and the tests turn to measure what each
+/// piece of the launch path earns; the defaults are what the H200 showed best
+/// (docs/benchmarks.md, docs/device.md). Not a stable API: fields come and go with the
+/// measurements.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Write the next launch ahead: after a launch, [`Device::synchronize`] and
+    /// [`Device::wait_for`] first write a repeat of it (constant bank 0, QMD, pushbuffer, GP
+    /// entry) into the compute channel's next command memory, so that a following launch of the
+    /// same kernel and shape only writes the parameter words that changed and publishes it
+    /// (`device/fast/ahead.rs`). Off, every launch writes its commands in full.
+    pub write_ahead: bool,
+    /// Launches find their QMD already fetched: a launch that follows a launch not yet seen
+    /// complete prefetches it before its `WAIT_FOR_IDLE`, and a wait that writes the next
+    /// launch ahead also publishes a prefetch of that launch's QMD. Chained launches have their
+    /// own form and ignore it.
+    pub early_qmd_prefetch: bool,
+    /// With deferred doorbells (`deferred_submits` > 0, or automatic deferral): a launch that
+    /// follows a launch still waiting for its doorbell is scheduled by that launch's QMD
+    /// (dependent QMD, as a CUDA graph's kernels are) instead of by methods of its own
+    /// (`device/fast/chain.rs`).
+    pub chain_launches: bool,
+    /// Automatic deferral (`device/fast/flusher.rs`): with `deferred_submits` 0 and a
+    /// [`Flusher`] attached ([`Device::flusher`]), a launch made while the GPU has not
+    /// finished the work published before it is held, so the launches after it are chained to
+    /// it, and published once the GPU has run that work (by the program's next call or, once it
+    /// stops launching, the flusher). Without a flusher it does nothing.
+    pub auto_defer: bool,
+    /// Automatic deferral: while the program keeps launching, a held batch is published once
+    /// due only if it holds at least this many launches (each batch's head costs an ordinary
+    /// launch); any other call, and the flusher once the program stops launching, publish it
+    /// whatever its size. Default [`AUTO_MIN_BATCH`].
+    pub auto_defer_min_batch: u32,
+    /// Automatic deferral: a launch call publishes a smaller batch than `auto_defer_min_batch`
+    /// once calls have seen it due for this long. Default [`AUTO_BATCH_WAIT`].
+    pub auto_defer_batch_wait: Duration,
+    /// Submissions that may wait in a channel's ring before its doorbell is rung. 0 (the
+    /// default) rings it for every launch and copy, so queued work starts without further
+    /// calls, as in CUDA. With N > 0 the doorbell is rung once N + 1 submissions are queued, at
+    /// every wait and at [`Device::flush`]: a program that waits for a kernel by other means
+    /// (polling memory) must flush first.
+    pub deferred_submits: u32,
+    /// How the CPU's stores are ordered before `GPPut` and the doorbell (default: a store
+    /// barrier before each; one barrier ran stale commands on the H200 while another process
+    /// shared the GPU, docs/device.md).
+    pub doorbell_fence: DoorbellFence,
+    /// How long a wait may see no progress before the doorbell of each channel with unfinished
+    /// work is rung again (doubling while nothing moves, up to 10 ms): the H200 lost doorbells
+    /// when another process created its channels. `Duration::MAX` never rings again.
+    pub doorbell_retry: Duration,
+    /// [`Device::dtod_copy`] between two device-memory buffers uses the copy kernel (when one
+    /// is installed) from this many bytes up; smaller copies use the copy engine.
+    pub kernel_copy_min_bytes: u64,
+    /// Threads per CTA of the copy kernel.
+    pub copy_kernel_block: u32,
+    /// CTAs per SM of the copy kernel: its grid is at most this many times the SM count (each
+    /// thread loops over the vectors beyond that).
+    pub copy_kernel_ctas_per_sm: u32,
+}
+
+impl Tuning {
+    /// Whether a device opened with these holds launches for an attached [`Flusher`]:
+    /// automatic deferral on, no explicit deferral (the program rings its doorbells itself
+    /// then) and chaining on (holding is for chaining). Without it a flusher has nothing to do.
     pub fn holds_launches(&self) -> bool {
-        self.auto_defer && self.deferred_submits == 0 && self.chain_launches && !self.armed_launches
+        self.auto_defer && self.deferred_submits == 0 && self.chain_launches
+    }
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            write_ahead: true,
+            early_qmd_prefetch: true,
+            chain_launches: true,
+            auto_defer: true,
+            auto_defer_min_batch: AUTO_MIN_BATCH,
+            auto_defer_batch_wait: AUTO_BATCH_WAIT,
+            deferred_submits: 0,
+            doorbell_fence: DoorbellFence::StoreTwice,
+            doorbell_retry: crate::channel::gpfifo::DOORBELL_RETRY,
+            kernel_copy_min_bytes: 256 << 10,
+            // The best of the shapes measured on the H200 (docs/benchmarks.md): 256-thread
+            // CTAs, enough of them that a 1 GiB copy needs no grid-stride loop.
+            copy_kernel_block: 256,
+            copy_kernel_ctas_per_sm: 2048,
+        }
     }
 }
 
@@ -265,35 +259,55 @@ impl Default for DeviceOptions {
     fn default() -> Self {
         DeviceOptions {
             timeout: Duration::from_secs(10),
+            streams: DEFAULT_STREAMS,
             gpfifo_entries: 1024,
             command_bytes: 1 << 20,
             staging_bytes: 4 << 20,
+            stack_size: DEFAULT_STACK_SIZE,
+            perf_boost: true,
             spin: Duration::from_micros(20),
             poll_interval: Duration::from_micros(1),
-            doorbell_retry: crate::channel::gpfifo::DOORBELL_RETRY,
-            perf_boost: true,
-            doorbell_fence: DoorbellFence::StoreTwice,
-            deferred_submits: 0,
-            auto_defer: true,
-            auto_defer_min_batch: AUTO_MIN_BATCH,
-            auto_defer_batch_wait: AUTO_BATCH_WAIT,
-            chain_launches: true,
-            early_qmd_prefetch: true,
-            release_sysmembar: false,
-            bar1_readback: false,
-            kernel_copy_min_bytes: 256 << 10,
-            // The best of the shapes measured on the H200 (docs/benchmarks.md): 256-thread
-            // CTAs, enough of them that a 1 GiB copy needs no grid-stride loop (4130-4141 GB/s,
-            // CUDA 4128 in the same session; 256 CTAs per SM 4053, one looping wave 3843).
-            copy_kernel_block: 256,
-            copy_kernel_ctas_per_sm: 2048,
-            qmd_overrides: [None; 4],
-            armed_launches: false,
-            write_ahead: true,
-            armed_timeslice: ARMED_TIMESLICE,
-            stack_size: DEFAULT_STACK_SIZE,
+            tuning: Tuning::default(),
         }
     }
+}
+
+/// What the device's launch path and waits did since it opened ([`Device::stats`]): for
+/// benchmarks and tests that check which path launches took.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceStats {
+    /// Launches through command memory a wait wrote ahead.
+    pub written_ahead: u64,
+    /// Launches whose call repeated the previous launch's (same kernel, shape and arguments)
+    /// and so built nothing: through command memory written ahead, or chained to the launch
+    /// before.
+    pub repeated: u64,
+    /// Launches whose call differed from the previous one only in argument values and so wrote
+    /// only the changed parameter words into command memory written ahead (a part of
+    /// `written_ahead`).
+    pub argument_only: u64,
+    /// Launches whose QMD was prefetched early: behind a launch not yet seen complete, or by
+    /// the wait that wrote them ahead.
+    pub early_prefetched: u64,
+    /// Launches scheduled by the QMD before them instead of methods of their own (chained).
+    pub chained: u64,
+    /// Chained launches that used the constant bank 0 of the launch before them.
+    pub shared_banks: u64,
+    /// Submissions that began with an acquire of a chain's last value.
+    pub chain_acquires: u64,
+    /// Batches of held launches the flusher published (automatic deferral); the others were
+    /// published by the launching thread.
+    pub flusher_published: u64,
+    /// Doorbells rung again by waits that saw no progress for the retry interval.
+    pub doorbell_retries: u64,
+    /// Of those, the ones rung for a channel whose published entries the host had not all
+    /// fetched (USERD `GPGet` behind `GPPut`): a lost doorbell (as on the H200 whenever another
+    /// process created its channels), or another process holding the GPU. The rest were rung
+    /// while a long copy or kernel ran, as a precaution.
+    pub doorbell_retries_unfetched: u64,
+    /// Whether a launch is written ahead now.
+    pub written_ahead_now: bool,
 }
 
 /// GR facts RM reported (`NV2080_CTRL_CMD_GR_GET_INFO_V2`).
@@ -362,10 +376,12 @@ pub struct Device<B: Backend> {
     info: DeviceInfo,
     options: DeviceOptions,
     /// The device's state (`None` once closed), shared with a [`Flusher`] if one is attached.
-    shared: Arc<flusher::Shared<B>>,
+    shared: Arc<fast::Shared<B>>,
     /// This thread is inside a call (re-entrant use is an error, not a deadlock). Also keeps
     /// the device `!Sync`: it is single-threaded.
     borrowed: Cell<bool>,
+    /// The stream calls go to ([`Device::with_stream`]).
+    stream: Cell<usize>,
 }
 
 /// The device's state, locked for one call ([`Device::inner`]).
@@ -409,24 +425,10 @@ impl<B: Backend> InnerGuard<'_, B> {
 
 impl<B: Backend> Drop for InnerGuard<'_, B> {
     fn drop(&mut self) {
-        if let Some(i) = self.guard.as_mut()
-            && i.auto_holds
-        {
-            // Any call publishes held work once it is due, so a program that polls the device
-            // does not depend on the flusher (which leaves held work to a program that keeps
-            // launching); a launch call only a batch of `auto_defer_min_batch`, since more
-            // launches are coming.
-            if let Err(e) = i.publish_if_due(&self.dev.options, self.launch) {
-                log::debug!("publishing held launches: {e}");
-            }
-            let held = i.auto_held();
-            if held {
-                // The flusher may publish what this thread wrote from another CPU, whose
-                // store barrier does not drain this CPU's write-combining buffers: drain them
-                // before the lock is let go.
-                crate::hal::Mmio::store_barrier(&i.usermode);
-            }
-            self.dev.shared.auto.0.set_pending(held);
+        if let Some(i) = self.guard.as_mut() {
+            // The flusher and the latency machinery work on the default stream.
+            i.cur = 0;
+            fast::end_call(i, &self.dev.options, self.launch, &self.dev.shared.auto.0);
         }
         self.dev.borrowed.set(false);
     }
@@ -471,8 +473,9 @@ impl<B: Backend> Device<B> {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             info,
             options,
-            shared: flusher::Shared::new(inner),
+            shared: fast::Shared::new(inner),
             borrowed: Cell::new(false),
+            stream: Cell::new(0),
         })
     }
 
@@ -503,10 +506,13 @@ impl<B: Backend> Device<B> {
             ));
         }
         // Held by a flusher only for a moment (it never waits for the GPU under the lock).
-        let guard = self.shared.inner.0.lock();
-        if guard.is_none() {
-            self.borrowed.set(false);
-            return Err(DeviceError::Dead("the device is closing".to_string()));
+        let mut guard = self.shared.inner.0.lock();
+        match guard.as_mut() {
+            Some(i) => i.cur = self.stream.get(),
+            None => {
+                self.borrowed.set(false);
+                return Err(DeviceError::Dead("the device is closing".to_string()));
+            }
         }
         Ok(InnerGuard {
             guard,
@@ -515,9 +521,9 @@ impl<B: Backend> Device<B> {
         })
     }
 
-    /// Attaches the [`Flusher`] that publishes launches held by automatic deferral
-    /// ([`DeviceOptions::auto_defer`]) from another thread; at most one per device. The core
-    /// has no threads: poll it from one (`nvbare_pci_host::flusher::spawn` does).
+    /// Attaches the [`Flusher`] that publishes launches held by automatic deferral (on by
+    /// default, docs/device.md) from another thread; at most one per device. The core has no
+    /// threads: poll it from one (`nvbare_pci_host::flusher::spawn` does).
     pub fn flusher(&self) -> Result<Flusher<B>, DeviceError> {
         if self.borrowed.get() {
             return Err(DeviceError::Dead(
@@ -527,90 +533,84 @@ impl<B: Backend> Device<B> {
         Flusher::attach(&self.shared, self.options)
     }
 
-    /// Whether automatic deferral can hold launches now: [`DeviceOptions::auto_defer`] on,
-    /// no explicit deferral, and a [`Flusher`] attached (without one, every launch rings its
-    /// doorbell). False once the device is closed or dead.
+    /// Whether automatic deferral can hold launches now: on in the options, no explicit
+    /// deferral, and a [`Flusher`] attached (without one, every launch rings its doorbell).
+    /// False once the device is closed or dead.
     pub fn auto_deferral_active(&self) -> bool {
-        self.inner().is_ok_and(|i| i.auto_holds)
+        self.inner().is_ok_and(|i| fast::holds(&i))
     }
 
-    /// Waits until everything submitted so far has finished.
+    /// Waits until everything submitted so far, on every stream, has finished.
     pub fn synchronize(&self) -> Result<(), DeviceError> {
         let mut i = self.inner()?;
-        i.before_wait(&self.info, &self.options)?;
+        fast::before_wait(&mut i, &self.info, &self.options)?;
         i.synchronize(&self.info, &self.options)
     }
 
-    /// Whether the compute channel holds a pre-armed launch now
-    /// ([`DeviceOptions::armed_launches`]).
-    pub fn is_armed(&self) -> bool {
-        self.inner().is_ok_and(|i| i.arm.is_armed())
+    /// Streams the device has ([`DeviceOptions::streams`]).
+    pub fn streams(&self) -> u32 {
+        self.options.streams
     }
 
-    /// Launches since open that used a pre-armed submission
-    /// ([`DeviceOptions::armed_launches`]; the no-op launches that disarm are not counted).
-    pub fn armed_launches(&self) -> u64 {
-        self.inner().map_or(0, |i| i.arm.fired())
+    /// Runs `f` with every call on this device going to stream `stream` (0 is the default
+    /// stream): copies, launches, events, [`Device::synchronize_stream`]. Work on one stream
+    /// runs in the order it was submitted; streams are not ordered against each other except
+    /// by events ([`Device::record_event`], [`Device::wait_event`]). Nests; the stream before
+    /// is back when `f` returns.
+    pub fn with_stream<R>(
+        &self,
+        stream: u32,
+        f: impl FnOnce(&Self) -> R,
+    ) -> Result<R, DeviceError> {
+        if stream >= self.options.streams {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "stream {stream} does not exist: the device has {} (DeviceOptions::streams)",
+                self.options.streams
+            )));
+        }
+        struct Restore<'a>(&'a Cell<usize>, usize);
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                self.0.set(self.1);
+            }
+        }
+        let _restore = Restore(&self.stream, self.stream.replace(stream as usize));
+        Ok(f(self))
     }
 
-    /// Launches since open that went through command memory written ahead during a wait
-    /// ([`DeviceOptions::write_ahead`]).
-    pub fn written_ahead_launches(&self) -> u64 {
-        self.inner().map_or(0, |i| i.ahead.used())
+    /// The stream calls go to now ([`Device::with_stream`]).
+    pub fn current_stream(&self) -> u32 {
+        self.stream.get() as u32
     }
 
-    /// Launches whose call repeated the previous launch's (same kernel, shape and arguments)
-    /// and so skipped building the launch altogether: through command memory written ahead
-    /// (a part of [`Device::written_ahead_launches`]) or, with
-    /// [`DeviceOptions::armed_launches`], a pre-armed submission that arming had written it
-    /// into (a part of [`Device::armed_launches`]).
-    pub fn repeated_launches(&self) -> u64 {
-        self.inner().map_or(0, |i| i.ahead.repeated())
+    /// Waits until everything submitted so far on the current stream has finished.
+    pub fn synchronize_stream(&self) -> Result<(), DeviceError> {
+        let mut i = self.inner()?;
+        fast::before_wait(&mut i, &self.info, &self.options)?;
+        i.synchronize_stream(&self.info, &self.options)
     }
 
-    /// Launches whose call differed from the previous launch's only in argument values (same
-    /// kernel, shape, number and sizes of arguments) and so wrote only the changed parameter
-    /// words into command memory written ahead, building nothing (a part of
-    /// [`Device::written_ahead_launches`]).
-    pub fn argument_only_launches(&self) -> u64 {
-        self.inner().map_or(0, |i| i.ahead.args_only())
+    /// What the launch path and the waits did since the device opened (all zero once it is
+    /// closed or dead).
+    pub fn stats(&self) -> DeviceStats {
+        let Ok(i) = self.inner() else {
+            return DeviceStats::default();
+        };
+        let mut s = DeviceStats {
+            chain_acquires: i.chans[ops::COMPUTE].own_waits,
+            doorbell_retries: i.doorbell_retries.all,
+            doorbell_retries_unfetched: i.doorbell_retries.unfetched,
+            ..DeviceStats::default()
+        };
+        fast::stats(&i, &mut s);
+        s
     }
 
-    /// Launches since open whose QMD was prefetched early ([`DeviceOptions::early_qmd_prefetch`]):
-    /// those that followed a launch not yet seen complete (prefetch before their
-    /// `WAIT_FOR_IDLE`) and those through command memory written ahead whose QMD the wait
-    /// before had prefetched.
-    pub fn early_prefetched_launches(&self) -> u64 {
-        self.inner()
-            .map_or(0, |i| i.early_prefetches + i.ahead.prefetched())
-    }
-
-    /// What launch chaining did since open ([`DeviceOptions::chain_launches`]).
-    pub fn chain_stats(&self) -> ChainStats {
-        self.inner()
-            .map_or(ChainStats::default(), |i| i.chain.stats)
-    }
-
-    /// Whether a launch is written ahead now ([`DeviceOptions::write_ahead`]; for tests).
-    pub fn is_written_ahead(&self) -> bool {
-        self.inner().is_ok_and(|i| i.ahead.is_written())
-    }
-
-    /// Doorbells rung again since open by waits that saw no progress for
-    /// [`DeviceOptions::doorbell_retry`]. [`DoorbellRetries::unfetched`] counts those that
-    /// found published work unfetched (a doorbell the GPU lost, as on the H200 whenever
-    /// another process created its channels, or another process holding the GPU); the rest
-    /// were rung while a long copy or kernel ran.
-    pub fn doorbell_retries(&self) -> DoorbellRetries {
-        self.inner()
-            .map_or(DoorbellRetries::default(), |i| i.doorbell_retries)
-    }
-
-    /// Rings the doorbells for work queued without one (only with
-    /// [`DeviceOptions::deferred_submits`] > 0; otherwise nothing is ever queued). Returns
-    /// without waiting.
+    /// Rings the doorbells for work queued without one (only with deferred doorbells, which
+    /// benchmarks turn on; launches held by automatic deferral are published without it).
+    /// Returns without waiting.
     pub fn flush(&self) -> Result<(), DeviceError> {
-        self.inner()?.flush(&self.options)
+        self.inner()?.flush()
     }
 
     /// Runs `f` with the backend (tests use it to reach the simulator behind it).
@@ -618,26 +618,27 @@ impl<B: Backend> Device<B> {
         Ok(f(&mut self.inner()?.backend))
     }
 
-    /// The RM handles of the channels (compute, copy), for tests and tools.
+    /// The RM handles of the current stream's channels (compute, copy), for tests and tools.
     pub fn channel_handles(&self) -> Result<[Handle; 2], DeviceError> {
         let i = self.inner()?;
-        Ok([i.chans[0].handle, i.chans[1].handle])
+        Ok([i.chans[i.compute_ci()].handle, i.chans[i.copy_ci()].handle])
     }
 
-    /// Timeline values submitted and reached on the compute and copy channels. A program that
-    /// polls this is waiting for its work: launches held by automatic deferral
-    /// ([`DeviceOptions::auto_defer`]) are published first.
+    /// Timeline values submitted and reached on the current stream's compute and copy channels. A program that
+    /// polls this is waiting for its work: launches held by automatic deferral are published
+    /// first.
     pub fn timelines(&self) -> Result<[(u64, u64); 2], DeviceError> {
         let mut i = self.inner()?;
         i.publish_held(&self.options)?;
         let mut out = [(0, 0); 2];
-        for (o, c) in out.iter_mut().zip(i.chans.iter()) {
+        for (o, ci) in out.iter_mut().zip([i.compute_ci(), i.copy_ci()]) {
+            let c = &i.chans[ci];
             *o = (c.submitted, i.sem.read_u64(c.sem_offset)?);
         }
         Ok(out)
     }
 
-    /// Submits a wait on the compute channel for a 64-bit `value` at GPU VA `addr` (a host
+    /// Submits a wait on the current stream's compute channel for a 64-bit `value` at GPU VA `addr` (a host
     /// `SEM_EXECUTE` `ACQ_CIRC_GEQ`). The channel stops there until the value is reached;
     /// later submissions queue behind it. Used by tests of back-pressure and by tools.
     pub fn submit_wait(&self, addr: u64, value: u64) -> Result<(), DeviceError> {
@@ -655,10 +656,11 @@ impl<B: Backend> Device<B> {
             .submit_raw(&self.info, &self.options, channel, words)
     }
 
-    /// Waits until `channel`'s timeline reaches `value` (from [`Device::submit_raw`]).
+    /// Waits until the current stream's `channel`'s timeline reaches `value` (from
+    /// [`Device::submit_raw`]).
     pub fn wait_for(&self, channel: ChannelKind, value: u64) -> Result<(), DeviceError> {
         let mut i = self.inner()?;
-        i.before_wait(&self.info, &self.options)?;
+        fast::before_wait(&mut i, &self.info, &self.options)?;
         i.wait_value(&self.info, &self.options, channel, value)
     }
 

@@ -1,6 +1,7 @@
 //! Loaded programs, kernels, launch configurations and kernel arguments.
 
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -207,7 +208,9 @@ pub struct Module<'d, B: Backend> {
     pub(super) base: u64,
     pub(super) sm: u32,
     pub(super) sass_version: u32,
-    pub(super) kernels: Vec<KernelInfo>,
+    pub(super) kernels: Arc<[KernelInfo]>,
+    /// Dropping it unloads the image (not for a view of a [`RawModule`]).
+    pub(super) owned: bool,
 }
 
 impl<B: Backend> fmt::Debug for Module<'_, B> {
@@ -247,11 +250,109 @@ impl<'d, B: Backend> Module<'d, B> {
             })
             .ok_or_else(|| super::DeviceError::NoSuchKernel(name.into()))
     }
+
+    /// The kernel at `index` in [`Module::kernels`].
+    pub fn function_at(&self, index: usize) -> Result<Function<'_, 'd, B>, super::DeviceError> {
+        if index < self.kernels.len() {
+            Ok(Function {
+                module: self,
+                index,
+            })
+        } else {
+            Err(super::DeviceError::NoSuchKernel(alloc::format!(
+                "kernel #{index} of a module with {}",
+                self.kernels.len()
+            )))
+        }
+    }
+}
+
+impl<'d, B: Backend> Module<'d, B> {
+    /// Gives up the borrow of the device: the image stays loaded until
+    /// [`Device::free_raw_module`] (or the device closes). For owners that cannot hold a
+    /// borrow, such as reference-counted handles.
+    pub fn into_raw(mut self) -> RawModule {
+        self.owned = false;
+        RawModule {
+            device: self.dev.id(),
+            slot: self.slot,
+            generation: self.generation,
+            base: self.base,
+            sm: self.sm,
+            sass_version: self.sass_version,
+            kernels: self.kernels.clone(),
+        }
+    }
+}
+
+/// A loaded program without a borrow of its device ([`Module::into_raw`]): use it through
+/// [`Device::with_module`], free it with [`Device::free_raw_module`].
+#[derive(Debug, Clone)]
+pub struct RawModule {
+    pub(super) device: u32,
+    pub(super) slot: usize,
+    pub(super) generation: u32,
+    pub(super) base: u64,
+    pub(super) sm: u32,
+    pub(super) sass_version: u32,
+    pub(super) kernels: Arc<[KernelInfo]>,
+}
+
+impl RawModule {
+    /// [`Device::id`] of the device it is loaded on.
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// Every kernel.
+    pub fn kernels(&self) -> &[KernelInfo] {
+        &self.kernels
+    }
+
+    /// The index of the kernel called `name` (for [`Module::function_at`]).
+    pub fn kernel_index(&self, name: &str) -> Option<usize> {
+        self.kernels.iter().position(|k| k.name == name)
+    }
+}
+
+impl<B: Backend> Device<B> {
+    /// Runs `f` with the module `raw` stands for, borrowed from this device for the call.
+    pub fn with_module<R>(
+        &self,
+        raw: &RawModule,
+        f: impl FnOnce(&Module<'_, B>) -> R,
+    ) -> Result<R, super::DeviceError> {
+        if raw.device != self.id() {
+            return Err(super::DeviceError::ForeignObject("module"));
+        }
+        self.inner()?.buffer_va(raw.slot, raw.generation)?;
+        let m = Module {
+            dev: self,
+            slot: raw.slot,
+            generation: raw.generation,
+            base: raw.base,
+            sm: raw.sm,
+            sass_version: raw.sass_version,
+            kernels: raw.kernels.clone(),
+            owned: false,
+        };
+        Ok(f(&m))
+    }
+
+    /// Unloads a module given up by [`Module::into_raw`] (after the GPU has finished with
+    /// it, as dropping a [`Module`] does). A module of another device is left alone.
+    pub fn free_raw_module(&self, raw: RawModule) {
+        if raw.device == self.id() {
+            self.release_slot(raw.slot, raw.generation);
+        }
+    }
 }
 
 impl<B: Backend> Drop for Module<'_, B> {
     fn drop(&mut self) {
-        self.dev.release_slot(self.slot, self.generation);
+        if self.owned {
+            self.dev.release_slot(self.slot, self.generation);
+        }
     }
 }
 

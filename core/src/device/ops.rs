@@ -1,5 +1,8 @@
-//! The device's internals: bring-up, submission, waiting, fault reports, recovery, copies,
-//! program loading and launches.
+//! The device's internals: bring-up, submission, waiting, fault reports, recovery, copies and
+//! program loading (launches: `launch.rs`). This is the plain path: the latency machinery
+//! (`device/fast/`) owns one field here, [`Inner::fast`], and is reached from `launch.rs` at a
+//! few named points; what it leaves for the plain path to honour is data on the channel
+//! ([`Chan::own_wait`], [`Chan::unwritten`], the arena's spare allocation).
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -7,23 +10,19 @@ use core::time::Duration;
 
 use zerocopy::{FromZeros, IntoBytes};
 
-use super::ahead::{CallInputs, Launched, normalized};
 use super::backend::{Backend, GpuMemory, Location, MemoryRequest, Purpose, RmEvent, RmObjects};
 use super::chan::{ARENA_ALIGN, Arena, Chan};
 use super::error::{
     ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord,
 };
-use super::module::{Arg, KernelInfo};
+use super::fast::{self, Fast};
 use super::program::{KernelDesc, Program};
-use super::template::{QmdPatch, TemplateKey, Templates};
+use super::template::{QmdPatch, Templates};
 use super::{Classes, DeviceInfo, DeviceOptions, GrInfo, newest_class, qmd_version_for};
 use crate::channel::gpfifo::{GP_ADDRESS_LIMIT, GpEntry, GpFifo, GpFifoError, USERD_SIZE};
-use crate::channel::launch::{
-    self, DEFAULT_LOCAL_WINDOW, DEFAULT_SHARED_WINDOW, DriverArea, DriverAreaValues, SlmGeometry,
-};
+use crate::channel::launch::{self, DEFAULT_LOCAL_WINDOW, DEFAULT_SHARED_WINDOW, SlmGeometry};
 use crate::channel::methods::{SUBC_COMPUTE, SUBC_COPY};
 use crate::channel::pushbuf::PushBuffer;
-use crate::channel::qmd::LaunchDesc;
 use crate::chip::Chipset;
 use crate::hal::{Clock, PollError, poll_until};
 use crate::rm::alloc::*;
@@ -42,8 +41,11 @@ const MAX_COPY_CHUNK: u64 = 1 << 30;
 /// Bytes of the semaphore page: a 16-byte timeline slot per channel, each in its own 64-byte
 /// cache line (the CPU polls one while the GPU writes the other).
 const SEM_PAGE: u64 = 4096;
-/// Offset of the copy channel's timeline slot in the semaphore page.
-const COPY_SEM_OFFSET: u64 = 64;
+/// Bytes between two channels' timeline slots in the semaphore page.
+const SEM_STRIDE: u64 = 64;
+/// Most streams a device can be opened with ([`DeviceOptions::streams`]): two channels each,
+/// every channel's timeline slot in the semaphore page.
+pub const MAX_STREAMS: u32 = (SEM_PAGE / SEM_STRIDE / 2) as u32;
 /// SM error states read back for a report.
 const MAX_SM_REPORTS: usize = 8;
 
@@ -63,54 +65,43 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) usermode: B::Usermode,
     tsg: Handle,
     debugger: Option<Handle>,
-    pub(super) chans: [Chan<B::Memory>; 2],
+    /// Two channels per stream: stream `s` has compute channel `2 * s` and copy channel
+    /// `2 * s + 1`. The latency machinery (`device/fast/`) works on stream 0's alone.
+    pub(super) chans: Vec<Chan<B::Memory>>,
+    /// The stream the current call works on ([`super::Device::with_stream`]).
+    pub(super) cur: usize,
     pub(super) sem: B::Memory,
     staging: B::Memory,
-    /// Copy-timeline value of the last copy that used each staging half.
-    staging_last: [u64; 2],
+    /// Copy channel and timeline value of the last copy that used each staging half.
+    staging_last: [(usize, u64); 2],
     slots: Vec<Slot<B::Memory>>,
     /// Local-memory buffer and the bytes per thread it was sized for.
     local: Option<(B::Memory, u64, u32)>,
-    pub(super) caches_dirty: bool,
+    /// Constant bank 0 of the launch being built (reused: the launch path allocates nothing).
     pub(super) scratch: Vec<u8>,
     pub(super) qmd_patch: QmdPatch,
     pub(super) templates: Templates,
-    last_kernel: Option<(usize, usize)>,
+    /// The last kernel launched (module slot, kernel index), which fault reports name.
+    pub(super) last_kernel: Option<(usize, usize)>,
     pub(super) dead: Option<String>,
     /// Re-creating the channels now (a fault meanwhile must not recurse into recovery).
     recovering: bool,
     /// The copy kernel, once installed (`device/copy.rs`).
     pub(super) copy_kernel: Option<super::copy::CopyKernel>,
-    /// Pre-armed launches (`device/armed.rs`).
-    pub(super) arm: super::armed::ArmState,
-    /// The last launch, which write-ahead and armed launches repeat (`device/ahead.rs`).
-    pub(super) last: super::ahead::LastLaunch,
-    /// Launches written ahead (`device/ahead.rs`).
-    pub(super) ahead: super::ahead::AheadState,
-    /// Chained launches (`device/chain.rs`).
-    pub(super) chain: super::chain::ChainState,
     /// Doorbells rung again by waits that saw no progress.
     pub(super) doorbell_retries: DoorbellRetries,
     /// Events taken from the backend while waiting (an RC ends a wait), kept for the report.
     pending_events: Vec<RmEvent>,
-    /// Launches submitted with their QMD prefetched before their `WAIT_FOR_IDLE`
-    /// ([`DeviceOptions::early_qmd_prefetch`]).
-    pub(super) early_prefetches: u64,
-    /// Compute submissions that may wait for the doorbell: [`DeviceOptions::deferred_submits`],
-    /// or during a launch what automatic deferral gives it (`device/flusher.rs`).
+    /// Compute submissions that may wait for the doorbell: [`super::Tuning::deferred_submits`],
+    /// or during a launch what automatic deferral gives it (`device/fast/flusher.rs`).
     pub(super) defer: u32,
-    /// A [`super::Flusher`] is attached.
-    pub(crate) auto_attached: bool,
-    /// Launches may be held for it (it is attached and the options allow it).
-    pub(crate) auto_holds: bool,
-    /// The held batch (its `held_after`) a launch call first saw due though smaller than
-    /// [`super::DeviceOptions::auto_defer_min_batch`], and when (`Inner::batch_waits`).
-    pub(crate) auto_due_since: Option<(Option<u64>, Duration)>,
+    /// The latency machinery's state (`device/fast/`).
+    pub(super) fast: Fast,
 }
 
-/// Doorbells rung again by waits that saw no progress (`Device::doorbell_retries`).
+/// Doorbells rung again by waits that saw no progress ([`super::DeviceStats`]).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct DoorbellRetries {
+pub(super) struct DoorbellRetries {
     /// Every doorbell rung again.
     pub all: u64,
     /// Those rung for a channel whose published entries the host had not all fetched (USERD
@@ -132,20 +123,22 @@ const MAX_STAGING_BYTES: u64 = 4 << 30;
 /// say.
 fn channel_fifo(opts: &DeviceOptions, entries: u32, token: u32) -> Result<GpFifo, GpFifoError> {
     Ok(GpFifo::new(entries, token)?
-        .with_fence(opts.doorbell_fence)
-        .with_doorbell_retry(opts.doorbell_retry))
+        .with_fence(opts.tuning.doorbell_fence)
+        .with_doorbell_retry(opts.tuning.doorbell_retry))
 }
 
+/// The channel of the same stream as channel `ci`, of the other kind.
 fn other(ci: usize) -> usize {
-    1 - ci
+    ci ^ 1
 }
 
-/// The index of `kind`'s channel in [`Inner::chans`].
-pub(super) fn chan_index(kind: ChannelKind) -> usize {
-    match kind {
-        ChannelKind::Compute => COMPUTE,
-        ChannelKind::Copy => COPY,
-    }
+/// The index in [`Inner::chans`] of stream `stream`'s channel of `kind`.
+pub(super) fn chan_index(stream: usize, kind: ChannelKind) -> usize {
+    2 * stream
+        + match kind {
+            ChannelKind::Compute => COMPUTE,
+            ChannelKind::Copy => COPY,
+        }
 }
 
 /// What [`poll_until`] ends with.
@@ -167,7 +160,7 @@ const EVENT_CHECK: Duration = Duration::from_millis(2);
 /// What the doorbell watchdog of a wait remembers between its polls.
 struct Watchdog {
     /// Each channel's timeline value and `GPGet` when last looked at.
-    seen: [(Option<u64>, Option<u32>); 2],
+    seen: Vec<(Option<u64>, Option<u32>)>,
     /// Time without progress before the doorbells are rung again.
     interval: Duration,
     /// When progress was last looked at.
@@ -234,6 +227,13 @@ impl<B: Backend> Inner<B> {
             )));
         }
         // Each half of the staging memory is one copy-engine transfer (32-bit length).
+        if opts.streams == 0 || opts.streams > MAX_STREAMS {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "streams {} is not between 1 and {MAX_STREAMS}; open the device with a number \
+                 in that range",
+                opts.streams
+            )));
+        }
         if opts.staging_bytes > MAX_STAGING_BYTES {
             return Err(DeviceError::BadRange(alloc::format!(
                 "staging_bytes {} is above the {MAX_STAGING_BYTES} bytes one copy per half \
@@ -417,8 +417,7 @@ impl<B: Backend> Inner<B> {
                 (opts.staging_bytes.max(8192), Purpose::Staging),
             ]
             .into_iter()
-            .chain(chan_plan)
-            .chain(chan_plan);
+            .chain((0..2 * opts.streams).flat_map(|_| chan_plan));
             for (size, purpose) in plan {
                 let m = alloc_mem(&mut backend, size, Location::Host, true, purpose)?;
                 allocated.push(m);
@@ -431,74 +430,55 @@ impl<B: Backend> Inner<B> {
                 sem.zero(0, SEM_PAGE)?;
             }
             let fifo = channel_fifo(opts, entries, 0)?;
-            let fifos = [fifo.clone(), fifo];
             let qmd_patch = QmdPatch::new(qmd)?;
+            let fast = Fast::new(qmd)?;
             // Nothing below fails.
             let mut mem = allocated.drain(..);
-            let (
-                Some(sem),
-                Some(staging),
-                Some(ring0),
-                Some(notifier0),
-                Some(cmds0),
-                Some(ring1),
-                Some(notifier1),
-                Some(cmds1),
-            ) = (
-                mem.next(),
-                mem.next(),
-                mem.next(),
-                mem.next(),
-                mem.next(),
-                mem.next(),
-                mem.next(),
-                mem.next(),
-            )
-            else {
+            let (Some(sem), Some(staging)) = (mem.next(), mem.next()) else {
                 return Err(DeviceError::Dead("channel memory".into()));
             };
-            let [fifo0, fifo1] = fifos;
-            let mk =
-                |kind, ring: B::Memory, notifier: B::Memory, cmds: B::Memory, fifo, sem_offset| {
-                    // The compute channel keeps the prefetch slots of launches written ahead
-                    // out of its arena (device/ahead.rs).
-                    let kept = match kind {
-                        ChannelKind::Compute => super::ahead::PREFETCH_AREA,
-                        ChannelKind::Copy => 0,
-                    };
-                    Chan {
-                        kind,
-                        handle: Handle(0),
-                        object: Handle(0),
-                        class: 0,
-                        arena: Arena::new(cmds.size() - kept),
-                        ring,
-                        userd_offset,
-                        notifier,
-                        cmds,
-                        fifo,
-                        submitted: 0,
-                        sem_offset,
-                        synced_other: 0,
-                        seen: 0,
-                        unwritten: None,
-                        held_after: None,
-                    }
+            let mut chans = Vec::with_capacity(2 * opts.streams as usize);
+            while let (Some(ring), Some(notifier), Some(cmds)) =
+                (mem.next(), mem.next(), mem.next())
+            {
+                let ci = chans.len();
+                let kind = if ci % 2 == COMPUTE {
+                    ChannelKind::Compute
+                } else {
+                    ChannelKind::Copy
                 };
-            let chans = [
-                mk(ChannelKind::Compute, ring0, notifier0, cmds0, fifo0, 0),
-                mk(
-                    ChannelKind::Copy,
-                    ring1,
-                    notifier1,
-                    cmds1,
-                    fifo1,
-                    COPY_SEM_OFFSET,
-                ),
-            ];
+                // Stream 0's compute channel keeps the latency machinery's own command memory
+                // out of its arena.
+                let kept = if ci == COMPUTE {
+                    fast::COMMAND_RESERVE
+                } else {
+                    0
+                };
+                chans.push(Chan {
+                    kind,
+                    handle: Handle(0),
+                    object: Handle(0),
+                    class: 0,
+                    arena: Arena::new(cmds.size() - kept),
+                    ring,
+                    userd_offset,
+                    notifier,
+                    cmds,
+                    fifo: fifo.clone(),
+                    submitted: 0,
+                    sem_offset: ci as u64 * SEM_STRIDE,
+                    synced_other: 0,
+                    seen: 0,
+                    caches_dirty: true,
+                    unwritten: None,
+                    held_after: None,
+                    own_wait: None,
+                    own_waits: 0,
+                });
+            }
             Ok((
                 subdevice, chip, classes, qmd, class_list, gr, sm, usermode, objs, sem, staging,
-                chans, qmd_patch,
+                chans, qmd_patch, fast,
             ))
         })();
         let (
@@ -515,6 +495,7 @@ impl<B: Backend> Inner<B> {
             staging,
             chans,
             qmd_patch,
+            fast,
         ) = match prepared {
             Ok(p) => p,
             Err(e) => {
@@ -540,12 +521,12 @@ impl<B: Backend> Inner<B> {
             tsg: Handle(0),
             debugger: None,
             chans,
+            cur: 0,
             sem,
             staging,
-            staging_last: [0; 2],
+            staging_last: [(COPY, 0); 2],
             slots: Vec::new(),
             local: None,
-            caches_dirty: true,
             scratch: Vec::new(),
             qmd_patch,
             templates: Templates::default(),
@@ -553,17 +534,10 @@ impl<B: Backend> Inner<B> {
             dead: None,
             recovering: false,
             copy_kernel: None,
-            arm: Default::default(),
-            last: Default::default(),
-            ahead: Default::default(),
-            chain: Default::default(),
             doorbell_retries: DoorbellRetries::default(),
             pending_events: Vec::new(),
-            early_prefetches: 0,
-            defer: opts.deferred_submits,
-            auto_attached: false,
-            auto_holds: false,
-            auto_due_since: None,
+            defer: opts.tuning.deferred_submits,
+            fast,
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -634,11 +608,10 @@ impl<B: Backend> Inner<B> {
             .backend
             .rm()
             .alloc(tsg, FERMI_CONTEXT_SHARE_A, cs.as_mut_bytes())?;
-        for ci in [COMPUTE, COPY] {
-            let engine_class = if ci == COMPUTE {
-                classes.compute
-            } else {
-                classes.copy
+        for ci in 0..self.chans.len() {
+            let engine_class = match self.chans[ci].kind {
+                ChannelKind::Compute => classes.compute,
+                ChannelKind::Copy => classes.copy,
             };
             let c = &self.chans[ci];
             let mut p = NV_CHANNEL_ALLOC_PARAMS {
@@ -675,10 +648,10 @@ impl<B: Backend> Inner<B> {
             c.fifo = channel_fifo(opts, c.fifo.entries(), t.workSubmitToken)?;
             phases.done(
                 self.backend.clock().now(),
-                if ci == COMPUTE {
-                    "channel group, compute channel and engine object"
-                } else {
-                    "copy channel and engine object"
+                match (ci, self.chans[ci].kind) {
+                    (COMPUTE, _) => "channel group, compute channel and engine object",
+                    (_, ChannelKind::Compute) => "another stream's compute channel",
+                    (_, ChannelKind::Copy) => "copy channel and engine object",
                 },
             );
         }
@@ -702,20 +675,6 @@ impl<B: Backend> Inner<B> {
         self.backend
             .rm()
             .control(tsg, NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, s.as_mut_bytes())?;
-        if opts.armed_launches {
-            // An armed channel group holds the runlist until its timeslice ends: a short one
-            // bounds what other processes wait (docs/device.md).
-            let mut t = NVA06C_CTRL_TIMESLICE_PARAMS {
-                timesliceUs: opts.armed_timeslice.as_micros().clamp(1, u64::MAX as u128) as u64,
-            };
-            if let Err(e) =
-                self.backend
-                    .rm()
-                    .control(tsg, NVA06C_CTRL_CMD_SET_TIMESLICE, t.as_mut_bytes())
-            {
-                log::warn!("armed launches: the channel group keeps RM's timeslice ({e})");
-            }
-        }
         phases.done(self.backend.clock().now(), "debugger, scheduling");
 
         // Bind the engine objects and program the windows (and local memory, if any).
@@ -725,30 +684,35 @@ impl<B: Backend> Inner<B> {
             .as_ref()
             .map(|(m, per_tpc, _)| (m.gpu_va(), *per_tpc));
         let sm_count = info.gr.sm_count();
-        let v_compute = self.submit(info, opts, COMPUTE, 0, |pb, _, _| {
-            pb.set_object(SUBC_COMPUTE, compute_class)?;
-            pb.set_memory_windows(DEFAULT_SHARED_WINDOW, DEFAULT_LOCAL_WINDOW)?;
-            if let Some((va, per_tpc)) = local {
-                pb.set_local_memory(va, per_tpc, sm_count)?;
-            }
-            Ok(false)
-        })?;
         let copy_class = classes.copy;
-        let v_copy = self.submit(info, opts, COPY, 0, |pb, _, _| {
-            pb.set_object(SUBC_COPY, copy_class)?;
-            Ok(false)
-        })?;
-        self.wait(
-            info,
-            opts,
-            COMPUTE,
-            v_compute,
-            "the compute channel to start",
-        )?;
-        self.wait(info, opts, COPY, v_copy, "the copy channel to start")?;
+        let mut started = Vec::with_capacity(self.chans.len());
+        for ci in 0..self.chans.len() {
+            let v = match self.chans[ci].kind {
+                ChannelKind::Compute => self.submit(info, opts, ci, 0, |pb, _, _| {
+                    pb.set_object(SUBC_COMPUTE, compute_class)?;
+                    pb.set_memory_windows(DEFAULT_SHARED_WINDOW, DEFAULT_LOCAL_WINDOW)?;
+                    if let Some((va, per_tpc)) = local {
+                        pb.set_local_memory(va, per_tpc, sm_count)?;
+                    }
+                    Ok(false)
+                })?,
+                ChannelKind::Copy => self.submit(info, opts, ci, 0, |pb, _, _| {
+                    pb.set_object(SUBC_COPY, copy_class)?;
+                    Ok(false)
+                })?,
+            };
+            started.push(v);
+        }
+        for (ci, v) in started.into_iter().enumerate() {
+            let what = match self.chans[ci].kind {
+                ChannelKind::Compute => "the compute channel to start",
+                ChannelKind::Copy => "the copy channel to start",
+            };
+            self.wait(info, opts, ci, v, what)?;
+        }
         phases.done(
             self.backend.clock().now(),
-            "first submissions on both channels",
+            "first submissions on every channel",
         );
         Ok(())
     }
@@ -826,9 +790,6 @@ impl<B: Backend> Inner<B> {
             (&B::Memory, u64, u64, u64),
         ) -> Result<bool, DeviceError>,
     {
-        if ci == COMPUTE {
-            self.disarm(info, opts)?;
-        }
         let value = self.chans[ci].submitted + 1;
         let extra = extra.next_multiple_of(ARENA_ALIGN);
         let total = extra + ((2 * MAX_PB_WORDS + raw.len()) * 4) as u64;
@@ -838,15 +799,10 @@ impl<B: Backend> Inner<B> {
         let other_sem = self.sem.gpu_va() + self.chans[o].sem_offset;
         let own_sem = self.sem.gpu_va() + self.chans[ci].sem_offset;
         let need_acquire = other_sub > self.chans[ci].synced_other;
-        // After a chain of launches (device/chain.rs), its last value.
-        let chain_after = if ci == COMPUTE {
-            self.chain_pending()
-        } else {
-            None
-        };
+        let own_after = self.own_wait(ci);
         if need_acquire {
             // The GPU-side wait below needs the other channel's work started.
-            self.kick(opts, o)?;
+            self.kick(o)?;
         }
         let mut head_words = [0u32; MAX_PB_WORDS];
         let mut head = PushBuffer::new(&mut head_words);
@@ -857,7 +813,7 @@ impl<B: Backend> Inner<B> {
             if need_acquire {
                 head.host_acquire64_geq(other_sem, other_sub)?;
             }
-            if let Some(v) = chain_after {
+            if let Some(v) = own_after {
                 head.host_acquire64_geq(own_sem, v)?;
             }
             let methods_off = off + extra + ((head.len() + raw.len()) * 4) as u64;
@@ -883,7 +839,7 @@ impl<B: Backend> Inner<B> {
         let defer = if ci == COMPUTE {
             self.defer
         } else {
-            opts.deferred_submits
+            opts.tuning.deferred_submits
         };
         let r = (|| -> Result<(), DeviceError> {
             let mut at = pb_off;
@@ -893,7 +849,13 @@ impl<B: Backend> Inner<B> {
             }
             let len = (head.len() + raw.len() + tail.len()) as u32;
             let entry = GpEntry::new(cmds_va + pb_off, len)?;
-            c.queue(&self.usermode, self.backend.clock(), opts, defer, entry)
+            c.queue(
+                &self.usermode,
+                self.backend.clock(),
+                opts.timeout,
+                defer,
+                entry,
+            )
         })();
         if let Err(e) = r {
             c.arena.cancel_last();
@@ -903,10 +865,18 @@ impl<B: Backend> Inner<B> {
         if need_acquire {
             c.synced_other = other_sub;
         }
-        if ci == COMPUTE {
-            self.chain_end(chain_after.is_some());
-        }
+        c.own_wait = None;
+        c.own_waits += u64::from(own_after.is_some());
         Ok(value)
+    }
+
+    /// [`Chan::own_wait`] of channel `ci`, unless the timeline has reached it (a wait saw it,
+    /// or the semaphore says so).
+    pub(super) fn own_wait(&self, ci: usize) -> Option<u64> {
+        let c = &self.chans[ci];
+        let v = c.own_wait?;
+        let done = c.seen >= v || self.sem.read_u64(c.sem_offset).is_ok_and(|r| r >= v);
+        (!done).then_some(v)
     }
 
     /// Space in channel `ci`'s command arena without waiting: what is free, else what is free
@@ -940,9 +910,9 @@ impl<B: Backend> Inner<B> {
             if let Some(off) = self.arena_alloc_now(ci, n, value)? {
                 return Ok(off);
             }
-            // The region written ahead belongs to this very submission's timeline value, which
-            // no wait can reach: give its memory back instead.
-            if ci == COMPUTE && self.drop_written_ahead() {
+            // Memory taken ahead of the submission it was for (a launch written ahead) has
+            // this very submission's timeline value, which no wait can reach: give it back.
+            if self.chans[ci].arena.reclaim_spare() {
                 continue;
             }
             let Some(oldest) = self.chans[ci].arena.oldest_value() else {
@@ -957,20 +927,41 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Rings channel `ci`'s doorbell for entries queued without one
-    /// ([`DeviceOptions::deferred_submits`]).
-    pub(super) fn kick(&mut self, opts: &DeviceOptions, ci: usize) -> Result<(), DeviceError> {
+    /// ([`super::Tuning::deferred_submits`], or held by automatic deferral).
+    pub(super) fn kick(&mut self, ci: usize) -> Result<(), DeviceError> {
         let c = &mut self.chans[ci];
         if c.fifo.unpublished() == 0 {
             return Ok(());
         }
-        c.publish(opts.bar1_readback, &self.usermode)
+        c.publish(&self.usermode)
     }
 
     /// Rings both doorbells for everything queued.
-    pub(super) fn flush(&mut self, opts: &DeviceOptions) -> Result<(), DeviceError> {
+    pub(super) fn flush(&mut self) -> Result<(), DeviceError> {
         self.check_alive()?;
-        self.kick(opts, COMPUTE)?;
-        self.kick(opts, COPY)
+        self.kick_all()
+    }
+
+    /// Rings every channel's doorbell for everything queued.
+    fn kick_all(&mut self) -> Result<(), DeviceError> {
+        (0..self.chans.len()).try_for_each(|ci| self.kick(ci))
+    }
+
+    /// Rings the doorbells of stream `stream`'s channels for everything queued.
+    pub(super) fn kick_stream(&mut self, stream: usize) -> Result<(), DeviceError> {
+        let ci = chan_index(stream, ChannelKind::Compute);
+        self.kick(ci)?;
+        self.kick(ci + 1)
+    }
+
+    /// Stream [`Inner::cur`]'s compute channel.
+    pub(super) fn compute_ci(&self) -> usize {
+        chan_index(self.cur, ChannelKind::Compute)
+    }
+
+    /// Stream [`Inner::cur`]'s copy channel.
+    pub(super) fn copy_ci(&self) -> usize {
+        chan_index(self.cur, ChannelKind::Copy)
     }
 
     fn notifier_status(&self) -> Result<Option<(usize, u32)>, DeviceError> {
@@ -1001,8 +992,7 @@ impl<B: Backend> Inner<B> {
         let outcome = if reached(&self.sem)? {
             Ok(())
         } else {
-            self.kick(opts, COMPUTE)?;
-            self.kick(opts, COPY)?;
+            self.kick_all()?;
             let clock = self.backend.clock();
             // Spin first: most waits on real hardware end within microseconds.
             let spun: Result<(), WaitEnd> =
@@ -1061,7 +1051,7 @@ impl<B: Backend> Inner<B> {
         let start = self.backend.clock().now();
         let mut dog = Watchdog {
             seen: self.progress(),
-            interval: opts.doorbell_retry,
+            interval: opts.tuning.doorbell_retry,
             checked: start,
         };
         loop {
@@ -1157,10 +1147,10 @@ impl<B: Backend> Inner<B> {
                     }
                     *interval = interval
                         .saturating_mul(2)
-                        .min(MAX_RETRY.max(opts.doorbell_retry));
+                        .min(MAX_RETRY.max(opts.tuning.doorbell_retry));
                 } else {
                     *seen = p;
-                    *interval = opts.doorbell_retry;
+                    *interval = opts.tuning.doorbell_retry;
                 }
             }
             match self.notifier_status() {
@@ -1172,11 +1162,11 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Each channel's completed timeline value and USERD `GPGet` (what a stalled wait watches).
-    fn progress(&self) -> [(Option<u64>, Option<u32>); 2] {
-        [COMPUTE, COPY].map(|ci| {
-            let c = &self.chans[ci];
-            (self.sem.read_u64(c.sem_offset).ok(), c.fifo_get().ok())
-        })
+    fn progress(&self) -> Vec<(Option<u64>, Option<u32>)> {
+        self.chans
+            .iter()
+            .map(|c| (self.sem.read_u64(c.sem_offset).ok(), c.fifo_get().ok()))
+            .collect()
     }
 
     pub(super) fn synchronize(
@@ -1185,11 +1175,42 @@ impl<B: Backend> Inner<B> {
         opts: &DeviceOptions,
     ) -> Result<(), DeviceError> {
         self.check_alive()?;
-        for (ci, what) in [(COMPUTE, "the compute channel"), (COPY, "the copy channel")] {
-            let v = self.chans[ci].submitted;
-            self.wait(info, opts, ci, v, what)?;
+        for ci in 0..self.chans.len() {
+            self.wait_channel(info, opts, ci)?;
         }
         Ok(())
+    }
+
+    /// Waits until everything submitted on stream [`Inner::cur`] has finished.
+    pub(super) fn synchronize_stream(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        for ci in [self.compute_ci(), self.copy_ci()] {
+            self.wait_channel(info, opts, ci)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for everything submitted on channel `ci`.
+    fn wait_channel(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        ci: usize,
+    ) -> Result<(), DeviceError> {
+        let v = self.chans[ci].submitted;
+        if v <= self.chans[ci].seen {
+            // A wait saw it reached (an idle stream's channels, mostly): nothing to read.
+            return Ok(());
+        }
+        let what = match self.chans[ci].kind {
+            ChannelKind::Compute => "the compute channel",
+            ChannelKind::Copy => "the copy channel",
+        };
+        self.wait(info, opts, ci, v, what)
     }
 
     // ------------------------------------------------------------------------------------------
@@ -1246,7 +1267,7 @@ impl<B: Backend> Inner<B> {
                     .push(alloc::format!("MMU fault info unavailable: {e}")),
             }
             let mut s = NV83DE_CTRL_DEBUG_READ_ALL_SM_ERROR_STATES_PARAMS::new_zeroed();
-            s.hTargetChannel = self.chans[COMPUTE].handle.0;
+            s.hTargetChannel = self.chans[ci & !1].handle.0;
             s.numSMsToRead = info
                 .gr
                 .sm_count()
@@ -1282,7 +1303,7 @@ impl<B: Backend> Inner<B> {
         for e in self.pending_events.drain(..).take(64) {
             r.events.push(e.text);
         }
-        if ci == COMPUTE
+        if self.chans[ci].kind == ChannelKind::Compute
             && let Some((slot, k)) = self.last_kernel
         {
             r.kernel = self.slots.get(slot).and_then(|s| s.kernels.get(k)).cloned();
@@ -1315,20 +1336,19 @@ impl<B: Backend> Inner<B> {
             let _ = self.backend.rm().free(d);
         }
         self.backend.rm().free(self.tsg)?;
-        let subs = [self.chans[0].submitted, self.chans[1].submitted];
+        let subs: Vec<u64> = self.chans.iter().map(|c| c.submitted).collect();
         for (i, c) in self.chans.iter_mut().enumerate() {
             c.notifier.zero(0, c.notifier.size())?;
             c.ring.zero(0, c.ring.size())?;
             c.arena.reset();
             c.unwritten = None;
             c.held_after = None;
+            c.own_wait = None;
             self.sem.write_u64(c.sem_offset, c.submitted)?;
             c.synced_other = subs[other(i)];
+            c.caches_dirty = true;
         }
-        self.caches_dirty = true;
-        self.arm.reset();
-        self.ahead.reset();
-        self.chain.reset();
+        self.fast.reset();
         self.create_channels(info, opts)
     }
 
@@ -1399,7 +1419,7 @@ impl<B: Backend> Inner<B> {
         }
     }
 
-    fn slot_va(&self, slot: usize, generation: u32) -> Result<(u64, u64), DeviceError> {
+    pub(super) fn slot_va(&self, slot: usize, generation: u32) -> Result<(u64, u64), DeviceError> {
         match self.slots.get(slot) {
             Some(s) if s.generation == generation => s
                 .mem
@@ -1420,10 +1440,11 @@ impl<B: Backend> Inner<B> {
         len: u64,
     ) -> Result<u64, DeviceError> {
         let mut done = 0;
-        let mut v = self.chans[COPY].submitted;
+        let ci = self.copy_ci();
+        let mut v = self.chans[ci].submitted;
         while done < len {
             let n = (len - done).min(MAX_COPY_CHUNK);
-            v = self.submit(info, opts, COPY, 0, |pb, _, _| {
+            v = self.submit(info, opts, ci, 0, |pb, _, _| {
                 pb.ce_copy(src + done, dst + done, n as u32)?;
                 Ok(false)
             })?;
@@ -1449,11 +1470,12 @@ impl<B: Backend> Inner<B> {
             self.staging.write(off, chunk)?;
             let n = chunk.len() as u64;
             let d = dst + i as u64 * half;
-            let v = self.submit(info, opts, COPY, 0, |pb, _, _| {
+            let ci = self.copy_ci();
+            let v = self.submit(info, opts, ci, 0, |pb, _, _| {
                 pb.ce_copy(base + off, d, n as u32)?;
                 Ok(false)
             })?;
-            self.staging_last[h] = v;
+            self.staging_last[h] = (ci, v);
         }
         Ok(())
     }
@@ -1475,10 +1497,12 @@ impl<B: Backend> Inner<B> {
         while done < len {
             let n = (len - done).min(half);
             let d = dst + done;
-            self.staging_last[0] = self.submit(info, opts, COPY, 0, |pb, _, _| {
+            let ci = self.copy_ci();
+            let v = self.submit(info, opts, ci, 0, |pb, _, _| {
                 pb.ce_copy(base, d, n as u32)?;
                 Ok(false)
             })?;
+            self.staging_last[0] = (ci, v);
             done += n;
         }
         Ok(())
@@ -1520,7 +1544,8 @@ impl<B: Backend> Inner<B> {
         h: usize,
         what: &'static str,
     ) -> Result<(), DeviceError> {
-        self.wait(info, opts, COPY, self.staging_last[h], what)
+        let (ci, v) = self.staging_last[h];
+        self.wait(info, opts, ci, v, what)
     }
 
     /// Submits the copy of chunk `i` of a `len`-byte device-to-host copy from `src` into
@@ -1540,10 +1565,12 @@ impl<B: Backend> Inner<B> {
         let n = (len - i * half).min(half);
         let s = src + i * half;
         let base = self.staging.gpu_va();
-        self.staging_last[h] = self.submit(info, opts, COPY, 0, |pb, _, _| {
+        let ci = self.copy_ci();
+        let v = self.submit(info, opts, ci, 0, |pb, _, _| {
             pb.ce_copy(s, base + off, n as u32)?;
             Ok(false)
         })?;
+        self.staging_last[h] = (ci, v);
         Ok(())
     }
 
@@ -1595,6 +1622,9 @@ impl<B: Backend> Inner<B> {
                 )));
             }
             self.htod(info, opts, base, &image)?;
+            // Any stream may launch it next: the code must be in place before that.
+            let ci = self.copy_ci();
+            self.wait_channel(info, opts, ci)?;
             Ok::<(), DeviceError>(())
         })();
         if let Err(e) = r {
@@ -1605,12 +1635,14 @@ impl<B: Backend> Inner<B> {
         if let Some(s) = self.slots.get_mut(slot) {
             s.kernels = kernels.iter().map(|k| k.name.clone()).collect();
         }
-        self.caches_dirty = true;
+        for c in &mut self.chans {
+            c.caches_dirty = true;
+        }
         Ok((slot, generation, base, kernels))
     }
 
     /// Makes sure the local-memory buffer holds `per_thread` bytes per thread.
-    fn ensure_local_memory(
+    pub(super) fn ensure_local_memory(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
@@ -1640,294 +1672,15 @@ impl<B: Backend> Inner<B> {
         let va = mem.gpu_va();
         self.local = Some((mem, size.bytes_per_tpc, size.per_thread));
         let sm_count = info.gr.sm_count();
-        let v = self.submit(info, opts, COMPUTE, 0, |pb, _, _| {
-            pb.set_local_memory(va, size.bytes_per_tpc, sm_count)?;
-            Ok(false)
-        })?;
-        self.wait(info, opts, COMPUTE, v, "local memory setup")
-    }
-
-    /// Queues one grid (`Device::launch`) of kernel `k` (in a module built for
-    /// `sass_version`), with the deferral automatic deferral gives it (`device/flusher.rs`;
-    /// held work due is published as the call ends, `InnerGuard`).
-    pub(super) fn launch(
-        &mut self,
-        info: &DeviceInfo,
-        opts: &DeviceOptions,
-        k: &KernelInfo,
-        sass_version: u32,
-        call: &CallInputs<'_>,
-    ) -> Result<(), DeviceError> {
-        self.defer = self.launch_defer(opts);
-        let r = self.launch_grid(info, opts, k, sass_version, call);
-        self.defer = opts.deferred_submits;
-        r
-    }
-
-    fn launch_grid(
-        &mut self,
-        info: &DeviceInfo,
-        opts: &DeviceOptions,
-        k: &KernelInfo,
-        sass_version: u32,
-        call: &CallInputs<'_>,
-    ) -> Result<(), DeviceError> {
-        self.check_alive()?;
-        let &CallInputs {
-            key,
-            grid,
-            block,
-            args,
-            device_id,
-        } = call;
-        let TemplateKey {
-            slot,
-            generation,
-            kernel: kernel_index,
-            dynamic_shared,
-        } = key;
-        self.slot_va(slot, generation)
-            .map_err(|_| DeviceError::ForeignObject("module"))?;
-        let value = self.chans[COMPUTE].submitted + 1;
-        if self.launch_repeated_call(info, opts, call, value)?
-            || self.launch_changed_args(opts, call, k, value)?
-        {
-            self.last_kernel = Some((slot, kernel_index));
-            self.launched_ahead();
-            return Ok(());
-        }
-        launch::validate_launch(block, grid, k.regcount, k.max_threads)?;
-        if let Some(req) = k.required_block
-            && req != block
-        {
-            return Err(DeviceError::BadRange(alloc::format!(
-                "kernel `{}` requires block {req:?} (.reqntid), the launch asks for {block:?}",
-                k.name
-            )));
-        }
-        if args.len() != k.params.len() {
-            return Err(DeviceError::Arguments(alloc::format!(
-                "kernel `{}` takes {} parameters, {} were given",
-                k.name,
-                k.params.len(),
-                args.len()
-            )));
-        }
-        if let Some(c) = k.cluster_dims
-            && c != [1, 1, 1]
-        {
-            // Launched as ordinary blocks it would run, wrongly (every block its own
-            // cluster: `cluster.block_rank()` 0 everywhere, seen on the H200).
-            return Err(DeviceError::Unsupported(alloc::format!(
-                "kernel `{}` is compiled for thread-block clusters of {c:?} (__cluster_dims__); \
-                 nvbare does not launch clusters yet: build it without __cluster_dims__",
-                k.name
-            )));
-        }
-        let shared = launch::block_shared_memory(info.sm, k.shared_size, dynamic_shared)?;
-        let sm_config = launch::sm_shared_config(
-            info.sm,
-            shared,
-            block,
-            info.gr.max_warps_per_sm.saturating_mul(32),
-        )?;
-        // Every kernel gets the stack limit, as under CUDA (ptxas 13.0 reports no stack for
-        // some recursive kernels, which then need it); one whose stack the compiler could not
-        // size gets it on top of its frame.
-        let local = if k.stack_unknown {
-            k.local_size.saturating_add(opts.stack_size)
-        } else {
-            k.local_size.max(opts.stack_size)
-        };
-        let per_thread = launch::local_memory_per_thread(local)?;
-        self.ensure_local_memory(info, opts, per_thread)?;
-
-        // Constant bank 0: driver area + parameters, assembled in the reused scratch buffer.
-        let area = DriverArea::for_sm(info.sm);
-        let cb_size = launch::cbuf0_size(area, k.param_base, k.param_size)?;
-        // Before anything below reads the timeline value or fills the scratch buffer: the
-        // disarming launch uses both.
-        self.disarm_unless_fits(info, opts, cb_size.into())?;
-        // Only the bytes the kernel can read (driver area and parameters) are written; the
-        // bank is bound with its rounded-up size. `cbuf0_size` checked the sum.
-        let cb_used = (u64::from(k.param_base) + u64::from(k.param_size))
-            .max(area.size().into())
-            .min(cb_size.into());
-        self.scratch.clear();
-        self.scratch.resize(cb_used as usize, 0);
-        for (i, (p, a)) in k.params.iter().zip(args).enumerate() {
-            if a.size() != p.size as usize {
-                return Err(DeviceError::Arguments(alloc::format!(
-                    "parameter {i} of `{}` is {} bytes, the argument ({a}) is {}",
-                    k.name,
-                    p.size,
-                    a.size()
-                )));
-            }
-            if let Arg::Ptr { device, .. } = a
-                && *device != device_id
-            {
-                return Err(DeviceError::ForeignObject("buffer passed as an argument"));
-            }
-            let mut tmp = [0u8; 8];
-            let bytes = a.bytes(&mut tmp);
-            launch::write_param(
-                &mut self.scratch,
-                k.param_base,
-                k.param_size,
-                p.offset,
-                bytes,
-            )?;
-        }
-
-        let qmd_size = info.qmd.size() as u64;
-        let extra = cb_size as u64 + qmd_size.next_multiple_of(ARENA_ALIGN);
-        let own_sem = self.sem.gpu_va() + self.chans[COMPUTE].sem_offset;
-        let value = self.chans[COMPUTE].submitted + 1;
-        let mut cbufs = [None; 8];
-        for b in &k.const_banks {
-            let slot_b = cbufs.get_mut(b.bank as usize).ok_or_else(|| {
-                DeviceError::BadRange(alloc::format!(
-                    "kernel `{}` uses constant bank {}; QMDs bind banks 0..7",
-                    k.name,
-                    b.bank
-                ))
+        // Every stream's compute channel launches with it.
+        for ci in (0..self.chans.len()).step_by(2) {
+            let v = self.submit(info, opts, ci, 0, |pb, _, _| {
+                pb.set_local_memory(va, size.bytes_per_tpc, sm_count)?;
+                Ok(false)
             })?;
-            *slot_b = Some((b.image_offset, b.size as u32));
+            self.wait(info, opts, ci, v, "local memory setup")?;
         }
-        let module_base = self.slot_va(slot, generation)?.0;
-        // The driver area (apart from the parameters above), with bank 3's address as the
-        // QMD binds it below.
-        launch::write_driver_area(
-            area,
-            &mut self.scratch,
-            &DriverAreaValues {
-                block,
-                grid,
-                shared_window: DEFAULT_SHARED_WINDOW,
-                local_window: DEFAULT_LOCAL_WINDOW,
-                const_bank3: cbufs[3].map_or(0, |(off, _)| module_base + off),
-            },
-        )?;
-        let mut desc = LaunchDesc {
-            program_address: k.program_address,
-            register_count: k.regcount,
-            shared_memory_size: shared,
-            block,
-            grid,
-            shader_local_memory_low_size: 0,
-            shader_local_memory_high_size: per_thread,
-            barrier_count: k.num_barriers,
-            sass_version,
-            release: [Some((own_sem, value)), None],
-            dependent_qmd: None,
-            program_size: k.code_size.min(u32::MAX as u64) as u32,
-            sm_config,
-            ..LaunchDesc::default()
-        };
-        for (i, cb) in cbufs.iter().enumerate().skip(1) {
-            if let (Some((off, size)), Some(d)) = (cb, desc.cbufs.get_mut(i)) {
-                *d = Some((module_base + off, *size));
-            }
-        }
-        let qmd_version = info.qmd;
-        let release_membar = opts.release_sysmembar;
-        let overrides = opts.qmd_overrides;
-        let dirty = self.caches_dirty;
-        let scratch = core::mem::take(&mut self.scratch);
-        let patch = self.qmd_patch;
-        // The launch as write-ahead and arming compare and repeat it (normalized once).
-        let norm = normalized(&desc);
-        let repeat = Launched {
-            key,
-            desc: &norm,
-            cb_size,
-            cb: &scratch,
-        };
-        match self.launch_written_ahead(opts, &repeat, value) {
-            Ok(false) => {}
-            r => {
-                if r.is_ok() {
-                    self.last_kernel = Some((slot, kernel_index));
-                    self.launched_ahead();
-                    self.note_call(opts, call);
-                }
-                self.scratch = scratch;
-                return r.map(|_| ());
-            }
-        }
-        if self.arm.is_armed() {
-            let r = self
-                .launch_armed(info, opts, &repeat, value)
-                .and_then(|()| {
-                    self.last_kernel = Some((slot, kernel_index));
-                    self.note_call(opts, call);
-                    self.after_launch(info, opts, None)
-                });
-            self.scratch = scratch;
-            return r;
-        }
-        match self.launch_chained(info, opts, &repeat, value, None) {
-            Ok(false) => {}
-            r => {
-                if r.is_ok() {
-                    self.last_kernel = Some((slot, kernel_index));
-                    self.launched_ordinary(opts, &repeat);
-                    self.note_call(opts, call);
-                }
-                self.scratch = scratch;
-                return r.map(|_| ());
-            }
-        }
-        let chaining = super::chain::chaining(opts, self.defer);
-        // Behind a grid that may still run, the QMD's fetch can overlap it. No timeline read:
-        // a launch after a wait saw its predecessor done (`seen`), one without may not have.
-        let c = &self.chans[COMPUTE];
-        let prefetch = opts.early_qmd_prefetch && !chaining && c.submitted > c.seen;
-        let mut head = None;
-        let mut templates = core::mem::take(&mut self.templates);
-        let r = self.submit(info, opts, COMPUTE, extra, |pb, va, (cmds, off, _, at)| {
-            desc.cbufs[0] = Some((va, cb_size));
-            let qmd_va = va + cb_size as u64;
-            let qmd = templates.qmd(qmd_version, &patch, key, &desc, release_membar, &overrides)?;
-            cmds.write(off, &scratch)?;
-            cmds.write(off + cb_size as u64, qmd.as_bytes())?;
-            if dirty {
-                pb.invalidate_shader_caches()?;
-            }
-            if chaining {
-                // Launches chained to this one are scheduled from QMDs at reused addresses:
-                // the first of them turns this slot into the sked-cache invalidate.
-                let sked_off = at + (pb.sked_invalidate_slot()? * 4) as u64;
-                head = Some((off + cb_size as u64, va, qmd, sked_off));
-            }
-            if prefetch {
-                pb.compute_launch_prefetched(qmd_va)?;
-            } else {
-                pb.compute_launch(qmd_va)?;
-            }
-            Ok(true)
-        });
-        self.templates = templates;
-        let value = match r {
-            Ok(v) => v,
-            Err(e) => {
-                self.scratch = scratch;
-                return Err(e);
-            }
-        };
-        if let Some((qmd_off, cb_va, qmd, sked_off)) = head {
-            self.chain_head(opts, qmd_off, cb_va, &qmd, value, sked_off);
-        }
-        self.early_prefetches += u64::from(prefetch);
-        // Submitted: recorded before arming more (an error there leaves this launch counted).
-        self.caches_dirty = false;
-        self.last_kernel = Some((slot, kernel_index));
-        let r = self.after_launch(info, opts, Some(&repeat));
-        self.launched_ordinary(opts, &repeat);
-        self.note_call(opts, call);
-        self.scratch = scratch;
-        r
+        Ok(())
     }
 
     pub(super) fn submit_raw(
@@ -1944,7 +1697,7 @@ impl<B: Backend> Inner<B> {
                 words.len()
             )));
         }
-        let ci = chan_index(channel);
+        let ci = chan_index(self.cur, channel);
         self.submit_with(info, opts, ci, 0, words, |_, _, _| Ok(false))
     }
 
@@ -1955,7 +1708,7 @@ impl<B: Backend> Inner<B> {
         channel: ChannelKind,
         value: u64,
     ) -> Result<(), DeviceError> {
-        let ci = chan_index(channel);
+        let ci = chan_index(self.cur, channel);
         self.wait(info, opts, ci, value, "submitted work")
     }
 
@@ -1968,7 +1721,7 @@ impl<B: Backend> Inner<B> {
         value: u64,
     ) -> Result<(), DeviceError> {
         self.check_alive()?;
-        self.submit(info, opts, COMPUTE, 0, |pb, _, _| {
+        self.submit(info, opts, self.compute_ci(), 0, |pb, _, _| {
             pb.host_acquire64_geq(addr, value)?;
             Ok(false)
         })
@@ -1978,14 +1731,28 @@ impl<B: Backend> Inner<B> {
     // ------------------------------------------------------------------------------------------
     // Peers (see `peer.rs`): what another device needs to order its work against this one.
 
-    /// Timeline values submitted on the compute and copy channels.
-    pub(super) fn submitted(&self) -> [u64; 2] {
-        [self.chans[COMPUTE].submitted, self.chans[COPY].submitted]
+    /// Timeline values submitted on stream `stream`'s compute and copy channels.
+    pub(super) fn submitted(&self, stream: usize) -> [u64; 2] {
+        let ci = chan_index(stream, ChannelKind::Compute);
+        [self.chans[ci].submitted, self.chans[ci + 1].submitted]
     }
 
-    /// Byte offsets of the compute and copy timelines in the semaphore page.
-    pub(super) fn sem_offsets(&self) -> [u64; 2] {
-        [self.chans[COMPUTE].sem_offset, self.chans[COPY].sem_offset]
+    /// Byte offsets of stream `stream`'s compute and copy timelines in the semaphore page.
+    pub(super) fn sem_offsets(&self, stream: usize) -> [u64; 2] {
+        let ci = chan_index(stream, ChannelKind::Compute);
+        [self.chans[ci].sem_offset, self.chans[ci + 1].sem_offset]
+    }
+
+    /// Code was loaded since stream [`Inner::cur`]'s last launch: the next one invalidates
+    /// the shader caches.
+    pub(super) fn caches_dirty(&self) -> bool {
+        self.chans[self.compute_ci()].caches_dirty
+    }
+
+    /// Stream [`Inner::cur`]'s launch invalidated the shader caches.
+    pub(super) fn caches_invalidated(&mut self) {
+        let ci = self.compute_ci();
+        self.chans[ci].caches_dirty = false;
     }
 
     /// The memory of a live slot.
@@ -2012,12 +1779,13 @@ impl<B: Backend> Inner<B> {
     ) -> Result<u64, DeviceError> {
         self.check_alive()?;
         let mut done = 0;
-        let mut v = self.chans[COPY].submitted;
+        let ci = self.copy_ci();
+        let mut v = self.chans[ci].submitted;
         let mut first = true;
         while done < len || first {
             let n = (len - done).min(MAX_COPY_CHUNK);
             let waits = if first { acquires } else { &[] };
-            v = self.submit(info, opts, COPY, 0, |pb, _, _| {
+            v = self.submit(info, opts, ci, 0, |pb, _, _| {
                 for &(addr, value) in waits.iter().filter(|w| w.1 > 0) {
                     pb.host_acquire64_geq(addr, value)?;
                 }
@@ -2045,7 +1813,7 @@ impl<B: Backend> Inner<B> {
         if acquires.iter().all(|w| w.1 == 0) {
             return Ok(());
         }
-        self.submit(info, opts, COPY, 0, |pb, _, _| {
+        self.submit(info, opts, self.copy_ci(), 0, |pb, _, _| {
             for &(addr, value) in acquires.iter().filter(|w| w.1 > 0) {
                 pb.host_acquire64_geq(addr, value)?;
             }
@@ -2064,7 +1832,7 @@ impl<B: Backend> Inner<B> {
     ) -> Result<(), DeviceError> {
         self.check_alive()?;
         // `submit` puts a wait for the compute channel's newer work first.
-        self.submit(info, opts, COPY, 0, |pb, _, _| {
+        self.submit(info, opts, self.copy_ci(), 0, |pb, _, _| {
             pb.ce_release64(addr, value, false)?;
             Ok(false)
         })
@@ -2082,10 +1850,7 @@ impl<B: Backend> Inner<B> {
                 timeout: opts.timeout.min(Duration::from_secs(1)),
                 ..*opts
             };
-            if let Err(e) = self
-                .disarm(info, &short)
-                .and_then(|()| self.synchronize(info, &short))
-            {
+            if let Err(e) = self.synchronize(info, &short) {
                 log::warn!("closing the device with work outstanding: {e}");
             }
         }

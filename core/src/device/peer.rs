@@ -86,6 +86,7 @@ impl fmt::Display for PeerPath {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event {
     device: u32,
+    stream: u32,
     values: [u64; 2],
 }
 
@@ -93,6 +94,11 @@ impl Event {
     /// [`Device::id`] of the device it was recorded on.
     pub fn device(&self) -> u32 {
         self.device
+    }
+
+    /// The stream it was recorded on ([`Device::with_stream`]).
+    pub fn stream(&self) -> u32 {
+        self.stream
     }
 }
 
@@ -252,8 +258,62 @@ impl<B: Backend> Device<B> {
         i.publish_held(&self.options)?;
         Ok(Event {
             device: self.id,
-            values: i.submitted(),
+            stream: i.cur as u32,
+            values: i.submitted(i.cur),
         })
+    }
+
+    /// Makes everything submitted on the current stream from now on wait, on the GPU, for
+    /// `event` (recorded on this device, on any stream): a semaphore acquire of the event's
+    /// timeline values, the host does not wait. An event of the current stream is already
+    /// ordered and costs nothing. An event of another device waits through a [`PeerLink`]
+    /// ([`PeerLink::wait_event`]).
+    pub fn wait_event(&self, event: &Event) -> Result<(), DeviceError> {
+        if event.device != self.id {
+            return Err(DeviceError::ForeignObject(
+                "event (recorded on another device: wait for it through a PeerLink)",
+            ));
+        }
+        let mut i = self.inner()?;
+        i.check_alive()?;
+        if event.stream as usize == i.cur {
+            return Ok(());
+        }
+        let s = event.stream as usize;
+        // The recording stream's work must be published for the acquire to ever be met.
+        let offs = i.sem_offsets(s);
+        let base = i.sem.gpu_va();
+        i.kick_stream(s)?;
+        let acquires = [
+            (base + offs[0], event.values[0]),
+            (base + offs[1], event.values[1]),
+        ];
+        i.acquire(&self.info, &self.options, &acquires)
+    }
+
+    /// Whether everything submitted before `event` (recorded on this device) has finished.
+    pub fn event_done(&self, event: &Event) -> Result<bool, DeviceError> {
+        if event.device != self.id {
+            return Err(DeviceError::ForeignObject(
+                "event (recorded on another device)",
+            ));
+        }
+        let [(_, compute), (_, copy)] = self.with_stream(event.stream, |d| d.timelines())??;
+        Ok(compute >= event.values[0] && copy >= event.values[1])
+    }
+
+    /// Waits on the CPU until everything submitted before `event` (recorded on this device)
+    /// has finished.
+    pub fn synchronize_event(&self, event: &Event) -> Result<(), DeviceError> {
+        if event.device != self.id {
+            return Err(DeviceError::ForeignObject(
+                "event (recorded on another device)",
+            ));
+        }
+        self.with_stream(event.stream, |d| {
+            d.wait_for(ChannelKind::Compute, event.values[0])?;
+            d.wait_for(ChannelKind::Copy, event.values[1])
+        })?
     }
 
     /// Copies all of `src` into `dst` where one buffer belongs to this device and the other to
@@ -471,7 +531,7 @@ impl<'d, B: Backend> PeerLink<'d, B> {
         let (waits, offs) = {
             let o = self.devs[other].inner()?;
             o.check_alive()?;
-            (o.submitted(), o.sem_offsets())
+            (o.submitted(o.cur), o.sem_offsets(o.cur))
         };
         let acquires = [
             (other_sem.va + offs[0], waits[0]),
@@ -485,10 +545,11 @@ impl<'d, B: Backend> PeerLink<'d, B> {
                 // waits for the copy channel (stream order), then copies.
                 i.acquire(&e.info, &e.options, &acquires)?;
                 i.copy_with_kernel(&e.info, &e.options, src.0, dst.0, bytes)?;
-                (i.submitted()[0], i.sem_offsets()[0])
+                let s = i.cur;
+                (i.submitted(s)[0], i.sem_offsets(s)[0])
             } else {
                 let v = i.copy_after(&e.info, &e.options, src.0, dst.0, bytes, &acquires)?;
-                (v, i.sem_offsets()[1])
+                (v, i.sem_offsets(i.cur)[1])
             }
         };
         let o = self.devs[other];
@@ -545,7 +606,11 @@ impl<'d, B: Backend> PeerLink<'d, B> {
         }
         match self.sem_maps[w] {
             Some(sem) => {
-                let offs = o.inner()?.sem_offsets();
+                let offs = {
+                    let mut oi = o.inner()?;
+                    oi.kick_stream(event.stream as usize)?;
+                    oi.sem_offsets(event.stream as usize)
+                };
                 let acquires = [
                     (sem.va + offs[0], event.values[0]),
                     (sem.va + offs[1], event.values[1]),
@@ -554,10 +619,7 @@ impl<'d, B: Backend> PeerLink<'d, B> {
                     .inner()?
                     .acquire(&waiter.info, &waiter.options, &acquires)
             }
-            None => {
-                o.wait_for(ChannelKind::Compute, event.values[0])?;
-                o.wait_for(ChannelKind::Copy, event.values[1])
-            }
+            None => o.synchronize_event(event),
         }
     }
 

@@ -15,6 +15,17 @@ pub fn kernels_cubin(sm: u32, cuda: u32) -> Vec<u8> {
     cubin_fixture(&format!("kernels_sm{sm}_cuda{cuda}.cubin"))
 }
 
+/// `opts` with its benchmark tuning (`DeviceOptions::tuning`) changed by `f`: tests turn the
+/// latency machinery's pieces on and off with it.
+pub fn tuned(
+    opts: nvbare_core::device::DeviceOptions,
+    f: impl FnOnce(&mut nvbare_core::device::Tuning),
+) -> nvbare_core::device::DeviceOptions {
+    let mut o = opts;
+    f(&mut o.tuning);
+    o
+}
+
 /// What the simulated GPU counted on `dev`'s compute channel (launches, overlapping and
 /// dependent grids, prefetched QMDs, ...).
 pub fn compute_stats(

@@ -1,4 +1,4 @@
-//! Automatic deferral (`DeviceOptions::auto_defer`, `core/src/device/flusher.rs`) on simulated
+//! Automatic deferral (`Tuning::auto_defer`, `core/src/device/fast/flusher.rs`) on simulated
 //! GPUs that fall behind (`SimBackend::run_lazily`: published work runs only when time passes
 //! for the driver). With a flusher attached, a launch made while the GPU still runs published
 //! work is held so the launches after it chain to it; the flusher (polled here by hand, or by
@@ -6,7 +6,7 @@
 //! the program calling the device again. Every result is checked.
 #![forbid(unsafe_code)]
 
-use nvbare_integration::kernels_cubin as kernels;
+use nvbare_integration::{kernels_cubin as kernels, tuned};
 use std::time::{Duration, Instant};
 
 use nvbare_core::device::{
@@ -54,7 +54,7 @@ fn launches_behind_a_busy_gpu_are_held_chained_and_published_by_the_flusher() {
         for _ in 0..10 {
             dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
         }
-        let stats = dev.chain_stats();
+        let stats = dev.stats();
         assert_eq!(
             stats.chained, 8,
             "{what}: launches 3..10 chained to the held second"
@@ -80,7 +80,7 @@ fn launches_behind_a_busy_gpu_are_held_chained_and_published_by_the_flusher() {
             FlushPoll::Idle,
             "{what}: nothing held any more"
         );
-        assert_eq!(dev.chain_stats().flusher_published, 1, "{what}");
+        assert_eq!(dev.stats().flusher_published, 1, "{what}");
         assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
         assert_eq!(compute(&dev), (base + 10, base + 10), "{what}: all ran");
         assert_eq!(
@@ -104,7 +104,7 @@ fn held_launches_are_published_by_the_next_call_once_the_gpu_caught_up() {
         dev.launch(&empty, one, &[]).unwrap();
     }
     assert_eq!(
-        dev.chain_stats().chained,
+        dev.stats().chained,
         1,
         "the third chained to the held second"
     );
@@ -117,10 +117,10 @@ fn held_launches_are_published_by_the_next_call_once_the_gpu_caught_up() {
     // launch heads a new batch instead of chaining.
     assert_eq!(flusher.poll(), FlushPoll::Idle, "nothing held");
     dev.launch(&empty, one, &[]).unwrap();
-    assert_eq!(dev.chain_stats().chained, 1);
+    assert_eq!(dev.stats().chained, 1);
     assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
     assert_eq!(compute(&dev), (base + 4, base + 4));
-    assert_eq!(dev.chain_stats().flusher_published, 0);
+    assert_eq!(dev.stats().flusher_published, 0);
 }
 
 #[test]
@@ -148,7 +148,7 @@ fn polling_the_timelines_or_recording_an_event_publishes_held_launches() {
     }
     assert!(dev.with_backend(|b| b.thaw_channel(chan)).unwrap());
     dev.synchronize().unwrap();
-    assert_eq!(dev.chain_stats().flusher_published, 0);
+    assert_eq!(dev.stats().flusher_published, 0);
 }
 
 /// Elements of the buffer [`behind_a_caught_up_gpu`] increments.
@@ -177,7 +177,7 @@ fn behind_a_caught_up_gpu(
     launch();
     // (Any call but a launch publishes a batch that is due, whatever its size: count before
     // it is.)
-    let before = dev.chain_stats().chained;
+    let before = dev.stats().chained;
     run_gpu();
     body(&dev, &launch, &flusher, before, &clock);
     dev.synchronize().unwrap();
@@ -192,25 +192,20 @@ fn assert_published_b_to_e(dev: &Device<SimBackend>, flusher: &Flusher<SimBacken
         FlushPoll::Idle,
         "B..E published by E's call"
     );
-    assert_eq!(
-        dev.chain_stats().chained,
-        before + 3,
-        "C, D, E chained to B"
-    );
+    assert_eq!(dev.stats().chained, before + 3, "C, D, E chained to B");
 }
 
 #[test]
 fn a_launch_publishes_a_caught_up_batch_only_once_it_holds_the_minimum() {
-    // DeviceOptions::auto_defer_min_batch: while the program keeps launching, a launch call
+    // Tuning::auto_defer_min_batch: while the program keeps launching, a launch call
     // publishes held work the GPU could start only once the batch has that many launches; the
     // flusher, once the program stops launching, publishes any batch.
     for min in [4u32, 1] {
-        let opts = DeviceOptions {
-            auto_defer_min_batch: min,
+        let opts = tuned(DeviceOptions::default(), |t| {
+            t.auto_defer_min_batch = min;
             // Not reached here (the simulator's time is virtual): see the next test.
-            auto_defer_batch_wait: Duration::from_secs(60),
-            ..DeviceOptions::default()
-        };
+            t.auto_defer_batch_wait = Duration::from_secs(60);
+        });
         let got = behind_a_caught_up_gpu(opts, |dev, launch, flusher, before, _| {
             // C and D chain to B; with `min` 4 their calls leave the batch held, ...
             launch();
@@ -227,9 +222,9 @@ fn a_launch_publishes_a_caught_up_batch_only_once_it_holds_the_minimum() {
             if min == 4 {
                 assert_published_b_to_e(dev, flusher, before);
             } else {
-                assert_eq!(dev.chain_stats().chained, before + 2, "C to B, E to D");
+                assert_eq!(dev.stats().chained, before + 2, "C to B, E to D");
             }
-            assert_eq!(dev.chain_stats().flusher_published, 0, "min {min}");
+            assert_eq!(dev.stats().flusher_published, 0, "min {min}");
             // Two more are held behind the published batch (the lazy GPU has not run it);
             // once the program stops launching, the flusher publishes them, fewer than `min`
             // as they are.
@@ -237,7 +232,7 @@ fn a_launch_publishes_a_caught_up_batch_only_once_it_holds_the_minimum() {
             launch();
             assert_eq!(flusher.poll(), FlushPoll::Launching, "min {min}");
             assert_eq!(flusher.poll(), FlushPoll::Published, "min {min}");
-            assert_eq!(dev.chain_stats().flusher_published, 1, "min {min}");
+            assert_eq!(dev.stats().flusher_published, 1, "min {min}");
         });
         assert_eq!(
             got,
@@ -249,14 +244,13 @@ fn a_launch_publishes_a_caught_up_batch_only_once_it_holds_the_minimum() {
 
 #[test]
 fn a_caught_up_batch_below_the_minimum_waits_for_the_program_at_most_the_batch_wait() {
-    // DeviceOptions::auto_defer_batch_wait: a program that keeps launching, slower than the GPU
+    // Tuning::auto_defer_batch_wait: a program that keeps launching, slower than the GPU
     // runs, publishes a batch smaller than auto_defer_min_batch once its calls have seen it
     // due for that long (time is virtual here: it passes only as the test says).
     let wait = Duration::from_micros(100);
-    let opts = DeviceOptions {
-        auto_defer_batch_wait: wait,
-        ..DeviceOptions::default()
-    };
+    let opts = tuned(DeviceOptions::default(), |t| {
+        t.auto_defer_batch_wait = wait;
+    });
     // (The clock comes from the helper: a call here would publish the due batch.)
     let got = behind_a_caught_up_gpu(opts, |dev, launch, flusher, before, clock| {
         // C's call sees B's batch due first, D's half the wait later leaves it held ...
@@ -269,7 +263,7 @@ fn a_caught_up_batch_below_the_minimum_waits_for_the_program_at_most_the_batch_w
         clock.advance(wait);
         launch();
         assert_published_b_to_e(dev, flusher, before);
-        assert_eq!(dev.chain_stats().flusher_published, 0);
+        assert_eq!(dev.stats().flusher_published, 0);
     });
     assert_eq!(got, vec![5u32; CAUGHT_UP_N as usize]);
 }
@@ -281,10 +275,9 @@ fn without_a_flusher_or_with_auto_defer_off_every_launch_rings_its_doorbell() {
         (
             "auto_defer off",
             true,
-            DeviceOptions {
-                auto_defer: false,
-                ..DeviceOptions::default()
-            },
+            tuned(DeviceOptions::default(), |t| {
+                t.auto_defer = false;
+            }),
         ),
     ] {
         let dev = open_lazy(GH100, opts);
@@ -297,7 +290,7 @@ fn without_a_flusher_or_with_auto_defer_off_every_launch_rings_its_doorbell() {
             dev.launch(&empty, LaunchConfig::for_num_elems(1), &[])
                 .unwrap();
         }
-        assert_eq!(dev.chain_stats().chained, 0, "{label}");
+        assert_eq!(dev.stats().chained, 0, "{label}");
         if let Some(f) = &flusher {
             assert_eq!(f.poll(), FlushPoll::Idle, "{label}");
         }
@@ -332,11 +325,7 @@ fn a_process_on_one_cpu_starts_no_flusher_thread_and_holds_nothing() {
             dev.launch(&empty, LaunchConfig::for_num_elems(1), &[])
                 .unwrap();
         }
-        assert_eq!(
-            dev.chain_stats().chained,
-            0,
-            "launches held without a flusher"
-        );
+        assert_eq!(dev.stats().chained, 0, "launches held without a flusher");
         assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
         assert_eq!(compute(&dev), (base + 20, base + 20));
     });
@@ -358,14 +347,13 @@ fn a_process_on_one_cpu_starts_no_flusher_thread_and_holds_nothing() {
 
 #[test]
 fn explicit_deferral_is_left_to_the_program() {
-    // With DeviceOptions::deferred_submits the program asked to ring doorbells itself
+    // With Tuning::deferred_submits the program asked to ring doorbells itself
     // (flush, waits): the flusher does not publish that work.
     let dev = open_lazy(
         GH100,
-        DeviceOptions {
-            deferred_submits: 8,
-            ..DeviceOptions::default()
-        },
+        tuned(DeviceOptions::default(), |t| {
+            t.deferred_submits = 8;
+        }),
     );
     let m = dev.load_cubin(&kernels(90, 13)).unwrap();
     let empty = m.function("empty").unwrap();
@@ -403,7 +391,7 @@ fn round_trips_hold_nothing() {
         );
         dev.synchronize().unwrap();
     }
-    let s = dev.chain_stats();
+    let s = dev.stats();
     assert_eq!((s.chained, s.flusher_published), (0, 0));
 }
 
@@ -423,7 +411,7 @@ fn dropping_the_flusher_publishes_what_is_held_and_stops_holding() {
         dev.launch(&empty, LaunchConfig::for_num_elems(1), &[])
             .unwrap();
     }
-    assert_eq!(dev.chain_stats().chained, 4);
+    assert_eq!(dev.stats().chained, 4);
     drop(flusher);
     assert!(dev.with_backend(|b| b.run_lazily(false)).unwrap());
     assert_eq!(
@@ -436,7 +424,7 @@ fn dropping_the_flusher_publishes_what_is_held_and_stops_holding() {
         dev.launch(&empty, LaunchConfig::for_num_elems(1), &[])
             .unwrap();
     }
-    assert_eq!(dev.chain_stats().chained, 4, "no holding without a flusher");
+    assert_eq!(dev.stats().chained, 4, "no holding without a flusher");
     // A new flusher may attach; once the device closes it says so.
     let f = dev.flusher().unwrap();
     drop(m);
@@ -463,9 +451,9 @@ fn the_flusher_thread_publishes_held_launches_while_the_program_does_not_call() 
         }
         // No synchronize, flush, copy or timeline poll (those publish too): only the flusher
         // thread's polls let time pass for the lazy GPU, so only it can find the GPU done and
-        // publish what was held. (`chain_stats` publishes nothing.)
+        // publish what was held. (`stats` publishes nothing.)
         let t = Instant::now();
-        while dev.chain_stats().flusher_published == 0 {
+        while dev.stats().flusher_published == 0 {
             assert!(
                 t.elapsed() < Duration::from_secs(10),
                 "{what}: the flusher thread never published the held launches"
@@ -531,7 +519,7 @@ fn launches_behind_a_spinning_kernel_stay_held_until_it_ends_then_run_in_order()
             for _ in 0..5 {
                 dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
             }
-            assert_eq!(dev.chain_stats().chained, 4, "{what}");
+            assert_eq!(dev.stats().chained, 4, "{what}");
             assert_eq!(flusher.poll(), FlushPoll::Launching, "{what}");
             assert_eq!(flusher.poll(), FlushPoll::Held, "{what}: the kernel spins");
             // Ending it is a call into the device: as it ends it finds the GPU done and
@@ -563,7 +551,7 @@ fn a_fault_in_a_held_chain_is_reported_and_the_device_recovers() {
             dev.launch(&oob, LaunchConfig::for_num_elems(32), &[buf.arg()])
                 .unwrap();
             dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
-            assert_eq!(dev.chain_stats().chained, 2, "{what}");
+            assert_eq!(dev.stats().chained, 2, "{what}");
             let flag = finish_spinning_kernel(dev);
             let err = dev.synchronize().unwrap_err();
             assert!(err.to_string().contains("MMU fault"), "{what}: {err}");
@@ -578,7 +566,7 @@ fn a_fault_in_a_held_chain_is_reported_and_the_device_recovers() {
             for _ in 0..10 {
                 dev.launch(&add1, cfg, &[buf.arg(), SPIN_N.into()]).unwrap();
             }
-            assert_eq!(dev.chain_stats().chained, 2 + 9, "{what}");
+            assert_eq!(dev.stats().chained, 2 + 9, "{what}");
             finish_spinning_kernel(dev);
             assert_eq!(flusher.poll(), FlushPoll::Idle, "{what}");
             assert_eq!(

@@ -1,17 +1,16 @@
-//! Chained launches (`DeviceOptions::chain_launches` with deferred doorbells;
-//! `core/src/device/chain.rs`) on the simulated GPUs: a launch that follows a launch still
+//! Chained launches (`Tuning::chain_launches` with deferred doorbells;
+//! `core/src/device/fast/chain.rs`) on the simulated GPUs: a launch that follows a launch still
 //! waiting for its doorbell is scheduled by the QMD before it (dependent QMD `QMD_SCHEDULE`),
 //! which the simulator runs when that QMD's grid completes. Every result is checked, so a
 //! chained QMD run twice, not at all, out of order or from a stale QMD cache entry fails here.
 #![forbid(unsafe_code)]
 
-use nvbare_integration::{compute_stats, kernels_cubin as kernels, read_qmd};
+use nvbare_integration::{compute_stats, kernels_cubin as kernels, read_qmd, tuned};
 use std::time::Duration;
 
 use nvbare_core::channel::pushbuf::PushBuffer;
 use nvbare_core::device::{
-    ChainStats, ChannelKind, Device, DeviceBuffer, DeviceError, DeviceOptions, Function,
-    LaunchConfig, Recovery,
+    ChannelKind, Device, DeviceBuffer, DeviceError, DeviceOptions, Function, LaunchConfig, Recovery,
 };
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
@@ -24,11 +23,13 @@ const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
 
 /// Deferred doorbells, chaining on (its default).
 fn deferred(n: u32) -> DeviceOptions {
-    DeviceOptions {
-        deferred_submits: n,
-        timeout: Duration::from_millis(500),
-        ..DeviceOptions::default()
-    }
+    tuned(
+        DeviceOptions {
+            timeout: Duration::from_millis(500),
+            ..DeviceOptions::default()
+        },
+        |t| t.deferred_submits = n,
+    )
 }
 
 fn open(model: ChipModel, opts: DeviceOptions) -> Device<SimBackend> {
@@ -94,7 +95,7 @@ fn back_to_back_launches_are_chained_in_batches_and_run_in_order() {
         let dependent = s.dependent_launches - before.dependent_launches;
         assert_eq!(launches, 100, "{what:?}: every launch ran once");
         assert_eq!(
-            dev.chain_stats().chained,
+            dev.stats().chained,
             dependent,
             "{what:?}: the driver's count"
         );
@@ -102,8 +103,8 @@ fn back_to_back_launches_are_chained_in_batches_and_run_in_order() {
         assert_eq!(dependent, 88, "{what:?}");
         // The chained launches repeat the call before: none of them built its launch, and
         // each used the constant bank of the launch before it.
-        assert!(dev.repeated_launches() >= 88, "{what:?}");
-        assert_eq!(dev.chain_stats().shared_banks, 88, "{what:?}");
+        assert!(dev.stats().repeated >= 88, "{what:?}");
+        assert_eq!(dev.stats().shared_banks, 88, "{what:?}");
         assert_eq!(s.overlapping_launches, 0, "{what:?}");
         // The copy to the host waited on the copy channel after the chain: its submission
         // acquired the compute timeline, not the chain's own acquire.
@@ -115,23 +116,15 @@ fn back_to_back_launches_are_chained_in_batches_and_run_in_order() {
 #[test]
 fn without_chaining_or_deferral_nothing_is_chained() {
     for opts in [
-        DeviceOptions {
-            chain_launches: false,
-            ..deferred(8)
-        },
+        tuned(deferred(8), |t| {
+            t.chain_launches = false;
+        }),
         DeviceOptions {
             timeout: Duration::from_millis(500),
             ..DeviceOptions::default()
         },
-        DeviceOptions {
-            armed_launches: true,
-            ..deferred(8)
-        },
     ] {
         let dev = open(GH100, opts);
-        if opts.armed_launches {
-            assert!(dev.install_runtime().unwrap());
-        }
         let m = dev.load_cubin(&kernels(90, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
         let n = 256u32;
@@ -145,7 +138,17 @@ fn without_chaining_or_deferral_nothing_is_chained() {
             .unwrap();
         }
         assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![55u32; n as usize]);
-        assert_eq!(dev.chain_stats(), ChainStats::default(), "{opts:?}");
+        let s = dev.stats();
+        assert_eq!(
+            (
+                s.chained,
+                s.shared_banks,
+                s.chain_acquires,
+                s.flusher_published
+            ),
+            (0, 0, 0, 0),
+            "{opts:?}"
+        );
         assert_eq!(compute_stats(&dev).dependent_launches, 0);
     }
 }
@@ -175,7 +178,7 @@ fn chains_over_reused_command_memory_never_run_a_stale_cached_qmd() {
             dev.synchronize().unwrap();
             assert_eq!(dev.dtoh_copy(a).unwrap(), vec![100u32; SMALL_N as usize]);
             assert_eq!(dev.dtoh_copy(b).unwrap(), vec![200u32; SMALL_N as usize]);
-            assert!(dev.chain_stats().chained > 200, "{:?}", dev.chain_stats());
+            assert!(dev.stats().chained > 200, "{:?}", dev.stats());
         });
     }
 }
@@ -193,11 +196,11 @@ fn what_follows_a_chain_acquires_its_last_value_and_other_work_breaks_chains() {
     for _ in 0..4 {
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
     }
-    assert_eq!(dev.chain_stats().chained, 3);
-    assert_eq!(dev.chain_stats().acquires, 0);
+    assert_eq!(dev.stats().chained, 3);
+    assert_eq!(dev.stats().chain_acquires, 0);
     // A raw submission on the compute channel follows the chain: it acquires its last value.
     dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
-    assert_eq!(dev.chain_stats().acquires, 1);
+    assert_eq!(dev.stats().chain_acquires, 1);
     // A launch after it heads a new chain; another kernel chains too.
     let fa = dev.htod_copy(&[1.5f32; 64]).unwrap();
     let fb = dev.htod_copy(&[2.0f32; 64]).unwrap();
@@ -207,7 +210,7 @@ fn what_follows_a_chain_acquires_its_last_value_and_other_work_breaks_chains() {
         .unwrap();
     // The copies before these launches were on the copy channel: the first launch waited for
     // them (an acquire in its pushbuffer), so it could not chain; the second chained to it.
-    assert_eq!(dev.chain_stats().chained, 4);
+    assert_eq!(dev.stats().chained, 4);
     // A copy into the buffer between launches: the launch after it waits for the copy and
     // cannot chain.
     dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
@@ -217,13 +220,13 @@ fn what_follows_a_chain_acquires_its_last_value_and_other_work_breaks_chains() {
     dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![1002u32; n as usize]);
     assert_eq!(dev.dtoh_copy(&fc).unwrap(), vec![3.5f32; 64]);
-    let s = dev.chain_stats();
+    let s = dev.stats();
     assert_eq!(s.chained, 6, "{s:?}");
     // Waited for by the copies to the host: no acquire needed after.
     dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
     assert_eq!(
-        dev.chain_stats().acquires,
-        s.acquires,
+        dev.stats().chain_acquires,
+        s.chain_acquires,
         "already seen complete"
     );
     assert_eq!(compute_stats(&dev).overlapping_launches, 0);
@@ -234,10 +237,9 @@ fn a_chain_head_invalidates_the_sked_caches_only_once_a_launch_chains_to_it() {
     for (model, sm) in CHIPS {
         let what = format!("{:?}", model.chipset);
         // Nothing written ahead: the first launch after a wait takes the ordinary path too.
-        let opts = DeviceOptions {
-            write_ahead: false,
-            ..deferred(16)
-        };
+        let opts = tuned(deferred(16), |t| {
+            t.write_ahead = false;
+        });
         let dev = open(model, opts);
         let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
@@ -250,7 +252,7 @@ fn a_chain_head_invalidates_the_sked_caches_only_once_a_launch_chains_to_it() {
         // chains to it, so its slot stays a NO_OPERATION.
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
         dev.synchronize().unwrap();
-        assert_eq!(dev.chain_stats().chained, 0, "{what}");
+        assert_eq!(dev.stats().chained, 0, "{what}");
         assert_eq!(
             compute_stats(&dev).sked_invalidates,
             base,
@@ -262,7 +264,7 @@ fn a_chain_head_invalidates_the_sked_caches_only_once_a_launch_chains_to_it() {
             dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
         }
         dev.synchronize().unwrap();
-        assert_eq!(dev.chain_stats().chained, 2, "{what}");
+        assert_eq!(dev.stats().chained, 2, "{what}");
         assert_eq!(
             compute_stats(&dev).sked_invalidates,
             base + 1,
@@ -293,16 +295,16 @@ fn a_wait_after_a_chain_writes_nothing_ahead_and_after_a_single_launch_it_does()
         }
         dev.synchronize().unwrap();
         assert!(
-            !dev.is_written_ahead(),
+            !dev.stats().written_ahead_now,
             "round {round}: written behind a chain"
         );
         // One launch alone (a chain of one): the wait writes the next one ahead.
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
         dev.synchronize().unwrap();
-        assert!(dev.is_written_ahead(), "round {round}");
+        assert!(dev.stats().written_ahead_now, "round {round}");
     }
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![21u32; n as usize]);
-    assert!(dev.written_ahead_launches() >= 5);
+    assert!(dev.stats().written_ahead >= 5);
 }
 
 #[test]
@@ -321,7 +323,7 @@ fn a_fault_in_a_chain_is_reported_and_the_device_recovers() {
         dev.launch(&oob, LaunchConfig::for_num_elems(32), &[buf.arg()])
             .unwrap();
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-        assert_eq!(dev.chain_stats().chained, 3);
+        assert_eq!(dev.stats().chained, 3);
         let err = dev.synchronize().unwrap_err();
         let text = err.to_string();
         assert!(text.contains("MMU fault"), "{:?}: {text}", model.chipset);
@@ -331,7 +333,7 @@ fn a_fault_in_a_chain_is_reported_and_the_device_recovers() {
             dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
         }
         assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![20u32; n as usize]);
-        assert!(dev.chain_stats().chained > 3);
+        assert!(dev.stats().chained > 3);
     }
 }
 
@@ -359,7 +361,7 @@ fn only_the_last_launch_of_a_chain_releases_the_timeline() {
     dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
         .unwrap();
     dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-    assert_eq!(dev.chain_stats().chained, 3);
+    assert_eq!(dev.stats().chained, 3);
     dev.flush().unwrap();
     let [(sub, reached), _] = dev.timelines().unwrap();
     assert_eq!(sub, before + 4);
@@ -394,7 +396,7 @@ fn chains_sharing_constant_banks_in_small_command_memory_run_every_launch_right(
             }
             assert_eq!(dev.dtoh_copy(a).unwrap(), vec![200u32; SMALL_N as usize]);
             assert_eq!(dev.dtoh_copy(b).unwrap(), vec![200u32; SMALL_N as usize]);
-            let s = dev.chain_stats();
+            let s = dev.stats();
             assert!(s.chained > 300 && s.shared_banks > 200, "{s:?}");
         });
     }
@@ -421,7 +423,7 @@ fn a_chain_behind_a_spinning_kernel_runs_when_the_kernel_finishes() {
     for _ in 0..3 {
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
     }
-    assert_eq!(dev.chain_stats().chained, 3);
+    assert_eq!(dev.stats().chained, 3);
     dev.flush().unwrap();
     let [(sub, reached), _] = dev.timelines().unwrap();
     assert!(reached < sub, "still spinning");
@@ -454,10 +456,9 @@ fn qmds_that_schedule_each_other_in_a_cycle_hang_the_channel_not_the_simulator()
     // Nothing written ahead: the chain's QMDs stay in command memory after the wait.
     let dev = open(
         GH100,
-        DeviceOptions {
-            write_ahead: false,
-            ..deferred(8)
-        },
+        tuned(deferred(8), |t| {
+            t.write_ahead = false;
+        }),
     );
     let m = dev.load_cubin(&kernels(90, 13)).unwrap();
     let empty = m.function("empty").unwrap();
@@ -468,7 +469,7 @@ fn qmds_that_schedule_each_other_in_a_cycle_hang_the_channel_not_the_simulator()
         dev.launch(&empty, cfg, &[]).unwrap();
     }
     dev.synchronize().unwrap();
-    assert_eq!(dev.chain_stats().chained, 1);
+    assert_eq!(dev.stats().chained, 1);
     // The chain's two QMDs as the device wrote them, copied to a buffer of the test's own,
     // the second now scheduling the first.
     let (a, b) = last_scheduled_pair(&dev);
@@ -542,7 +543,7 @@ fn a_full_ring_publishing_a_chain_writes_its_last_qmd_first() {
         let buf = dev.htod_copy(&vec![7u32; n as usize]).unwrap();
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
         dev.synchronize().unwrap();
-        let chained = dev.chain_stats().chained;
+        let chained = dev.stats().chained;
         for _ in 0..3 {
             // Two raw submissions, then a head and two chained launches: with the head's,
             // three entries wait in a ring of four, and the next raw submission finds it full.
@@ -553,7 +554,7 @@ fn a_full_ring_publishing_a_chain_writes_its_last_qmd_first() {
             }
         }
         dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
-        assert_eq!(dev.chain_stats().chained - chained, 6, "{what:?}");
+        assert_eq!(dev.stats().chained - chained, 6, "{what:?}");
         assert_eq!(
             dev.dtoh_copy(&buf).unwrap(),
             vec![17u32; n as usize],

@@ -3,6 +3,7 @@
 //! across the two channels, deferred doorbells and the doorbell fences.
 #![forbid(unsafe_code)]
 
+use nvbare_integration::tuned;
 use std::time::Duration;
 
 use nvbare_core::device::{
@@ -110,7 +111,7 @@ fn auto_uses_the_kernel_only_for_large_copies_between_device_buffers() {
     let a = dev.htod_copy(&data).unwrap();
     let mut b = dev.alloc_zeros::<u8>(n).unwrap();
     let host = dev.alloc_host::<u8>(n).unwrap();
-    let min = dev.options().kernel_copy_min_bytes as usize;
+    let min = dev.options().tuning.kernel_copy_min_bytes as usize;
     assert!(min > 4096 && min <= n);
 
     let check = |path_is_kernel: bool, what: &str, before: (u64, u64), after: (u64, u64)| {
@@ -312,10 +313,9 @@ fn a_copy_kernel_over_an_odd_grid_still_copies_each_threads_share() {
 
 #[test]
 fn deferred_doorbells_start_work_at_the_next_wait_or_flush() {
-    let opts = DeviceOptions {
-        deferred_submits: 8,
-        ..DeviceOptions::default()
-    };
+    let opts = tuned(DeviceOptions::default(), |t| {
+        t.deferred_submits = 8;
+    });
     let dev = open_with(GH100, opts);
     let m = dev
         .load_cubin(&fixture("kernels_sm90_cuda13.cubin"))
@@ -347,20 +347,22 @@ fn deferred_doorbells_start_work_at_the_next_wait_or_flush() {
 }
 
 #[test]
-fn every_doorbell_fence_and_release_membar_setting_runs_work() {
-    for (fence, membar) in [
-        (DoorbellFence::Store, true),
-        (DoorbellFence::StoreTwice, true),
-        (DoorbellFence::Full, true),
-        (DoorbellFence::Store, false),
+fn every_doorbell_fence_runs_work() {
+    for fence in [
+        DoorbellFence::Store,
+        DoorbellFence::StoreTwice,
+        DoorbellFence::Full,
     ] {
         for (model, sm) in CHIPS {
-            let opts = DeviceOptions {
-                doorbell_fence: fence,
-                release_sysmembar: membar,
-                timeout: Duration::from_secs(2),
-                ..DeviceOptions::default()
-            };
+            let opts = tuned(
+                DeviceOptions {
+                    timeout: Duration::from_secs(2),
+                    ..DeviceOptions::default()
+                },
+                |t| {
+                    t.doorbell_fence = fence;
+                },
+            );
             let dev = open_with(model, opts);
             let m = dev
                 .load_cubin(&fixture(&format!("kernels_sm{sm}_cuda13.cubin")))

@@ -2,7 +2,9 @@
 //! V05): bring-up, copies, launches, faults, timeouts, back-pressure, bad input.
 #![forbid(unsafe_code)]
 
-use nvbare_integration::{compute_stats, cubin_fixture as fixture, kernels_cubin as kernels};
+use nvbare_integration::{
+    compute_stats, cubin_fixture as fixture, kernels_cubin as kernels, tuned,
+};
 use std::time::Duration;
 
 use nvbare_core::channel::gpfifo::GpFifoError;
@@ -813,7 +815,7 @@ fn overlapping_launches(dev: &Device<SimBackend>) -> u64 {
 
 #[test]
 fn launches_find_their_qmd_prefetched_by_the_wait_before_or_behind_a_running_grid() {
-    // DeviceOptions::early_qmd_prefetch: a launch behind a grid that may still run fetches its
+    // Tuning::early_qmd_prefetch: a launch behind a grid that may still run fetches its
     // QMD before its WAIT_FOR_IDLE; a launch written ahead during a wait gets its QMD
     // prefetched by a submission that wait publishes. Per option: (round trips, back to back)
     // launched from a prefetched copy, after a first launch + sync.
@@ -821,34 +823,30 @@ fn launches_find_their_qmd_prefetched_by_the_wait_before_or_behind_a_running_gri
         for (opts, expect) in [
             (DeviceOptions::default(), (9, 30)),
             (
-                DeviceOptions {
-                    write_ahead: false,
-                    ..Default::default()
-                },
+                tuned(Default::default(), |t| {
+                    t.write_ahead = false;
+                }),
                 (0, 29),
             ),
             (
-                DeviceOptions {
-                    early_qmd_prefetch: false,
-                    ..Default::default()
-                },
+                tuned(Default::default(), |t| {
+                    t.early_qmd_prefetch = false;
+                }),
                 (0, 0),
             ),
             // Chained launches are scheduled by the QMD before them, not by PCAS actions: only
             // the first of the burst (written ahead) is prefetched.
             (
-                DeviceOptions {
-                    deferred_submits: 8,
-                    ..Default::default()
-                },
+                tuned(Default::default(), |t| {
+                    t.deferred_submits = 8;
+                }),
                 (9, 1),
             ),
             (
-                DeviceOptions {
-                    deferred_submits: 8,
-                    chain_launches: false,
-                    ..Default::default()
-                },
+                tuned(Default::default(), |t| {
+                    t.deferred_submits = 8;
+                    t.chain_launches = false;
+                }),
                 (9, 30),
             ),
         ] {
@@ -862,7 +860,7 @@ fn launches_find_their_qmd_prefetched_by_the_wait_before_or_behind_a_running_gri
             let what = format!("{} {opts:?}", model.chipset);
             let counts = |dev: &Device<SimBackend>| {
                 let sim = compute_stats(dev).prefetched_launches;
-                assert_eq!(dev.early_prefetched_launches(), sim, "{what}");
+                assert_eq!(dev.stats().early_prefetched, sim, "{what}");
                 sim
             };
             dev.launch(&add1, cfg, &args).unwrap();
@@ -899,33 +897,21 @@ fn launches_back_to_back_wait_for_the_one_before() {
     for (model, sm, _) in CHIPS {
         for opts in [
             DeviceOptions::default(),
-            DeviceOptions {
-                write_ahead: false,
-                ..Default::default()
-            },
-            DeviceOptions {
-                armed_launches: true,
-                ..Default::default()
-            },
-            DeviceOptions {
-                deferred_submits: 8,
-                ..Default::default()
-            },
-            DeviceOptions {
-                deferred_submits: 8,
-                chain_launches: false,
-                ..Default::default()
-            },
-            DeviceOptions {
-                early_qmd_prefetch: false,
-                ..Default::default()
-            },
+            tuned(Default::default(), |t| {
+                t.write_ahead = false;
+            }),
+            tuned(Default::default(), |t| {
+                t.deferred_submits = 8;
+            }),
+            tuned(Default::default(), |t| {
+                t.deferred_submits = 8;
+                t.chain_launches = false;
+            }),
+            tuned(Default::default(), |t| {
+                t.early_qmd_prefetch = false;
+            }),
         ] {
-            let armed = opts.armed_launches;
             let dev = open_with(model, opts);
-            if armed {
-                assert!(dev.install_runtime().unwrap());
-            }
             let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
             let add1 = m.function("add1").unwrap();
             let n = 512u32;
@@ -945,7 +931,7 @@ fn launches_back_to_back_wait_for_the_one_before() {
             assert_eq!(
                 overlapping_launches(&dev),
                 0,
-                "{} armed {armed}: launches made while an earlier grid could run",
+                "{:?} {opts:?}: launches made while an earlier grid could run",
                 model.chipset
             );
         }

@@ -6,7 +6,7 @@
 //! (`SimBackend::lose_doorbells`).
 #![forbid(unsafe_code)]
 
-use nvbare_integration::kernels_cubin;
+use nvbare_integration::{kernels_cubin, tuned};
 use std::time::Duration;
 
 use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
@@ -31,7 +31,7 @@ fn opts() -> DeviceOptions {
 #[test]
 fn a_launch_whose_doorbell_is_lost_completes_at_the_next_wait() {
     // With the defaults the wait publishes a prefetch of the next launch's QMD
-    // (DeviceOptions::early_qmd_prefetch), whose doorbell brings the lost one's entry too: no
+    // (Tuning::early_qmd_prefetch), whose doorbell brings the lost one's entry too: no
     // retry. Without it, the wait's watchdog rings again once.
     for ((model, sm), (early, retries)) in CHIPS
         .into_iter()
@@ -39,10 +39,9 @@ fn a_launch_whose_doorbell_is_lost_completes_at_the_next_wait() {
     {
         let dev = open_with(
             model,
-            DeviceOptions {
-                early_qmd_prefetch: early,
-                ..opts()
-            },
+            tuned(opts(), |t| {
+                t.early_qmd_prefetch = early;
+            }),
         );
         let m = dev.load_cubin(&kernels_cubin(sm, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
@@ -50,7 +49,11 @@ fn a_launch_whose_doorbell_is_lost_completes_at_the_next_wait() {
         let buf = dev.htod_copy(&vec![1u32; n as usize]).unwrap();
         let cfg = LaunchConfig::for_num_elems(n);
         dev.synchronize().unwrap();
-        assert_eq!(dev.doorbell_retries().all, 0, "no wait needed a retry yet");
+        assert_eq!(
+            dev.stats().doorbell_retries,
+            0,
+            "no wait needed a retry yet"
+        );
         let [compute, _] = dev.channel_handles().unwrap();
         assert!(dev.with_backend(|b| b.lose_doorbells(compute, 1)).unwrap());
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
@@ -63,9 +66,9 @@ fn a_launch_whose_doorbell_is_lost_completes_at_the_next_wait() {
         );
         dev.synchronize()
             .unwrap_or_else(|e| panic!("{:?}: {e}", model.chipset));
-        let r = dev.doorbell_retries();
+        let r = dev.stats();
         assert_eq!(
-            (r.all, r.unfetched),
+            (r.doorbell_retries, r.doorbell_retries_unfetched),
             (retries, retries),
             "{:?} early prefetch {early}",
             model.chipset
@@ -74,7 +77,7 @@ fn a_launch_whose_doorbell_is_lost_completes_at_the_next_wait() {
         // Doorbells that arrive are not rung twice.
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
         dev.synchronize().unwrap();
-        assert_eq!(dev.doorbell_retries().all, retries);
+        assert_eq!(dev.stats().doorbell_retries, retries);
     }
 }
 
@@ -94,9 +97,12 @@ fn copies_whose_doorbells_are_lost_complete() {
         dev.with_backend(|be| be.doorbells_to_lose(copy)).unwrap(),
         Some(0)
     );
-    let r = dev.doorbell_retries();
-    assert!(r.all >= 2, "{r:?}");
-    assert_eq!(r.unfetched, r.all, "every retry found the copy unfetched");
+    let r = dev.stats();
+    assert!(r.doorbell_retries >= 2, "{r:?}");
+    assert_eq!(
+        r.doorbell_retries_unfetched, r.doorbell_retries,
+        "every retry found the copy unfetched"
+    );
 }
 
 #[test]
@@ -178,7 +184,10 @@ fn a_stalled_channel_times_out_saying_what_was_fetched_and_backs_off_its_retries
         report.doorbell_retries
     );
     assert!(msg.contains(&format!("rung again {} times", report.doorbell_retries)));
-    assert_eq!(dev.doorbell_retries().unfetched, report.doorbell_retries);
+    assert_eq!(
+        dev.stats().doorbell_retries_unfetched,
+        report.doorbell_retries
+    );
 }
 
 #[test]
@@ -202,60 +211,15 @@ fn retries_while_a_long_kernel_runs_are_not_counted_as_unfetched_work() {
         let report = err.report().expect("a timeout has a report");
         let (get, put) = report.fetch.expect("USERD was readable");
         assert_eq!(get, put, "{err}");
-        let r = dev.doorbell_retries();
-        assert!(r.all >= 3, "{:?}: {r:?}", model.chipset);
-        assert_eq!(r.unfetched, 0, "{:?}: {r:?}", model.chipset);
-        assert_eq!(report.doorbell_retries, r.all);
+        let r = dev.stats();
+        assert!(r.doorbell_retries >= 3, "{:?}: {r:?}", model.chipset);
+        assert_eq!(
+            r.doorbell_retries_unfetched, 0,
+            "{:?}: {r:?}",
+            model.chipset
+        );
+        assert_eq!(report.doorbell_retries, r.doorbell_retries);
     }
-}
-
-#[test]
-fn an_armed_submission_whose_doorbell_was_lost_still_launches() {
-    // Pre-armed launches ring the doorbell when they arm, not when they launch: if that one is
-    // lost the armed submission is never fetched, and the launch's flag alone cannot start it.
-    let dev = open_with(
-        GH100,
-        DeviceOptions {
-            armed_launches: true,
-            ..opts()
-        },
-    );
-    assert!(dev.install_runtime().unwrap());
-    let m = dev.load_cubin(&kernels_cubin(90, 13)).unwrap();
-    let add1 = m.function("add1").unwrap();
-    let n = 64u32;
-    let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
-    let cfg = LaunchConfig::for_num_elems(n);
-    let [compute, _] = dev.channel_handles().unwrap();
-    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-    // The wait arms the next launch, and the next wait arms another before it waits (whose
-    // doorbell would fetch both): lose both doorbells.
-    assert!(dev.with_backend(|b| b.lose_doorbells(compute, 2)).unwrap());
-    dev.synchronize().unwrap();
-    assert!(dev.is_armed());
-    assert_eq!(
-        dev.with_backend(|b| b.doorbells_to_lose(compute)).unwrap(),
-        Some(1),
-        "the arming rang (and lost) one"
-    );
-    let retries = dev.doorbell_retries().all;
-    dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-    assert_eq!(
-        dev.armed_launches(),
-        1,
-        "the launch went through the armed submission"
-    );
-    dev.synchronize().unwrap();
-    assert_eq!(
-        dev.with_backend(|b| b.doorbells_to_lose(compute)).unwrap(),
-        Some(0)
-    );
-    assert_eq!(
-        dev.doorbell_retries().all,
-        retries + 1,
-        "the wait rang again"
-    );
-    assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![2u32; n as usize]);
 }
 
 #[test]
@@ -318,41 +282,4 @@ fn a_slow_kernel_is_not_reported_as_the_timeline_going_back() {
     let err = dev.synchronize().unwrap_err();
     assert_eq!(err.report().unwrap().went_back_from, None, "{err}");
     assert!(!err.to_string().contains("went back"));
-}
-
-#[test]
-fn reading_command_memory_back_before_publishing_changes_no_result() {
-    // DeviceOptions::bar1_readback (untested on hardware): launches, copies and armed launches
-    // run as without it.
-    for armed in [false, true] {
-        let dev = open_with(
-            GH100,
-            DeviceOptions {
-                bar1_readback: true,
-                armed_launches: armed,
-                ..opts()
-            },
-        );
-        assert!(dev.install_runtime().unwrap());
-        let m = dev.load_cubin(&kernels_cubin(90, 13)).unwrap();
-        let add1 = m.function("add1").unwrap();
-        let n = 4096u32;
-        let src: Vec<u32> = (0..n).collect();
-        let buf = dev.htod_copy(&src).unwrap();
-        let cfg = LaunchConfig::for_num_elems(n);
-        for _ in 0..3 {
-            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-            dev.synchronize().unwrap();
-        }
-        for _ in 0..10 {
-            dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-        }
-        let got = dev.dtoh_copy(&buf).unwrap();
-        assert_eq!(
-            got,
-            src.iter().map(|x| x + 13).collect::<Vec<_>>(),
-            "armed {armed}"
-        );
-        assert_eq!(dev.armed_launches() > 0, armed);
-    }
 }

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use nvbare_core::device::{Device, DeviceOptions, LaunchConfig};
+use nvbare_core::device::{Device, DeviceOptions, LaunchConfig, Tuning};
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_integration::kernels_cubin;
 use nvbare_sim::backend::SimBackend;
@@ -56,10 +56,13 @@ fn options() -> impl Strategy<Value = (DeviceOptions, bool)> {
             |(write_ahead, early_qmd_prefetch, deferred_submits, flusher)| {
                 (
                     DeviceOptions {
-                        write_ahead,
-                        early_qmd_prefetch,
-                        deferred_submits,
                         timeout: Duration::from_secs(2),
+                        tuning: Tuning {
+                            write_ahead,
+                            early_qmd_prefetch,
+                            deferred_submits,
+                            ..Tuning::default()
+                        },
                         ..DeviceOptions::default()
                     },
                     flusher,

@@ -5,7 +5,7 @@
 //! Every launch, copy and wait path must still give the right results.
 #![forbid(unsafe_code)]
 
-use nvbare_integration::kernels_cubin as kernels;
+use nvbare_integration::{kernels_cubin as kernels, tuned};
 
 use nvbare_core::device::{ChannelKind, Device, DeviceOptions, LaunchConfig};
 use nvbare_gsp_firmware::program::LoadCubin;
@@ -14,43 +14,33 @@ use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 
 const CHIPS: [(ChipModel, u32); 3] = [(AD102, 89), (GH100, 90), (GB202, 120)];
 
-/// The launch paths: the defaults (launches written ahead), every launch in full, pre-armed
-/// launches, deferred doorbells (launches chained) and deferred doorbells without chaining.
+/// The launch paths: the defaults (launches written ahead), every launch in full, deferred
+/// doorbells (launches chained) and deferred doorbells without chaining.
 /// [`FLUSHER`] is the defaults with a flusher thread attached (automatic deferral: launches
 /// behind a busy GPU held and chained).
-fn modes() -> [(&'static str, DeviceOptions); 6] {
+fn modes() -> [(&'static str, DeviceOptions); 5] {
     let d = DeviceOptions::default;
     [
         ("default", d()),
         (FLUSHER, d()),
         (
             "no write-ahead",
-            DeviceOptions {
-                write_ahead: false,
-                ..d()
-            },
-        ),
-        (
-            "armed",
-            DeviceOptions {
-                armed_launches: true,
-                ..d()
-            },
+            tuned(d(), |t| {
+                t.write_ahead = false;
+            }),
         ),
         (
             "deferred doorbells",
-            DeviceOptions {
-                deferred_submits: 4,
-                ..d()
-            },
+            tuned(d(), |t| {
+                t.deferred_submits = 4;
+            }),
         ),
         (
             "deferred doorbells, unchained",
-            DeviceOptions {
-                deferred_submits: 4,
-                chain_launches: false,
-                ..d()
-            },
+            tuned(d(), |t| {
+                t.deferred_submits = 4;
+                t.chain_launches = false;
+            }),
         ),
     ]
 }
@@ -118,7 +108,7 @@ fn launches_and_copies_give_the_right_results_on_a_lazy_gpu() {
                 assert_eq!(*v, i as u32 * 7 + 40, "{what}: add1 chain [{i}]");
             }
 
-            // Launch and synchronize, one at a time (the armed and written-ahead paths).
+            // Launch and synchronize, one at a time (the written-ahead path).
             for k in 1..=5 {
                 dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
                 dev.synchronize().unwrap();

@@ -10,7 +10,7 @@
 //! comes first there too.
 #![forbid(unsafe_code)]
 
-use nvbare_integration::{compute_stats, kernels_cubin, read_qmd};
+use nvbare_integration::{compute_stats, kernels_cubin, read_qmd, tuned};
 
 mod spinning;
 use spinning::finish_spinning_kernel;
@@ -96,18 +96,22 @@ fn back_to_back_launches_prefetch_no_stale_cached_qmd() {
 
 #[test]
 fn a_prefetched_qmd_runs_as_it_was_when_prefetched() {
-    // The model behind DeviceOptions::early_qmd_prefetch: `PREFETCH` reads the QMD then, and a
+    // The model behind Tuning::early_qmd_prefetch: `PREFETCH` reads the QMD then, and a
     // launch of that address that does not invalidate runs that copy, whatever memory holds by
     // then (so the device writes a QMD in full before publishing its prefetch). Two of the
     // device's own add1 QMDs (one per buffer), copied to a test buffer at one address.
     let b = SimBackend::new(GH100, true).expect("simulated GPU");
     let dev = Device::open(
         b,
-        DeviceOptions {
-            write_ahead: false,
-            timeout: Duration::from_millis(500),
-            ..DeviceOptions::default()
-        },
+        tuned(
+            DeviceOptions {
+                timeout: Duration::from_millis(500),
+                ..DeviceOptions::default()
+            },
+            |t| {
+                t.write_ahead = false;
+            },
+        ),
     )
     .unwrap();
     let m = dev.load_cubin(&kernels_cubin(90, 13)).unwrap();
@@ -217,7 +221,7 @@ fn a_launch_that_changes_its_arguments_does_not_run_the_prefetched_copy() {
         dev.synchronize().unwrap();
         let count = |dev: &Device<SimBackend>| {
             let sim = compute_stats(dev).prefetched_launches;
-            assert_eq!(dev.early_prefetched_launches(), sim);
+            assert_eq!(dev.stats().early_prefetched, sim);
             sim
         };
         let before = count(&dev);
@@ -227,7 +231,7 @@ fn a_launch_that_changes_its_arguments_does_not_run_the_prefetched_copy() {
             dev.synchronize().unwrap();
         }
         assert_eq!(count(&dev), before, "{:?}: changed launches", model.chipset);
-        assert_eq!(dev.written_ahead_launches(), 12);
+        assert_eq!(dev.stats().written_ahead, 12);
         for _ in 0..5 {
             dev.launch(&add1, cfg, &[a.arg(), n.into()]).unwrap();
             dev.synchronize().unwrap();

@@ -10,7 +10,7 @@
 //! (`SimBackend::switch_in_on_stores`).
 #![forbid(unsafe_code)]
 
-use nvbare_integration::kernels_cubin;
+use nvbare_integration::{kernels_cubin, tuned};
 use std::time::Duration;
 
 use nvbare_core::channel::gpfifo::DoorbellFence;
@@ -37,21 +37,12 @@ fn add_while_switched_in(
     let dev = Device::open(
         b,
         DeviceOptions {
-            // Armed regions (up to 4.5 KiB each, half the ring at most) need more room.
-            gpfifo_entries: if opts.armed_launches { 32 } else { 8 },
-            command_bytes: if opts.armed_launches {
-                64 << 10
-            } else {
-                16 << 10
-            },
+            gpfifo_entries: 8,
+            command_bytes: 16 << 10,
             timeout: Duration::from_millis(300),
             ..opts
         },
     )?;
-    if opts.armed_launches {
-        // Disarming launches the runtime's copy kernel.
-        assert!(dev.install_runtime().expect("runtime installs"));
-    }
     let m = dev
         .load_cubin(&kernels_cubin(sm, 13))
         .expect("fixture cubin loads");
@@ -75,27 +66,21 @@ fn add_while_switched_in(
         dev.synchronize()?;
     }
     let pending = dev.with_backend(|be| be.pending_wc_stores())?;
-    if opts.write_ahead && !opts.armed_launches {
+    if opts.tuning.write_ahead {
         // The last wait wrote the next launch ahead (bank 0, QMD, pushbuffer, GP entry): those
         // stores may wait for a barrier, as nothing has published them.
-        assert!(dev.is_written_ahead());
+        assert!(dev.stats().written_ahead_now);
         assert!(pending <= 4, "{pending}");
     } else {
         assert_eq!(pending, 0);
     }
-    if opts.armed_launches {
-        assert!(
-            dev.armed_launches() >= u64::from(DURING) - 1,
-            "{}",
-            dev.armed_launches()
-        );
-    } else if opts.write_ahead {
+    if opts.tuning.write_ahead {
         // Each launch after a wait went through the region written ahead (new parameters:
         // the changed words written at launch).
         assert!(
-            dev.written_ahead_launches() >= u64::from(DURING),
+            dev.stats().written_ahead >= u64::from(DURING),
             "{}",
-            dev.written_ahead_launches()
+            dev.stats().written_ahead
         );
     }
     let mut both = dev.dtoh_copy(&bufs[0])?;
@@ -106,24 +91,18 @@ fn add_while_switched_in(
 #[test]
 fn a_barrier_before_gpput_keeps_switched_in_channels_from_running_stale_commands() {
     for (model, sm) in CHIPS {
-        for (armed, write_ahead) in [(false, true), (false, false), (true, true)] {
-            let opts = DeviceOptions {
-                armed_launches: armed,
-                write_ahead,
-                ..DeviceOptions::default()
-            };
-            assert_eq!(opts.doorbell_fence, DoorbellFence::StoreTwice);
-            let got = add_while_switched_in(model, sm, opts).unwrap_or_else(|e| {
-                panic!(
-                    "{:?} armed {armed} write-ahead {write_ahead}: {e}",
-                    model.chipset
-                )
+        for write_ahead in [true, false] {
+            let opts = tuned(DeviceOptions::default(), |t| {
+                t.write_ahead = write_ahead;
             });
+            assert_eq!(opts.tuning.doorbell_fence, DoorbellFence::StoreTwice);
+            let got = add_while_switched_in(model, sm, opts)
+                .unwrap_or_else(|e| panic!("{:?} write-ahead {write_ahead}: {e}", model.chipset));
             let each = (BEFORE + DURING) / 2;
             assert_eq!(
                 got,
                 vec![each; 2 * N as usize],
-                "{:?} armed {armed} write-ahead {write_ahead}",
+                "{:?} write-ahead {write_ahead}",
                 model.chipset
             );
         }
@@ -133,10 +112,9 @@ fn a_barrier_before_gpput_keeps_switched_in_channels_from_running_stale_commands
 #[test]
 fn one_barrier_after_gpput_runs_stale_commands_as_the_h200_did() {
     for (model, sm) in CHIPS {
-        let opts = DeviceOptions {
-            doorbell_fence: DoorbellFence::Store,
-            ..DeviceOptions::default()
-        };
+        let opts = tuned(DeviceOptions::default(), |t| {
+            t.doorbell_fence = DoorbellFence::Store;
+        });
         match add_while_switched_in(model, sm, opts) {
             Err(e) => {
                 let msg = e.to_string();

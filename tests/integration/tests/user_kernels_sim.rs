@@ -13,7 +13,7 @@ use nvbare_core::device::{
     LaunchConfig, Program, ProgramError,
 };
 use nvbare_gsp_firmware::cubin::Cubin;
-use nvbare_integration::kernels_cubin as kernels;
+use nvbare_integration::{kernels_cubin as kernels, tuned};
 use nvbare_sim::backend::SimBackend;
 use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 
@@ -21,12 +21,16 @@ use nvbare_sim::models::{AD102, ChipModel, GB202, GH100};
 /// 0, which a wait writing the next launch ahead may reuse the command memory of.
 fn open(model: ChipModel, stack_size: u32) -> Device<SimBackend> {
     let b = SimBackend::new(model, true).unwrap();
-    let opts = DeviceOptions {
-        timeout: Duration::from_millis(300),
-        stack_size,
-        write_ahead: false,
-        ..Default::default()
-    };
+    let opts = tuned(
+        DeviceOptions {
+            timeout: Duration::from_millis(300),
+            stack_size,
+            ..Default::default()
+        },
+        |t| {
+            t.write_ahead = false;
+        },
+    );
     Device::open(b, opts).unwrap()
 }
 

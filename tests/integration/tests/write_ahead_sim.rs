@@ -1,4 +1,4 @@
-//! Launches written ahead (`DeviceOptions::write_ahead`, on by default; `core/src/device/ahead.rs`)
+//! Launches written ahead (`Tuning::write_ahead`, on by default; `core/src/device/fast/ahead.rs`)
 //! on the simulated GPUs: a wait after a launch writes a repeat of it into the compute channel's
 //! next command memory; the next launch goes through that region when it repeats the launch or
 //! differs only in its parameters (only the changed words are written), and takes the ordinary
@@ -6,7 +6,7 @@
 //! value fails here.
 #![forbid(unsafe_code)]
 
-use nvbare_integration::kernels_cubin as kernels;
+use nvbare_integration::{kernels_cubin as kernels, tuned};
 use std::time::Duration;
 
 use nvbare_core::device::{
@@ -51,27 +51,27 @@ fn launch_and_wait_loops_go_through_the_region_written_ahead_on_every_chip() {
         let buf = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
         let cfg = LaunchConfig::for_num_elems(n);
         dev.synchronize().unwrap();
-        assert!(!dev.is_written_ahead(), "nothing launched yet");
+        assert!(!dev.stats().written_ahead_now, "nothing launched yet");
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-        assert!(!dev.is_written_ahead(), "only a wait writes ahead");
+        assert!(!dev.stats().written_ahead_now, "only a wait writes ahead");
         dev.synchronize().unwrap();
-        assert!(dev.is_written_ahead(), "{:?}", model.chipset);
+        assert!(dev.stats().written_ahead_now, "{:?}", model.chipset);
         for i in 0..5u64 {
             let before = compute_submitted(&dev);
             dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
-            assert!(!dev.is_written_ahead(), "the launch used the region");
+            assert!(!dev.stats().written_ahead_now, "the launch used the region");
             assert_eq!(compute_submitted(&dev), before + 1, "one timeline value");
-            assert_eq!(dev.written_ahead_launches(), i + 1);
+            assert_eq!(dev.stats().written_ahead, i + 1);
             dev.synchronize().unwrap();
-            assert!(dev.is_written_ahead(), "{i}: written again");
+            assert!(dev.stats().written_ahead_now, "{i}: written again");
         }
         // A wait with no launch since writes nothing new; the region stays for the next one.
         dev.synchronize().unwrap();
-        assert!(dev.is_written_ahead());
+        assert!(dev.stats().written_ahead_now);
         assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![6u32; n as usize]);
         dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
         assert_eq!(
-            dev.written_ahead_launches(),
+            dev.stats().written_ahead,
             6,
             "a copy to the host is no launch"
         );
@@ -117,9 +117,9 @@ fn other_parameters_shapes_and_kernels_run_as_launched() {
             ("a-2", 16, false, false, false),   // the same arguments, another grid
         ];
         for (i, (what, n, ahead, repeated, args_only)) in steps.into_iter().enumerate() {
-            let used = dev.written_ahead_launches();
-            let repeats = dev.repeated_launches();
-            let patched = dev.argument_only_launches();
+            let used = dev.stats().written_ahead;
+            let repeats = dev.stats().repeated;
+            let patched = dev.stats().argument_only;
             match what {
                 "a" => dev.launch(&add1, ONE_BLOCK, &[a.arg(), n.into()]),
                 "a-2" => dev.launch(
@@ -145,19 +145,19 @@ fn other_parameters_shapes_and_kernels_run_as_launched() {
                 _ => {}
             }
             assert_eq!(
-                dev.written_ahead_launches(),
+                dev.stats().written_ahead,
                 used + u64::from(ahead),
                 "{:?} step {i} ({what}, {n})",
                 model.chipset
             );
             assert_eq!(
-                dev.repeated_launches(),
+                dev.stats().repeated,
                 repeats + u64::from(repeated),
                 "{:?} step {i} ({what}, {n}): repeated",
                 model.chipset
             );
             assert_eq!(
-                dev.argument_only_launches(),
+                dev.stats().argument_only,
                 patched + u64::from(args_only),
                 "{:?} step {i} ({what}, {n}): arguments only",
                 model.chipset
@@ -196,10 +196,7 @@ fn a_repeated_call_is_compared_argument_by_argument() {
         dev.launch(&add1, ONE_BLOCK, &[a.arg(), Arg::I32(64)])
             .unwrap();
         ran += 1;
-        assert_eq!(
-            (dev.repeated_launches(), dev.written_ahead_launches()),
-            (1, 1)
-        );
+        assert_eq!((dev.stats().repeated, dev.stats().written_ahead), (1, 1));
         dev.synchronize().unwrap();
         let bad: [&[Arg<'_>]; 4] = [
             &[foreign, 64u32.into()],
@@ -214,33 +211,27 @@ fn a_repeated_call_is_compared_argument_by_argument() {
                 "{:?} {i}: {e}",
                 model.chipset
             );
-            assert_eq!(
-                (dev.repeated_launches(), dev.written_ahead_launches()),
-                (1, 1)
-            );
-            assert!(dev.is_written_ahead(), "{i}: the region stays");
+            assert_eq!((dev.stats().repeated, dev.stats().written_ahead), (1, 1));
+            assert!(dev.stats().written_ahead_now, "{i}: the region stays");
         }
         dev.launch(&add1, ONE_BLOCK, &[a.arg(), 64u32.into()])
             .unwrap();
         ran += 1;
-        assert_eq!(
-            (dev.repeated_launches(), dev.written_ahead_launches()),
-            (2, 2)
-        );
+        assert_eq!((dev.stats().repeated, dev.stats().written_ahead), (2, 2));
         // Raw bytes compare by length and content.
         dev.synchronize().unwrap();
         let n = 64u32.to_le_bytes();
         dev.launch(&add1, ONE_BLOCK, &[a.arg(), Arg::Bytes(&n)])
             .unwrap();
         ran += 1;
-        assert_eq!(dev.repeated_launches(), 3);
+        assert_eq!(dev.stats().repeated, 3);
         dev.synchronize().unwrap();
         let short = [64u8; 2];
         assert!(matches!(
             dev.launch(&add1, ONE_BLOCK, &[a.arg(), Arg::Bytes(&short)]),
             Err(DeviceError::Arguments(_))
         ));
-        assert_eq!(dev.repeated_launches(), 3);
+        assert_eq!(dev.stats().repeated, 3);
         let mut want = vec![0u32; 256];
         want[..64].iter_mut().for_each(|v| *v = ran);
         assert_eq!(dev.dtoh_copy(&a).unwrap(), want, "{:?}", model.chipset);
@@ -259,17 +250,17 @@ fn other_compute_work_copies_in_flight_and_module_loads_take_the_ordinary_path()
         |dev: &Device<SimBackend>, buf: &nvbare_core::device::DeviceBuffer<'_, SimBackend, u32>| {
             dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap();
             dev.synchronize().unwrap();
-            assert!(dev.is_written_ahead());
+            assert!(dev.stats().written_ahead_now);
         };
     write_ahead(&dev, &buf); // 2
 
     // A raw submission takes the region's timeline value: the launch after it cannot use
     // the region (its QMD would release the wrong value).
-    let used = dev.written_ahead_launches();
+    let used = dev.stats().written_ahead;
     let v = dev.submit_raw(ChannelKind::Compute, &[]).unwrap();
     dev.wait_for(ChannelKind::Compute, v).unwrap();
     dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap(); // 3
-    assert_eq!(dev.written_ahead_launches(), used);
+    assert_eq!(dev.stats().written_ahead, used);
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![3u32; n as usize]);
 
     // New data from the copy channel, already copied (the copy waited): no acquire needed,
@@ -277,9 +268,9 @@ fn other_compute_work_copies_in_flight_and_module_loads_take_the_ordinary_path()
     write_ahead(&dev, &buf); // 4
     dev.htod_copy_into(&vec![10u32; n as usize], &mut buf)
         .unwrap();
-    let used = dev.written_ahead_launches();
+    let used = dev.stats().written_ahead;
     dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap(); // 11
-    assert_eq!(dev.written_ahead_launches(), used + 1);
+    assert_eq!(dev.stats().written_ahead, used + 1);
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![11u32; n as usize]);
 
     // A copy still in flight (the copy channel is frozen): the launch must wait for it on the
@@ -290,9 +281,9 @@ fn other_compute_work_copies_in_flight_and_module_loads_take_the_ordinary_path()
     assert!(dev.with_backend(|b| b.freeze_channel(copy)).unwrap());
     dev.dtod_copy_with(&src, &mut buf, CopyPath::CopyEngine)
         .unwrap();
-    let used = dev.written_ahead_launches();
+    let used = dev.stats().written_ahead;
     dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap(); // 21
-    assert_eq!(dev.written_ahead_launches(), used);
+    assert_eq!(dev.stats().written_ahead, used);
     assert!(dev.with_backend(|b| b.thaw_channel(copy)).unwrap());
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![21u32; n as usize]);
 
@@ -300,9 +291,9 @@ fn other_compute_work_copies_in_flight_and_module_loads_take_the_ordinary_path()
     write_ahead(&dev, &buf); // 22
     let m2 = dev.load_cubin(&kernels(90, 12)).unwrap();
     let add1b = m2.function("add1").unwrap();
-    let used = dev.written_ahead_launches();
+    let used = dev.stats().written_ahead;
     dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap(); // 23
-    assert_eq!(dev.written_ahead_launches(), used);
+    assert_eq!(dev.stats().written_ahead, used);
     dev.launch(&add1b, cfg, &[buf.arg(), n.into()]).unwrap(); // 24
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![24u32; n as usize]);
 
@@ -310,11 +301,11 @@ fn other_compute_work_copies_in_flight_and_module_loads_take_the_ordinary_path()
     // repeat of the call before.
     dev.synchronize().unwrap();
     dev.launch(&add1b, cfg, &[buf.arg(), n.into()]).unwrap(); // 25
-    let repeated = dev.repeated_launches();
+    let repeated = dev.stats().repeated;
     assert!(repeated > 0);
     dev.synchronize().unwrap();
     dev.launch(&add1, cfg, &[buf.arg(), n.into()]).unwrap(); // 26
-    assert_eq!(dev.repeated_launches(), repeated);
+    assert_eq!(dev.stats().repeated, repeated);
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![26u32; n as usize]);
 }
 
@@ -328,7 +319,7 @@ fn a_fault_or_a_hang_recovers_and_writing_ahead_resumes() {
         let cfg = LaunchConfig::for_num_elems(64);
         dev.launch(&add1, cfg, &[buf.arg(), 64u32.into()]).unwrap();
         dev.synchronize().unwrap();
-        assert!(dev.is_written_ahead());
+        assert!(dev.stats().written_ahead_now);
 
         let oob = m.function("oob_write").unwrap();
         dev.launch(&oob, LaunchConfig::for_num_elems(32), &[buf.arg()])
@@ -339,7 +330,10 @@ fn a_fault_or_a_hang_recovers_and_writing_ahead_resumes() {
         };
         assert_eq!(report.kernel.as_deref(), Some("oob_write"));
         assert_eq!(report.recovery, Recovery::ChannelsRecreated);
-        assert!(!dev.is_written_ahead(), "the channels were re-created");
+        assert!(
+            !dev.stats().written_ahead_now,
+            "the channels were re-created"
+        );
 
         let spin = m.function("spin_forever").unwrap();
         dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
@@ -349,18 +343,13 @@ fn a_fault_or_a_hang_recovers_and_writing_ahead_resumes() {
             panic!("{:?}: expected a timeout, got {err}", model.chipset);
         };
         assert_eq!(report.kernel.as_deref(), Some("spin_forever"));
-        assert!(!dev.is_written_ahead());
-        let used = dev.written_ahead_launches();
+        assert!(!dev.stats().written_ahead_now);
+        let used = dev.stats().written_ahead;
         for _ in 0..3 {
             dev.launch(&add1, cfg, &[buf.arg(), 64u32.into()]).unwrap();
             dev.synchronize().unwrap();
         }
-        assert_eq!(
-            dev.written_ahead_launches(),
-            used + 2,
-            "{:?}",
-            model.chipset
-        );
+        assert_eq!(dev.stats().written_ahead, used + 2, "{:?}", model.chipset);
         assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![4u32; 64]);
     }
 }
@@ -372,12 +361,16 @@ fn small_command_memory_and_deferred_doorbells_still_run_every_launch() {
     for deferred in [0, 3] {
         let dev = open(
             GB202,
-            DeviceOptions {
-                command_bytes: 16 << 10,
-                gpfifo_entries: 8,
-                deferred_submits: deferred,
-                ..DeviceOptions::default()
-            },
+            tuned(
+                DeviceOptions {
+                    command_bytes: 16 << 10,
+                    gpfifo_entries: 8,
+                    ..DeviceOptions::default()
+                },
+                |t| {
+                    t.deferred_submits = deferred;
+                },
+            ),
         );
         let m = dev.load_cubin(&kernels(120, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
@@ -407,9 +400,9 @@ fn small_command_memory_and_deferred_doorbells_still_run_every_launch() {
         }
         dev.synchronize().unwrap();
         assert!(
-            dev.written_ahead_launches() > 50,
+            dev.stats().written_ahead > 50,
             "{}",
-            dev.written_ahead_launches()
+            dev.stats().written_ahead
         );
         assert_eq!(dev.dtoh_copy(&bufs[0]).unwrap(), vec![100u32; 64]);
         assert_eq!(dev.dtoh_copy(&bufs[1]).unwrap(), vec![100u32; 64]);
@@ -421,10 +414,9 @@ fn small_command_memory_and_deferred_doorbells_still_run_every_launch() {
 fn switched_off_nothing_is_written_ahead() {
     let dev = open(
         AD102,
-        DeviceOptions {
-            write_ahead: false,
-            ..DeviceOptions::default()
-        },
+        tuned(DeviceOptions::default(), |t| {
+            t.write_ahead = false;
+        }),
     );
     let m = dev.load_cubin(&kernels(89, 13)).unwrap();
     let add1 = m.function("add1").unwrap();
@@ -433,9 +425,9 @@ fn switched_off_nothing_is_written_ahead() {
         dev.launch(&add1, ONE_BLOCK, &[buf.arg(), 32u32.into()])
             .unwrap();
         dev.synchronize().unwrap();
-        assert!(!dev.is_written_ahead());
+        assert!(!dev.stats().written_ahead_now);
     }
-    assert_eq!(dev.written_ahead_launches(), 0);
+    assert_eq!(dev.stats().written_ahead, 0);
     assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![4u32; 32]);
 }
 
@@ -450,13 +442,17 @@ fn raw_submissions_after_a_region_written_behind_queued_launches() {
     // Unchained: after a chain of launches nothing is written ahead (`chain_sim.rs`).
     let dev = open(
         GH100,
-        DeviceOptions {
-            command_bytes: 16 << 10,
-            deferred_submits: 8,
-            chain_launches: false,
-            timeout: Duration::from_millis(300),
-            ..DeviceOptions::default()
-        },
+        tuned(
+            DeviceOptions {
+                command_bytes: 16 << 10,
+                timeout: Duration::from_millis(300),
+                ..DeviceOptions::default()
+            },
+            |t| {
+                t.deferred_submits = 8;
+                t.chain_launches = false;
+            },
+        ),
     );
     let m = dev.load_cubin(&kernels(90, 13)).unwrap();
     let add1 = m.function("add1").unwrap();
@@ -470,7 +466,7 @@ fn raw_submissions_after_a_region_written_behind_queued_launches() {
             launches += 1;
         }
         dev.synchronize().unwrap();
-        assert!(dev.is_written_ahead());
+        assert!(dev.stats().written_ahead_now);
         let v = dev
             .submit_raw(ChannelKind::Compute, &nops)
             .unwrap_or_else(|e| panic!("round {i}: {e}"));

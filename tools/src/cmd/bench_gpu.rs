@@ -12,10 +12,10 @@
 //! * opening the device until it can launch (with the runtime kernels installed).
 //!
 //! D2D uses `dtod_copy` (the copy kernel for large copies when it is installed); the copy
-//! engine's D2D rate is reported too (`d2d_ce_gbps`). `--probe` adds where a launch's time goes
-//! (`Device::probe_submit_path` and a GPU-timer split of the round trip). The tuning options
-//! (`--fence`, `--defer`, `--release-sysmembar`, `--copy-*`, `--no-runtime`) set the
-//! `DeviceOptions` of the same name, to measure what each costs.
+//! engine's D2D rate is reported too (`d2d_ce_gbps`). The tuning options (`--fence`,
+//! `--defer`, `--no-write-ahead`, `--no-early-prefetch`, `--no-auto-defer`, `--no-chain`,
+//! `--copy-*`, `--no-runtime`, ...) set the fields of `DeviceOptions::tuning` they name, to
+//! measure each piece of the launch path on and off.
 //!
 //! All times are `std::time::Instant` (`CLOCK_MONOTONIC`). Progress goes to stderr.
 
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use nvbare_core::device::{
-    ChannelKind, CopyPath, Device, DeviceOptions, DoorbellFence, LaunchConfig, SubmitProbe,
+    CopyPath, Device, DeviceOptions, DeviceStats, DoorbellFence, LaunchConfig, Tuning,
 };
 use nvbare_gsp_firmware::program::LoadCubin;
 
@@ -61,45 +61,34 @@ pub struct GpuBenchArgs {
     /// Timeout of every wait, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
-    /// Also time the parts of a launch (store barrier, doorbell, semaphore reads, GPU timer
-    /// split of the round trip).
-    #[arg(long)]
-    pub probe: bool,
-    /// Store ordering before GPPut and the doorbell (DeviceOptions::doorbell_fence).
+    /// Store ordering before GPPut and the doorbell (Tuning::doorbell_fence).
     #[arg(long, value_enum, default_value_t = FenceArg::Store2)]
     pub fence: FenceArg,
-    /// Submissions queued before a doorbell (DeviceOptions::deferred_submits; 0 = every one).
+    /// Submissions queued before a doorbell (Tuning::deferred_submits; 0 = every one).
     #[arg(long, default_value_t = 0)]
     pub defer: u32,
     /// With --defer: do not chain launches queued behind one doorbell (each gets its own
-    /// methods and WAIT_FOR_IDLE; DeviceOptions::chain_launches = false).
+    /// methods and WAIT_FOR_IDLE; Tuning::chain_launches = false).
     #[arg(long)]
     pub no_chain: bool,
-    /// Ring the doorbell of every launch (DeviceOptions::auto_defer = false): no launch is
+    /// Ring the doorbell of every launch (Tuning::auto_defer = false): no launch is
     /// held for the flusher thread, so back-to-back launches are not chained without --defer.
     #[arg(long)]
     pub no_auto_defer: bool,
     /// Automatic deferral: launches held before a launch call publishes them
-    /// (DeviceOptions::auto_defer_min_batch; default 64, 1 publishes as soon as the GPU caught
+    /// (Tuning::auto_defer_min_batch; default 64, 1 publishes as soon as the GPU caught
     /// up).
     #[arg(long, value_name = "N")]
     pub auto_min_batch: Option<u32>,
     /// Automatic deferral: µs a launch call lets a caught-up batch smaller than that wait
-    /// (DeviceOptions::auto_defer_batch_wait; default 30).
+    /// (Tuning::auto_defer_batch_wait; default 30).
     #[arg(long, value_name = "US")]
     pub auto_batch_wait_us: Option<u64>,
     /// Back-to-back launches fetch their QMD only after their WAIT_FOR_IDLE, as a launch
-    /// after a wait does (DeviceOptions::early_qmd_prefetch = false), to measure what the
+    /// after a wait does (Tuning::early_qmd_prefetch = false), to measure what the
     /// early prefetch buys.
     #[arg(long)]
     pub no_early_prefetch: bool,
-    /// QMD release semaphore with FE_SYSMEMBAR (DeviceOptions::release_sysmembar = true).
-    #[arg(long)]
-    pub release_sysmembar: bool,
-    /// Read command memory back through BAR1 before publishing work
-    /// (DeviceOptions::bar1_readback).
-    #[arg(long)]
-    pub bar1_readback: bool,
     /// Threads per CTA of the copy kernel.
     #[arg(long)]
     pub copy_block: Option<u32>,
@@ -118,53 +107,18 @@ pub struct GpuBenchArgs {
     /// measuring; a mismatch fails the run.
     #[arg(long)]
     pub verify: bool,
-    /// Set a QMD field after the QMD is built, by its name in NVIDIA's QMD header (up to 4;
-    /// e.g. `--qmd CWD_MEMBAR_TYPE=0`), to measure what it costs
-    /// (DeviceOptions::qmd_overrides). Experiments only: some values break the memory model.
-    #[arg(long = "qmd", value_parser = parse_qmd_override)]
-    pub qmd: Vec<(String, u64)>,
-    /// Pre-armed launches (DeviceOptions::armed_launches).
-    #[arg(long)]
-    pub armed: bool,
     /// Write every launch in full: no repeat of the last launch written ahead during a wait
-    /// (DeviceOptions::write_ahead, on by default), to measure what that buys.
+    /// (Tuning::write_ahead, on by default), to measure what that buys.
     #[arg(long)]
     pub no_write_ahead: bool,
-    /// With --armed: the channel group's timeslice in µs (DeviceOptions::armed_timeslice).
-    #[arg(long)]
-    pub armed_timeslice_us: Option<u64>,
     /// Ring a channel's doorbell again when a wait sees no progress for this many µs
-    /// (DeviceOptions::doorbell_retry, default 100; 0 never does).
+    /// (Tuning::doorbell_retry, default 100; 0 never does).
     #[arg(long)]
     pub doorbell_retry_us: Option<u64>,
     /// Command memory per channel in KiB (DeviceOptions::command_bytes, default 1024): how
     /// many launches go by before a launch's command memory is reused.
     #[arg(long, value_parser = clap::value_parser!(u64).range(16..=1 << 20))]
     pub command_kib: Option<u64>,
-}
-
-/// `FIELD=VALUE` (VALUE decimal or 0x-hex).
-fn parse_qmd_override(s: &str) -> Result<(String, u64), String> {
-    let (f, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}`: expected FIELD=VALUE, e.g. CWD_MEMBAR_TYPE=0"))?;
-    let f = f.trim();
-    if f.is_empty()
-        || !f
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_()".contains(c))
-    {
-        return Err(format!(
-            "`{f}` is not a QMD field name (e.g. CWD_MEMBAR_TYPE)"
-        ));
-    }
-    let v = v.trim();
-    let n = match v.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => v.parse(),
-    }
-    .map_err(|_| format!("`{v}`: expected a number (decimal or 0x-hex)"))?;
-    Ok((f.to_string(), n))
 }
 
 /// `--fence` values.
@@ -183,48 +137,34 @@ impl GpuBenchArgs {
     /// The device options these arguments ask for.
     pub fn device_options(&self) -> Result<DeviceOptions, CliError> {
         let d = DeviceOptions::default();
-        if self.qmd.len() > d.qmd_overrides.len() {
-            return Err(CliError::Usage(format!(
-                "at most {} --qmd overrides",
-                d.qmd_overrides.len()
-            )));
-        }
-        let mut qmd_overrides = d.qmd_overrides;
-        for (slot, (f, v)) in qmd_overrides.iter_mut().zip(&self.qmd) {
-            // The device options hold `&'static str`; a CLI run sets these once.
-            *slot = Some((&*Box::leak(f.clone().into_boxed_str()), *v));
-        }
+        let t = d.tuning;
         Ok(DeviceOptions {
             timeout: Duration::from_millis(self.timeout_ms),
-            doorbell_fence: match self.fence {
-                FenceArg::Store => DoorbellFence::Store,
-                FenceArg::Store2 => DoorbellFence::StoreTwice,
-                FenceArg::Full => DoorbellFence::Full,
-            },
-            deferred_submits: self.defer,
-            auto_defer: !self.no_auto_defer,
-            auto_defer_min_batch: self.auto_min_batch.unwrap_or(d.auto_defer_min_batch),
-            auto_defer_batch_wait: self
-                .auto_batch_wait_us
-                .map_or(d.auto_defer_batch_wait, Duration::from_micros),
-            chain_launches: !self.no_chain,
-            early_qmd_prefetch: !self.no_early_prefetch,
-            release_sysmembar: self.release_sysmembar,
-            bar1_readback: self.bar1_readback,
-            copy_kernel_block: self.copy_block.unwrap_or(d.copy_kernel_block),
-            copy_kernel_ctas_per_sm: self.copy_ctas_per_sm.unwrap_or(d.copy_kernel_ctas_per_sm),
-            qmd_overrides,
-            armed_launches: self.armed,
-            write_ahead: !self.no_write_ahead,
-            armed_timeslice: self
-                .armed_timeslice_us
-                .map_or(d.armed_timeslice, Duration::from_micros),
-            doorbell_retry: match self.doorbell_retry_us {
-                None => d.doorbell_retry,
-                Some(0) => Duration::MAX,
-                Some(us) => Duration::from_micros(us),
-            },
             command_bytes: self.command_kib.map_or(d.command_bytes, |k| k << 10),
+            tuning: Tuning {
+                write_ahead: !self.no_write_ahead,
+                early_qmd_prefetch: !self.no_early_prefetch,
+                chain_launches: !self.no_chain,
+                auto_defer: !self.no_auto_defer,
+                auto_defer_min_batch: self.auto_min_batch.unwrap_or(t.auto_defer_min_batch),
+                auto_defer_batch_wait: self
+                    .auto_batch_wait_us
+                    .map_or(t.auto_defer_batch_wait, Duration::from_micros),
+                deferred_submits: self.defer,
+                doorbell_fence: match self.fence {
+                    FenceArg::Store => DoorbellFence::Store,
+                    FenceArg::Store2 => DoorbellFence::StoreTwice,
+                    FenceArg::Full => DoorbellFence::Full,
+                },
+                doorbell_retry: match self.doorbell_retry_us {
+                    None => t.doorbell_retry,
+                    Some(0) => Duration::MAX,
+                    Some(us) => Duration::from_micros(us),
+                },
+                copy_kernel_block: self.copy_block.unwrap_or(t.copy_kernel_block),
+                copy_kernel_ctas_per_sm: self.copy_ctas_per_sm.unwrap_or(t.copy_kernel_ctas_per_sm),
+                ..t
+            },
             ..d
         })
     }
@@ -280,7 +220,7 @@ pub struct GpuBench {
     pub launch_call_add1_us: [f64; 2],
     /// How many of the timed round trips with changing arguments wrote only the changed
     /// argument words into command memory written ahead, building nothing
-    /// (`Device::argument_only_launches`).
+    /// (`DeviceStats::argument_only`).
     pub argument_only_round_trips: u64,
     /// Back-to-back launches, µs per launch.
     pub back_to_back_us: f64,
@@ -303,43 +243,38 @@ pub struct GpuBench {
     pub open_s: f64,
     /// CPU time of the launch call in the round-trip loop, median µs.
     pub launch_call_us: f64,
-    /// With `--armed`: how many of the timed round trips' launches used a pre-armed
-    /// submission (`None` without `--armed`).
-    pub armed_round_trips: Option<u64>,
-    /// With `--armed`: how many of the back-to-back launches used one.
-    pub armed_back_to_back: Option<u64>,
     /// How many of the back-to-back launches were chained to the launch before
-    /// (DeviceOptions::chain_launches: held by automatic deferral, or with --defer).
+    /// (Tuning::chain_launches: held by automatic deferral, or with --defer).
     pub chained_back_to_back: u64,
     /// Batches of back-to-back launches held by automatic deferral that the flusher thread
     /// published (the others were published by a later launch or the synchronize).
     pub flusher_batches: u64,
     /// Two empty-kernel launches, then the compute timeline polled until both ran (no wait):
-    /// median µs from the second launch's return (`None` with `--armed`).
-    pub pair_then_poll_us: Option<f64>,
+    /// median µs from the second launch's return.
+    pub pair_then_poll_us: f64,
     /// The same pairs timed from before the first launch call: what the program waits in all
     /// (a held launch's doorbell is rung by the poll, inside the window above; an unheld one's
     /// by its launch call, outside it).
-    pub pair_total_us: Option<f64>,
-    /// DeviceOptions::deferred_submits of the run (--defer).
+    pub pair_total_us: f64,
+    /// Tuning::deferred_submits of the run (--defer).
     pub deferred_submits: u32,
     /// Whether automatic deferral could hold launches in this run
     /// (Device::auto_deferral_active: not with --no-auto-defer or --defer, nor without a
     /// flusher thread, which the CLI starts only where the process may use a second CPU).
     pub auto_defer_active: bool,
-    /// DeviceOptions::auto_defer_min_batch of the run (--auto-min-batch).
+    /// Tuning::auto_defer_min_batch of the run (--auto-min-batch).
     pub auto_min_batch: u32,
     /// CPU work between back-to-back launches, ns (--launch-gap-ns).
     pub launch_gap_ns: u32,
     /// How many of the back-to-back launches had their QMD prefetched early
-    /// (DeviceOptions::early_qmd_prefetch: before their WAIT_FOR_IDLE, or the first, written
+    /// (Tuning::early_qmd_prefetch: before their WAIT_FOR_IDLE, or the first, written
     /// ahead, by the wait before).
     pub prefetched_back_to_back: u64,
     /// How many of the timed round trips' launches found their QMD prefetched by the wait
-    /// before (DeviceOptions::early_qmd_prefetch).
+    /// before (Tuning::early_qmd_prefetch).
     pub prefetched_round_trips: u64,
     /// How many of the timed round trips' launches went through command memory written
-    /// ahead during the wait before (DeviceOptions::write_ahead).
+    /// ahead during the wait before (Tuning::write_ahead).
     pub written_ahead_round_trips: u64,
     /// H2D / D2H of `copy_bytes` between pageable host memory (a `Vec`) and device memory,
     /// through the device's staging memory (`htod_copy_into` / `dtoh_copy_into`), GB/s.
@@ -347,65 +282,17 @@ pub struct GpuBench {
     /// The same, device to host.
     pub d2h_pageable_gbps: f64,
     /// How many of the timed round trips' launches repeated the call before and so skipped
-    /// building the launch (`Device::repeated_launches`: written ahead or pre-armed).
+    /// building the launch (`DeviceStats::repeated`).
     pub repeated_round_trips: u64,
-    /// Doorbells the device rang again during the run because a wait saw no progress
-    /// (`Device::doorbell_retries`), and how many of them found work unfetched (lost
+    /// The device's counters at the end of the run (`Device::stats`): doorbells rung again
+    /// because a wait saw no progress, and how many of them found work unfetched (lost
     /// doorbells, or another process holding the GPU; the rest ran during long copies).
-    pub doorbell_retries: nvbare_core::device::DoorbellRetries,
+    pub stats: DeviceStats,
     /// D2D on the copy engine (`CopyPath::CopyEngine`), GB/s read + written.
     pub d2d_ce_gbps: f64,
     /// Whether `d2d_gbps` ran on the copy kernel.
     pub d2d_kernel: bool,
-    /// `--probe`: the parts of a launch.
-    pub probe: Option<Probe>,
 }
-
-/// What `--probe` measures.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Probe {
-    /// Primitive costs.
-    pub submit: SubmitProbe,
-    /// GPU time from just before the launch call (timer read) to the QMD release, median µs.
-    pub gpu_span_us: f64,
-    /// Round trip minus that GPU span, median µs: the release reaching the CPU, plus the part
-    /// of the timer read before the GPU sampled it.
-    pub return_us: f64,
-    /// A submission of only the timeline release (no kernel, no copy) and a wait for it,
-    /// median µs, on the compute and on the copy channel: the floor of a round trip
-    /// (doorbell, GP entry and pushbuffer fetch, semaphore write, the CPU seeing it).
-    pub release_only_us: [f64; 2],
-    /// GPU time from just before a release-only submission (timer read) to its release on the
-    /// compute channel, median µs.
-    pub release_only_gpu_span_us: f64,
-    /// Median launch call (CPU, µs) in each consecutive window of round trips (100 ms each on
-    /// hardware): shows whether the launch call's speed changes over time on this machine.
-    pub call_windows_us: Vec<f64>,
-    /// Length of one of those windows.
-    pub window: Duration,
-    /// Round trips that start after the CPU idled for a while since the previous one ended:
-    /// whether the GPU's part depends on how long it sat idle (clock gating, channel state).
-    pub idle_gaps: Vec<IdleGap>,
-    /// The device-to-device copy of `copy_bytes` on the copy kernel, split like the round trip:
-    /// GPU µs from a timer read just before the call to the kernel's release, and the rest of
-    /// the copy + synchronize (medians of 10; `None` when the copy ran on the copy engine).
-    /// What the bandwidth loses to the host besides the kernel itself.
-    pub d2d_split_us: Option<(f64, f64)>,
-}
-
-/// Round trips after one idle gap ([`Probe::idle_gaps`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct IdleGap {
-    /// Time the CPU spins between a round trip's end and the next launch, µs.
-    pub gap_us: f64,
-    /// Launch + sync, median µs (the gap not included).
-    pub round_trip_us: f64,
-    /// The launch call's share of it, median µs.
-    pub call_us: f64,
-}
-
-/// Idle gaps the probe measures round trips after, µs.
-pub const IDLE_GAPS_US: [u64; 8] = [0, 1, 2, 5, 10, 50, 200, 1000];
 
 /// One launch + sync, timed from one start: the launch call, and the whole round trip.
 #[derive(Debug, Clone, Copy)]
@@ -433,24 +320,6 @@ impl RoundTrip {
     }
 }
 
-/// Round trips of `round_trip`, `n` after each of
-/// [`IDLE_GAPS_US`]; the gap is spun on the CPU so the process stays on its core.
-fn idle_gaps(
-    n: usize,
-    mut round_trip: impl FnMut() -> Result<RoundTrip, CliError>,
-) -> Result<Vec<IdleGap>, CliError> {
-    let mut out = Vec::with_capacity(IDLE_GAPS_US.len());
-    for gap_us in IDLE_GAPS_US {
-        let (trips, calls) = time_round_trips(n, Duration::from_micros(gap_us), &mut round_trip)?;
-        out.push(IdleGap {
-            gap_us: gap_us as f64,
-            round_trip_us: median(trips),
-            call_us: median(calls),
-        });
-    }
-    Ok(out)
-}
-
 /// `n` round trips of `round_trip`, each started after the CPU spun for `gap` (none when
 /// zero): the µs of each round trip (the gap not included) and of each launch call.
 fn time_round_trips(
@@ -466,56 +335,6 @@ fn time_round_trips(
         calls.push(us(r.call));
     }
     Ok((trips, calls))
-}
-
-/// How the per-window launch-call medians split into a fast and a slow mode.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct WindowModes {
-    /// The fastest window's median, µs.
-    pub fastest_us: f64,
-    /// Windows slower than [`SLOW_FACTOR`] times the fastest.
-    pub slow_windows: usize,
-    /// Median of those slow windows, µs (`None` when there are none).
-    pub slow_median_us: Option<f64>,
-}
-
-/// A window counts as slow when its median launch call exceeds the fastest window's by this
-/// factor (the two modes seen on the H200 differ by about 2x; jitter within a mode is < 1.2x).
-pub const SLOW_FACTOR: f64 = 1.5;
-
-/// Splits per-window medians into the fast and the slow mode; `None` for no finite windows.
-pub fn window_modes(windows: &[f64]) -> Option<WindowModes> {
-    let finite: Vec<f64> = windows.iter().copied().filter(|w| w.is_finite()).collect();
-    let fastest_us = finite.iter().copied().min_by(f64::total_cmp)?;
-    let slow: Vec<f64> = finite
-        .iter()
-        .copied()
-        .filter(|&w| w > fastest_us * SLOW_FACTOR)
-        .collect();
-    Some(WindowModes {
-        fastest_us,
-        slow_windows: slow.len(),
-        slow_median_us: (!slow.is_empty()).then(|| median(slow)),
-    })
-}
-
-/// Round trips of `round_trip` for `n` consecutive windows of `window`; the median launch call
-/// of each.
-fn call_windows(
-    n: usize,
-    window: Duration,
-    mut round_trip: impl FnMut() -> Result<RoundTrip, CliError>,
-) -> Result<Vec<f64>, CliError> {
-    let mut medians = Vec::with_capacity(n);
-    for _ in 0..n {
-        let start = Instant::now();
-        let mut calls = Vec::new();
-        while start.elapsed() < window {
-            calls.push(us(round_trip()?.call));
-        }
-        medians.push(median(calls));
-    }
-    Ok(medians)
 }
 
 pub(super) fn rt(what: &str) -> impl Fn(nvbare_core::device::DeviceError) -> CliError + '_ {
@@ -586,31 +405,6 @@ fn verify_copies<B: CliBackend>(dev: &Device<B>, big: usize) -> Result<(), CliEr
     Ok(())
 }
 
-/// Runs `round_trip` (a submission whose last work is on the compute channel, and a wait for
-/// it) `n` times, each right after a GPU timer read. Returns the medians (µs) of the GPU time
-/// from that read to the compute timeline's release timestamp, and of the rest of the round
-/// trip.
-fn gpu_split<B: CliBackend>(
-    dev: &Device<B>,
-    n: usize,
-    mut round_trip: impl FnMut() -> Result<(), CliError>,
-) -> Result<(f64, f64), CliError> {
-    let (mut span, mut ret) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    for _ in 0..n {
-        let g0 = dev.gpu_time_ns().map_err(rt("GPU timer"))?;
-        let t = Instant::now();
-        round_trip()?;
-        let total = us(t.elapsed());
-        let g1 = dev
-            .release_timestamp(ChannelKind::Compute)
-            .map_err(rt("release timestamp"))?;
-        let gpu = g1.wrapping_sub(g0) as f64 / 1e3;
-        span.push(gpu);
-        ret.push(total - gpu);
-    }
-    Ok((median(span), median(ret)))
-}
-
 /// Runs the measurements on an open device.
 fn measure<B: CliBackend>(
     dev: &Device<B>,
@@ -649,19 +443,13 @@ fn measure<B: CliBackend>(
     for _ in 0..200 {
         timed_round_trip()?;
     }
-    let armed_before = dev.armed_launches();
-    let ahead_before = dev.written_ahead_launches();
-    let repeated_before = dev.repeated_launches();
-    let prefetched_rt_before = dev.early_prefetched_launches();
+    let before = dev.stats();
     let (mut samples, calls) =
         time_round_trips(round_trips as usize, Duration::ZERO, &mut timed_round_trip)?;
-    let written_ahead_round_trips = dev.written_ahead_launches() - ahead_before;
-    let repeated_round_trips = dev.repeated_launches() - repeated_before;
-    let prefetched_round_trips = dev.early_prefetched_launches() - prefetched_rt_before;
-    let armed_round_trips = dev
-        .options()
-        .armed_launches
-        .then(|| dev.armed_launches() - armed_before);
+    let after = dev.stats();
+    let written_ahead_round_trips = after.written_ahead - before.written_ahead;
+    let repeated_round_trips = after.repeated - before.repeated;
+    let prefetched_round_trips = after.early_prefetched - before.early_prefetched;
     let launch_sync = Spread::of(&mut samples)
         .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
     let launch_call_us = median(calls);
@@ -698,10 +486,10 @@ fn measure<B: CliBackend>(
         for _ in 0..100 {
             add1_round_trip()?;
         }
-        let args_only = dev.argument_only_launches();
+        let args_only = dev.stats().argument_only;
         let (mut samples, calls) =
             time_round_trips(changing_n as usize, Duration::ZERO, &mut add1_round_trip)?;
-        let args_only = dev.argument_only_launches() - args_only;
+        let args_only = dev.stats().argument_only - args_only;
         let spread = Spread::of(&mut samples)
             .ok_or_else(|| CliError::Runtime("no round trips measured".into()))?;
         Ok((spread, median(calls), args_only))
@@ -722,10 +510,7 @@ fn measure<B: CliBackend>(
     drop(bufs);
 
     progress(&format!("back-to-back: {launches} launches"));
-    let armed_before = dev.armed_launches();
-    let chained_before = dev.chain_stats().chained;
-    let flusher_before = dev.chain_stats().flusher_published;
-    let prefetched_before = dev.early_prefetched_launches();
+    let before = dev.stats();
     let t = Instant::now();
     let gap = Duration::from_nanos(args.launch_gap_ns.into());
     for _ in 0..launches {
@@ -735,27 +520,23 @@ fn measure<B: CliBackend>(
     let submit_us = us(t.elapsed()) / f64::from(launches);
     dev.synchronize().map_err(rt("synchronize"))?;
     let back_to_back_us = us(t.elapsed()) / f64::from(launches);
-    let chained_back_to_back = dev.chain_stats().chained - chained_before;
-    let flusher_batches = dev.chain_stats().flusher_published - flusher_before;
+    let after = dev.stats();
+    let chained_back_to_back = after.chained - before.chained;
+    let flusher_batches = after.flusher_published - before.flusher_published;
     let auto_defer_active = dev.auto_deferral_active();
-    let prefetched_back_to_back = dev.early_prefetched_launches() - prefetched_before;
-    let armed_back_to_back = dev
-        .options()
-        .armed_launches
-        .then(|| dev.armed_launches() - armed_before);
+    let prefetched_back_to_back = after.early_prefetched - before.early_prefetched;
 
     // Two launches, then the timeline polled (no wait or copy) until both ran: what automatic
     // deferral costs a program that waits for a held launch by other means. With --defer the
-    // program must flush first, and does; armed launches are not measured (the simulator
-    // runs an armed launch only when time passes for the driver, which polling does not do).
+    // program must flush first, and does.
     progress("two launches, then polled to completion");
     let mut pair = Vec::with_capacity(PAIR_POLLS);
     let mut pair_total = Vec::with_capacity(PAIR_POLLS);
-    for _ in 0..PAIR_POLLS * usize::from(!dev.options().armed_launches) {
+    for _ in 0..PAIR_POLLS {
         let t0 = Instant::now();
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
         dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
-        if dev.options().deferred_submits > 0 {
+        if dev.options().tuning.deferred_submits > 0 {
             dev.flush().map_err(rt("flush"))?;
         }
         let t = Instant::now();
@@ -775,8 +556,8 @@ fn measure<B: CliBackend>(
         pair.push(us(t.elapsed()));
         pair_total.push(us(t0.elapsed()));
     }
-    let pair_then_poll_us = (!pair.is_empty()).then(|| median(pair));
-    let pair_total_us = (!pair_total.is_empty()).then(|| median(pair_total));
+    let pair_then_poll_us = median(pair);
+    let pair_total_us = median(pair_total);
 
     progress(&format!(
         "copies of {copy_bytes} bytes (pinned host memory)"
@@ -807,17 +588,8 @@ fn measure<B: CliBackend>(
     let d2h_gbps = bandwidth(&a, &mut host, 1.0, CopyPath::Auto)?;
     let d2d_gbps = bandwidth(&a, &mut b, 2.0, CopyPath::Auto)?;
     let d2d_ce_gbps = bandwidth(&a, &mut b, 2.0, CopyPath::CopyEngine)?;
-    let d2d_kernel = dev.has_copy_kernel() && copy_bytes >= dev.options().kernel_copy_min_bytes;
-    let d2d_split_us = if args.probe && d2d_kernel {
-        progress("probe: GPU-timer split of 10 device-to-device copies");
-        Some(gpu_split(dev, 10, || {
-            dev.dtod_copy_with(&a, &mut b, CopyPath::Kernel)
-                .map_err(rt("copy"))?;
-            dev.synchronize().map_err(rt("copy"))
-        })?)
-    } else {
-        None
-    };
+    let d2d_kernel =
+        dev.has_copy_kernel() && copy_bytes >= dev.options().tuning.kernel_copy_min_bytes;
     drop((host, b));
 
     progress(&format!(
@@ -855,66 +627,6 @@ fn measure<B: CliBackend>(
     let copy4_h2d_us = median(lat);
     drop((src, dst));
 
-    let probe = if args.probe {
-        progress("probe: launch primitives, GPU-timer split of 2000 round trips");
-        let submit = dev.probe_submit_path(20_000).map_err(rt("probe"))?;
-        let (gpu_span_us, return_us) = gpu_split(dev, 2000, || {
-            dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
-            dev.synchronize().map_err(rt("synchronize"))
-        })?;
-        let release_only = |ch| -> Result<(), CliError> {
-            let value = dev
-                .submit_raw(ch, &[])
-                .map_err(rt("release-only submission"))?;
-            dev.wait_for(ch, value).map_err(rt("release-only wait"))
-        };
-        let mut release_only_us = [0.0; 2];
-        for (slot, ch) in release_only_us
-            .iter_mut()
-            .zip([ChannelKind::Compute, ChannelKind::Copy])
-        {
-            let mut v = Vec::with_capacity(2000);
-            for i in 0..2200 {
-                let t = Instant::now();
-                release_only(ch)?;
-                if i >= 200 {
-                    v.push(us(t.elapsed()));
-                }
-            }
-            *slot = median(v);
-        }
-        let (release_only_gpu_span_us, _) =
-            gpu_split(dev, 2000, || release_only(ChannelKind::Compute))?;
-        let (windows, window) = if hw {
-            (30, Duration::from_millis(100))
-        } else {
-            (4, Duration::from_millis(20))
-        };
-        progress(&format!(
-            "probe: launch call over {windows} windows of {} ms",
-            window.as_millis()
-        ));
-        let call_windows_us = call_windows(windows, window, &mut timed_round_trip)?;
-        let per_gap = if hw { 1000 } else { 20 };
-        progress(&format!(
-            "probe: {per_gap} round trips after each idle gap of {IDLE_GAPS_US:?} µs"
-        ));
-        let idle_gaps = idle_gaps(per_gap, &mut timed_round_trip)?;
-        Some(Probe {
-            submit,
-            gpu_span_us,
-            return_us,
-            release_only_us,
-            release_only_gpu_span_us,
-            call_windows_us,
-            window,
-            idle_gaps,
-            d2d_split_us,
-        })
-    } else {
-        None
-    };
-
     Ok(GpuBench {
         device: dev.info().backend.clone(),
         launch_sync,
@@ -934,30 +646,22 @@ fn measure<B: CliBackend>(
         copy4_h2d_us,
         open_s,
         launch_call_us,
-        armed_round_trips,
-        armed_back_to_back,
         chained_back_to_back,
         flusher_batches,
         pair_then_poll_us,
         pair_total_us,
-        deferred_submits: dev.options().deferred_submits,
+        deferred_submits: dev.options().tuning.deferred_submits,
         auto_defer_active,
-        auto_min_batch: dev.options().auto_defer_min_batch,
+        auto_min_batch: dev.options().tuning.auto_defer_min_batch,
         launch_gap_ns: args.launch_gap_ns,
         prefetched_back_to_back,
         prefetched_round_trips,
         written_ahead_round_trips,
         repeated_round_trips,
-        doorbell_retries: dev.doorbell_retries(),
+        stats: dev.stats(),
         d2d_ce_gbps,
         d2d_kernel,
-        probe,
     })
-}
-
-/// Numbers separated by commas, for a JSON array.
-fn json_list(xs: impl Iterator<Item = f64>) -> String {
-    xs.map(num).collect::<Vec<_>>().join(",")
 }
 
 fn num(x: f64) -> String {
@@ -1034,8 +738,8 @@ impl GpuBench {
             ",\"launch_call_us\":{},\"doorbell_retries\":{},\"doorbell_retries_unfetched\":{},\
              \"d2d_ce_gbps\":{},\"d2d_path\":{}",
             num(self.launch_call_us),
-            self.doorbell_retries.all,
-            self.doorbell_retries.unfetched,
+            self.stats.doorbell_retries,
+            self.stats.doorbell_retries_unfetched,
             num(self.d2d_ce_gbps),
             json_str(if self.d2d_kernel {
                 "kernel"
@@ -1058,8 +762,8 @@ impl GpuBench {
             self.repeated_round_trips,
             self.chained_back_to_back,
             self.flusher_batches,
-            self.pair_then_poll_us.map_or("null".into(), num),
-            self.pair_total_us.map_or("null".into(), num),
+            num(self.pair_then_poll_us),
+            num(self.pair_total_us),
             self.deferred_submits,
             self.auto_defer_active,
             self.auto_min_batch,
@@ -1067,52 +771,6 @@ impl GpuBench {
             self.prefetched_back_to_back,
             self.prefetched_round_trips
         ));
-        if let Some(n) = self.armed_round_trips {
-            s.push_str(&format!(
-                ",\"armed_launches\":true,\"armed_round_trips\":{n},\"armed_back_to_back\":{}",
-                self.armed_back_to_back.unwrap_or(0)
-            ));
-        }
-        if let Some(p) = &self.probe {
-            let q = &p.submit;
-            let modes = window_modes(&p.call_windows_us);
-            s.push_str(&format!(
-                ",\"probe\":{{\"iterations\":{},\"sem_read_ns\":{},\"write8_barrier_ns\":{},\
-                 \"write8_full_fence_ns\":{},\"write1k_barrier_ns\":{},\"write1k_ns\":{},\
-                 \"doorbell_ns\":{},\"userd_write_barrier_ns\":{},\"timer_read_ns\":{},\"gpu_span_us\":{},\"return_us\":{},\
-                 \"release_only_compute_us\":{},\"release_only_copy_us\":{},\
-                 \"release_only_gpu_span_us\":{},\"call_window_ms\":{},\"call_windows_us\":[{}],\
-                 \"call_fastest_window_us\":{},\"call_slow_windows\":{},\"call_slow_median_us\":{},\
-                 \"idle_gap_us\":[{}],\"idle_gap_round_trip_us\":[{}],\"idle_gap_call_us\":[{}],\
-                 \"d2d_gpu_span_us\":{},\"d2d_return_us\":{}}}",
-                q.iterations,
-                num(q.sem_read_ns),
-                num(q.write8_barrier_ns),
-                num(q.write8_full_fence_ns),
-                num(q.write1k_barrier_ns),
-                num(q.write1k_ns),
-                num(q.doorbell_ns),
-                num(q.userd_write_barrier_ns),
-                num(q.timer_read_ns),
-                num(p.gpu_span_us),
-                num(p.return_us),
-                num(p.release_only_us[0]),
-                num(p.release_only_us[1]),
-                num(p.release_only_gpu_span_us),
-                p.window.as_millis(),
-                json_list(p.call_windows_us.iter().copied()),
-                modes.map_or("null".into(), |m| num(m.fastest_us)),
-                modes.map_or("null".into(), |m| m.slow_windows.to_string()),
-                modes
-                    .and_then(|m| m.slow_median_us)
-                    .map_or("null".into(), num),
-                json_list(p.idle_gaps.iter().map(|g| g.gap_us)),
-                json_list(p.idle_gaps.iter().map(|g| g.round_trip_us)),
-                json_list(p.idle_gaps.iter().map(|g| g.call_us)),
-                p.d2d_split_us.map_or("null".into(), |d| num(d.0)),
-                p.d2d_split_us.map_or("null".into(), |d| num(d.1)),
-            ));
-        }
         s.push('}');
         s
     }
@@ -1203,14 +861,11 @@ impl GpuBench {
                 self.launches
             ));
         }
-        if let Some(p) = self.pair_then_poll_us {
-            let total = self.pair_total_us.map_or(String::new(), |t| {
-                format!("; {t:.2} from the first launch call")
-            });
-            s.push_str(&format!(
-                "  two launches, then polled  {p:.2} us until both ran (median; no wait{total})\n"
-            ));
-        }
+        s.push_str(&format!(
+            "  two launches, then polled  {:.2} us until both ran (median; no wait; {:.2} from \
+             the first launch call)\n",
+            self.pair_then_poll_us, self.pair_total_us
+        ));
         if self.chained_back_to_back > 0 {
             s.push_str(&format!(
                 "  chained launches           {} of the {} back-to-back launches (scheduled by \
@@ -1227,22 +882,13 @@ impl GpuBench {
                 }
             ));
         }
-        if let Some(n) = self.armed_round_trips {
-            s.push_str(&format!(
-                "  pre-armed launches         {n} of the {} timed round trips, {} of the {} \
-                 back-to-back launches (--armed)\n",
-                self.launch_sync.n,
-                self.armed_back_to_back.unwrap_or(0),
-                self.launches
-            ));
-        }
-        let r = self.doorbell_retries;
-        if r.all > 0 {
+        let r = self.stats;
+        if r.doorbell_retries > 0 {
             s.push_str(&format!(
                 "  doorbells rung again       {} (waits saw no progress), {} with work unfetched \
                  (a lost doorbell, or another process on the GPU); the rest while long copies \
                  ran\n",
-                r.all, r.unfetched
+                r.doorbell_retries, r.doorbell_retries_unfetched
             ));
         }
         s.push_str(&format!(
@@ -1253,67 +899,6 @@ impl GpuBench {
             "  device open                {:.4} s\n",
             self.open_s
         ));
-        if let Some(p) = &self.probe {
-            let q = &p.submit;
-            s.push_str(&format!(
-                "  probe ({} each, ns/op)     semaphore read {:.0}, 8 B + store barrier {:.0}, \
-                 8 B + full fence {:.0}, 1 KiB + store barrier {:.0}, 1 KiB alone {:.0}, \
-                 doorbell {:.0}, USERD GPPut + store barrier {:.0}, GPU timer read {:.0}\n",
-                q.iterations,
-                q.sem_read_ns,
-                q.write8_barrier_ns,
-                q.write8_full_fence_ns,
-                q.write1k_barrier_ns,
-                q.write1k_ns,
-                q.doorbell_ns,
-                q.userd_write_barrier_ns,
-                q.timer_read_ns
-            ));
-            s.push_str(&format!(
-                "  round trip split           GPU {:.2} µs (timer read to release), return {:.2} µs\n",
-                p.gpu_span_us, p.return_us
-            ));
-            s.push_str(&format!(
-                "  release only (no work)     compute channel {:.2} µs, copy channel {:.2} µs \
-                 (submit + wait, median); GPU {:.2} µs (timer read to release)\n",
-                p.release_only_us[0], p.release_only_us[1], p.release_only_gpu_span_us
-            ));
-            if let Some(m) = window_modes(&p.call_windows_us) {
-                let slow = match m.slow_median_us {
-                    Some(v) => format!(
-                        "{} slower than {SLOW_FACTOR}x that (median {v:.2} µs): the launch \
-                         call changes speed on this machine",
-                        m.slow_windows
-                    ),
-                    None => format!("none {SLOW_FACTOR}x slower"),
-                };
-                s.push_str(&format!(
-                    "  launch call by window      {} windows of {} ms: fastest median {:.2} µs; \
-                     {slow}\n",
-                    p.call_windows_us.len(),
-                    p.window.as_millis(),
-                    m.fastest_us,
-                ));
-            }
-            if !p.idle_gaps.is_empty() {
-                let row = p
-                    .idle_gaps
-                    .iter()
-                    .map(|g| format!("{}: {:.2} ({:.2})", g.gap_us, g.round_trip_us, g.call_us))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                s.push_str(&format!(
-                    "  after an idle gap (µs)     gap: launch + sync (launch call) medians: {row}\n"
-                ));
-            }
-            if let Some((gpu, ret)) = p.d2d_split_us {
-                s.push_str(&format!(
-                    "  D2D copy split             GPU {gpu:.1} µs (timer read to the copy \
-                     kernel's release; {:.1} GB/s), return {ret:.2} µs\n",
-                    2.0 * self.copy_bytes as f64 / (gpu * 1e3)
-                ));
-            }
-        }
         s
     }
 }
@@ -1364,7 +949,7 @@ mod tests {
         assert_eq!(Spread::of(&mut []), None);
     }
 
-    fn sim_args(armed: bool) -> GpuBenchArgs {
+    fn sim_args() -> GpuBenchArgs {
         GpuBenchArgs {
             device: DeviceSpec::default(),
             json: true,
@@ -1374,25 +959,19 @@ mod tests {
             copy_bytes: Some(1 << 20),
             small_copies: Some(20),
             timeout_ms: 2000,
-            probe: true,
             fence: FenceArg::Store2,
             defer: 0,
             no_chain: false,
             no_auto_defer: false,
             auto_min_batch: None,
             auto_batch_wait_us: None,
-            release_sysmembar: false,
-            bar1_readback: false,
             copy_block: None,
             copy_ctas_per_sm: None,
             no_runtime: false,
             runtime_cubin: None,
             verify: true,
-            qmd: vec![],
-            armed,
             no_write_ahead: false,
             no_early_prefetch: false,
-            armed_timeslice_us: None,
             doorbell_retry_us: None,
             command_kib: None,
         }
@@ -1401,7 +980,7 @@ mod tests {
     #[test]
     fn bench_runs_on_the_simulator_and_prints_the_schema() {
         let mut out = Vec::new();
-        run(&mut out, sim_args(false)).unwrap();
+        run(&mut out, sim_args()).unwrap();
         let s = String::from_utf8(out).unwrap();
         for key in [
             "\"backend\":\"nvbare\"",
@@ -1433,63 +1012,32 @@ mod tests {
             "\"h2d_pageable_gbps\":",
             "\"d2h_pageable_gbps\":",
             "\"d2d_path\":\"kernel\"",
-            "\"probe\":{\"iterations\":20000,",
-            "\"gpu_span_us\":",
-            "\"release_only_copy_us\":",
-            "\"call_window_ms\":20,\"call_windows_us\":[",
-            "\"call_fastest_window_us\":",
-            "\"call_slow_windows\":",
-            "\"idle_gap_us\":[0.0000,1.0000,2.0000,5.0000,10.0000,50.0000,200.0000,1000.0000],",
-            "\"idle_gap_round_trip_us\":[",
-            "\"idle_gap_call_us\":[",
-            "\"d2d_gpu_span_us\":",
-            "\"d2d_return_us\":",
+            "\"doorbell_retries\":0,\"doorbell_retries_unfetched\":0,",
         ] {
             assert!(s.contains(key), "{key} missing in {s}");
         }
         assert!(s.trim_end().ends_with('}') && !s.contains("NaN"), "{s}");
-        assert!(!s.contains("armed"), "{s}");
-        // The copy ran on the copy kernel, so the probe split it.
-        assert!(!s.contains("\"d2d_gpu_span_us\":null"), "{s}");
+        assert!(!s.contains("null"), "{s}");
     }
 
     #[test]
-    fn the_probe_splits_a_device_copy_only_when_it_runs_on_the_copy_kernel() {
-        let output = |json: bool, no_runtime: bool| {
-            let mut a = sim_args(false);
-            a.json = json;
-            a.no_runtime = no_runtime;
-            a.verify = false;
-            let mut out = Vec::new();
-            run(&mut out, a).unwrap();
-            String::from_utf8(out).unwrap()
-        };
-        let kernel = output(false, false);
-        let line = kernel
-            .lines()
-            .find(|l| l.contains("D2D copy split"))
-            .unwrap_or_else(|| panic!("no split line in {kernel}"));
-        assert!(
-            line.contains("kernel's release;") && line.contains("GB/s), return"),
-            "{line}"
-        );
-        let engine = output(true, true);
-        assert!(engine.contains("\"d2d_path\":\"copy engine\""), "{engine}");
-        assert!(
-            engine.contains("\"d2d_gpu_span_us\":null,\"d2d_return_us\":null}"),
-            "{engine}"
-        );
-        assert!(!output(false, true).contains("D2D copy split"));
+    fn without_the_runtime_kernels_device_copies_run_on_the_copy_engine() {
+        let mut a = sim_args();
+        a.no_runtime = true;
+        a.verify = false;
+        let mut out = Vec::new();
+        run(&mut out, a).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("\"d2d_path\":\"copy engine\""), "{s}");
     }
 
     #[test]
     fn automatic_deferral_is_reported_on_only_with_a_flusher_thread() {
         let output = |json: bool, no_auto_defer: bool, defer: u32| {
-            let mut a = sim_args(false);
+            let mut a = sim_args();
             a.json = json;
             a.no_auto_defer = no_auto_defer;
             a.defer = defer;
-            a.probe = false;
             a.verify = false;
             let mut out = Vec::new();
             run(&mut out, a).unwrap();
@@ -1512,13 +1060,13 @@ mod tests {
 
     #[test]
     fn the_launch_gap_and_the_batch_options_are_recorded() {
-        let mut args = sim_args(false);
+        let mut args = sim_args();
         args.launch_gap_ns = 2000;
         args.auto_min_batch = Some(8);
         args.auto_batch_wait_us = Some(5);
         let opts = args.device_options().unwrap();
-        assert_eq!(opts.auto_defer_min_batch, 8);
-        assert_eq!(opts.auto_defer_batch_wait, Duration::from_micros(5));
+        assert_eq!(opts.tuning.auto_defer_min_batch, 8);
+        assert_eq!(opts.tuning.auto_defer_batch_wait, Duration::from_micros(5));
         let mut out = Vec::new();
         run(&mut out, args).unwrap();
         let s = String::from_utf8(out).unwrap();
@@ -1556,7 +1104,7 @@ mod tests {
 
     #[test]
     fn command_kib_sets_the_command_memory_and_a_small_one_still_runs() {
-        let mut a = sim_args(false);
+        let mut a = sim_args();
         assert_eq!(
             a.device_options().unwrap().command_bytes,
             DeviceOptions::default().command_bytes
@@ -1572,12 +1120,11 @@ mod tests {
     #[test]
     fn deferred_doorbells_chain_back_to_back_launches_unless_told_not_to() {
         for (no_chain, chained) in [(false, true), (true, false)] {
-            let mut a = sim_args(false);
+            let mut a = sim_args();
             a.defer = 16;
             a.no_chain = no_chain;
-            a.probe = false;
             a.verify = false;
-            let o = a.device_options().unwrap();
+            let o = a.device_options().unwrap().tuning;
             assert_eq!((o.deferred_submits, o.chain_launches), (16, !no_chain));
             let mut out = Vec::new();
             run(&mut out, a).unwrap();
@@ -1599,11 +1146,10 @@ mod tests {
 
     #[test]
     fn no_early_prefetch_fetches_every_back_to_back_qmd_after_its_wait() {
-        let mut a = sim_args(false);
-        assert!(a.device_options().unwrap().early_qmd_prefetch);
+        let mut a = sim_args();
+        assert!(a.device_options().unwrap().tuning.early_qmd_prefetch);
         a.no_early_prefetch = true;
-        a.probe = false;
-        assert!(!a.device_options().unwrap().early_qmd_prefetch);
+        assert!(!a.device_options().unwrap().tuning.early_qmd_prefetch);
         let mut out = Vec::new();
         run(&mut out, a).unwrap();
         let s = String::from_utf8(out).unwrap();
@@ -1615,11 +1161,10 @@ mod tests {
 
     #[test]
     fn no_write_ahead_writes_every_launch_in_full() {
-        let mut a = sim_args(false);
-        assert!(a.device_options().unwrap().write_ahead);
+        let mut a = sim_args();
+        assert!(a.device_options().unwrap().tuning.write_ahead);
         a.no_write_ahead = true;
-        a.probe = false;
-        assert!(!a.device_options().unwrap().write_ahead);
+        assert!(!a.device_options().unwrap().tuning.write_ahead);
         let mut out = Vec::new();
         run(&mut out, a).unwrap();
         let s = String::from_utf8(out).unwrap();
@@ -1627,82 +1172,6 @@ mod tests {
             s.contains("\"written_ahead_round_trips\":0,\"repeated_round_trips\":0"),
             "{s}"
         );
-    }
-
-    #[test]
-    fn armed_bench_launches_every_timed_round_trip_through_an_armed_submission() {
-        let mut out = Vec::new();
-        run(&mut out, sim_args(true)).unwrap();
-        let s = String::from_utf8(out).unwrap();
-        assert!(
-            s.contains("\"armed_launches\":true,\"armed_round_trips\":50,\"armed_back_to_back\":"),
-            "{s}"
-        );
-        // Armed launches write ahead themselves; every timed round trip repeats the call
-        // before, so it fires the armed submission without building its launch.
-        assert!(
-            s.contains("\"written_ahead_round_trips\":0,\"repeated_round_trips\":50"),
-            "{s}"
-        );
-        assert!(s.contains("\"probe\":{\"iterations\":20000,"), "{s}");
-    }
-
-    #[test]
-    fn launch_call_windows_split_into_a_fast_and_a_slow_mode() {
-        let m = window_modes(&[0.37, 0.76, 0.38, 0.36, 0.78, 0.74, 0.52]).unwrap();
-        assert_eq!(m.fastest_us, 0.36);
-        // 0.52 is within 1.5x of 0.36 (0.54): fast mode.
-        assert_eq!(m.slow_windows, 3);
-        assert_eq!(m.slow_median_us, Some(0.76));
-        let one_mode = window_modes(&[0.68, 0.70, 0.69]).unwrap();
-        assert_eq!((one_mode.slow_windows, one_mode.slow_median_us), (0, None));
-        assert_eq!(window_modes(&[]), None);
-        assert_eq!(window_modes(&[f64::NAN]), None);
-        let with_nan = window_modes(&[f64::NAN, 0.4, 0.9]).unwrap();
-        assert_eq!((with_nan.fastest_us, with_nan.slow_windows), (0.4, 1));
-    }
-
-    #[test]
-    fn idle_gaps_idle_before_each_round_trip_and_time_only_the_round_trip() {
-        let mut last_end: Option<Instant> = None;
-        let mut shortest_idle = [Duration::MAX; IDLE_GAPS_US.len()];
-        let mut calls = 0usize;
-        let gaps = idle_gaps(3, || {
-            let start = Instant::now();
-            if let Some(end) = last_end {
-                let i = calls / 3;
-                shortest_idle[i] = shortest_idle[i].min(start - end);
-            }
-            calls += 1;
-            // The "launch call" is the first 20 µs of a 50 µs round trip.
-            while start.elapsed() < Duration::from_micros(50) {}
-            let end = Instant::now();
-            last_end = Some(end);
-            Ok(RoundTrip {
-                call: Duration::from_micros(20),
-                total: end - start,
-            })
-        })
-        .unwrap();
-        assert_eq!(calls, 3 * IDLE_GAPS_US.len());
-        let want: Vec<f64> = IDLE_GAPS_US.iter().map(|&g| g as f64).collect();
-        assert_eq!(gaps.iter().map(|g| g.gap_us).collect::<Vec<_>>(), want);
-        for (g, idle) in gaps.iter().zip(shortest_idle).skip(1) {
-            assert!(
-                idle >= Duration::from_micros(g.gap_us as u64),
-                "{g:?}: idled {idle:?}"
-            );
-            assert!(
-                g.round_trip_us >= 50.0,
-                "{g:?}: the gap was counted or the trip lost"
-            );
-            assert_eq!(g.call_us, 20.0);
-        }
-        // Had the 1 ms gap been timed, its round trips would be >= 1050 µs.
-        let last = gaps.last().unwrap();
-        assert!(last.round_trip_us < 1050.0, "{last:?}: the gap was timed");
-        let err = idle_gaps(2, || Err(CliError::Runtime("launch: GPU gone".into())));
-        assert!(matches!(err, Err(CliError::Runtime(m)) if m.contains("GPU gone")));
     }
 
     #[test]

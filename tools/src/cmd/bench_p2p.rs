@@ -511,8 +511,9 @@ fn bench<B: Backend>(
         && b.has_copy_kernel()
         && size
             >= a.options()
+                .tuning
                 .kernel_copy_min_bytes
-                .max(b.options().kernel_copy_min_bytes);
+                .max(b.options().tuning.kernel_copy_min_bytes);
     let mode = match args.mode {
         ModeArg::Direct => PeerMode::Direct,
         ModeArg::Staged => PeerMode::AllowHostStaging,

@@ -79,9 +79,9 @@ fn stream_order<B: nvbare_core::device::Backend>(
 /// buffers of `elems` u32s, every third launch on the first, the others on the second with a
 /// count that covers half of it; a launch that ran with the launch before's arguments changes
 /// the totals): after a wait the
-/// next launch is written ahead as a repeat of the last (DeviceOptions::write_ahead), so each
-/// of these writes only the words of constant bank 0 that differ, and one whose call differs
-/// from the last only in argument values builds nothing else (`Device::argument_only_launches`).
+/// next launch is written ahead as a repeat of the last (docs/device.md), so each of these
+/// writes only the words of constant bank 0 that differ, and one whose call differs from the
+/// last only in argument values builds nothing else (`DeviceStats::argument_only`).
 /// Checks every element and returns how many launches went through command memory written
 /// ahead, and how many of those wrote only their arguments.
 #[cfg(any(feature = "nvidia-kmod", test))]
@@ -96,8 +96,7 @@ fn changing_round_trips<B: nvbare_core::device::Backend>(
     let a = dev.htod_copy(&start).map_err(rt("copy in"))?;
     let b = dev.htod_copy(&start).map_err(rt("copy in"))?;
     let half = elems / 2;
-    let ahead = dev.written_ahead_launches();
-    let args_only = dev.argument_only_launches();
+    let before = dev.stats();
     for i in 0..rounds {
         let (buf, n) = if i % 3 == 0 { (&a, elems) } else { (&b, half) };
         // One shape for both: only the arguments (constant bank 0) change.
@@ -109,8 +108,9 @@ fn changing_round_trips<B: nvbare_core::device::Backend>(
         .map_err(rt("launching add1"))?;
         dev.synchronize().map_err(rt("running add1"))?;
     }
-    let through_ahead = dev.written_ahead_launches() - ahead;
-    let args_only = dev.argument_only_launches() - args_only;
+    let after = dev.stats();
+    let through_ahead = after.written_ahead - before.written_ahead;
+    let args_only = after.argument_only - before.argument_only;
     let ra = rounds.div_ceil(3);
     let rb = rounds - ra;
     let got_a = dev.dtoh_copy(&a).map_err(rt("copy out"))?;
@@ -324,12 +324,10 @@ mod kmod {
         let (ahead, args_only) = super::changing_round_trips(&dev, &add1, ROUND_TRIPS, 4096)?;
         drop(m);
         drop(dev);
-        // Again with deferred doorbells, where launches are chained (DeviceOptions::
-        // chain_launches): the GPU, not WAIT_FOR_IDLE, orders them there.
-        let opts = DeviceOptions {
-            deferred_submits: CHAIN_DEFER,
-            ..DeviceOptions::default()
-        };
+        // Again with deferred doorbells, where launches are chained: the GPU, not
+        // WAIT_FOR_IDLE, orders them there.
+        let mut opts = DeviceOptions::default();
+        opts.tuning.deferred_submits = CHAIN_DEFER;
         let dev = Device::open(KernelBackend::open(index)?, opts)
             .map_err(rt("opening the device with deferred doorbells"))?;
         let m = dev
@@ -337,7 +335,7 @@ mod kmod {
             .map_err(|e| CliError::Runtime(format!("loading {name}: {e}")))?;
         let add1 = m.function("add1").map_err(rt("add1"))?;
         super::stream_order(&dev, &add1, CHAIN, CHAIN_ELEMS)?;
-        let chained = dev.chain_stats().chained;
+        let chained = dev.stats().chained;
         if chained == 0 {
             return Err(CliError::Runtime(format!(
                 "with {CHAIN_DEFER} deferred doorbells no launch was chained"

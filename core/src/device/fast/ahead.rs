@@ -1,5 +1,5 @@
-//! Launches written ahead ([`DeviceOptions::write_ahead`], on by default) and the record of
-//! the last launch that they and pre-armed launches (`device/armed.rs`) repeat.
+//! Launches written ahead (`Tuning::write_ahead`, on by default) and the record of the
+//! last launch that they and chained launches repeat.
 //!
 //! Most of a launch call is the CPU's ~1 KiB of stores to command memory (constant bank 0,
 //! QMD, pushbuffer) draining through a write-combined BAR1 mapping, and the store barrier
@@ -19,9 +19,10 @@
 //! kernel or shape, a submission in between, a module load that needs a cache invalidate,
 //! copy-channel work still running) leaves the region unused, to be reused once the timeline
 //! passes its value (or given back at once when the arena needs its room for the submission
-//! that replaced it), and takes the ordinary path; its own GP entry overwrites the staged one.
+//! that replaced it: the region is the arena's spare allocation), and takes the ordinary path;
+//! its own GP entry overwrites the staged one.
 //!
-//! With [`DeviceOptions::early_qmd_prefetch`] (the default) the wait also publishes a prefetch
+//! With `Tuning::early_qmd_prefetch` (the default) the wait also publishes a prefetch
 //! of the region's QMD (`PushBuffer::qmd_prefetch`, from one of [`PREFETCH_SLOTS`] slots kept
 //! out of the arena: a slot is reused only once the timeline has passed the submission after
 //! its last use, so the GPU has read it; a region given back at once never takes one with it).
@@ -44,17 +45,18 @@ use alloc::vec::Vec;
 
 use zerocopy::IntoBytes;
 
-use super::backend::{Backend, GpuMemory};
-use super::chan::ARENA_ALIGN;
-use super::module::{Arg, KernelInfo};
-use super::ops::{COMPUTE, Inner};
-use super::template::TemplateKey;
-use super::{DeviceError, DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::GpEntry;
 use crate::channel::launch;
 use crate::channel::methods::compute;
 use crate::channel::pushbuf::PushBuffer;
-use crate::channel::qmd::{LaunchDesc, Qmd};
+use crate::channel::qmd::LaunchDesc;
+use crate::device::backend::{Backend, GpuMemory};
+use crate::device::chan::ARENA_ALIGN;
+use crate::device::launch::{Built, CallInputs};
+use crate::device::module::{Arg, KernelInfo};
+use crate::device::ops::{COMPUTE, Inner};
+use crate::device::template::TemplateKey;
+use crate::device::{DeviceError, DeviceInfo, DeviceOptions};
 
 /// A launch as it can be repeated: the QMD template, the description without the parts that
 /// differ per region (constant bank 0's address, the release), the bank's size and bytes.
@@ -67,24 +69,15 @@ pub(super) struct Image {
 }
 
 impl Image {
-    /// The remembered launch as a [`Launched`] (description normalized).
-    pub(super) fn launched(&self) -> Launched<'_> {
-        Launched {
+    /// The remembered launch as the launch path builds one.
+    pub(super) fn built(&self) -> Built<'_> {
+        Built {
             key: self.key,
             desc: &self.desc,
             cb_size: self.cb_size,
             cb: &self.cb,
         }
     }
-}
-
-/// A launch as the launch path hands it on: template key, description (constant bank 0's
-/// address and the release not filled in yet, or ignored), bank 0's size and bytes.
-pub(super) struct Launched<'a> {
-    pub key: TemplateKey,
-    pub desc: &'a LaunchDesc,
-    pub cb_size: u32,
-    pub cb: &'a [u8],
 }
 
 /// How a launch differs from the remembered one.
@@ -98,25 +91,17 @@ pub(super) enum Change {
     Other,
 }
 
-/// The description with the parts that differ per region removed.
-pub(super) fn normalized(desc: &LaunchDesc) -> LaunchDesc {
-    let mut d = *desc;
-    d.cbufs[0] = None;
-    d.release = [None, None];
-    d
-}
-
-/// The last launch (not a no-op), kept while write-ahead or armed launches are on.
+/// The last launch, kept while write-ahead is on.
 #[derive(Debug, Default)]
-pub(crate) struct LastLaunch {
+pub(super) struct LastLaunch {
     pub(super) image: Option<Image>,
     /// Bumped whenever `image` changes.
     pub(super) seq: u64,
 }
 
 impl LastLaunch {
-    /// How `l` (description normalized) differs from the remembered launch.
-    pub(super) fn compare(&self, l: &Launched<'_>) -> Change {
+    /// How `l` differs from the remembered launch.
+    pub(super) fn compare(&self, l: &Built<'_>) -> Change {
         match &self.image {
             Some(i) if i.key == l.key && i.desc == *l.desc && i.cb_size == l.cb_size => {
                 if i.cb == l.cb {
@@ -129,10 +114,10 @@ impl LastLaunch {
         }
     }
 
-    /// Remembers `l` (description normalized). Returns whether it differs from the last one
+    /// Remembers `l`. Returns whether it differs from the last one
     /// (which it then replaces). Allocates only the first time and when a bank outgrows the
     /// kept one.
-    pub(super) fn remember(&mut self, l: &Launched<'_>) -> bool {
+    pub(super) fn remember(&mut self, l: &Built<'_>) -> bool {
         match &mut self.image {
             Some(i)
                 if i.key == l.key
@@ -182,7 +167,7 @@ struct Region {
     action_off: Option<u64>,
 }
 
-/// Prefetch pushbuffers of regions written ahead ([`DeviceOptions::early_qmd_prefetch`]): slots
+/// Prefetch pushbuffers of regions written ahead (`Tuning::early_qmd_prefetch`): slots
 /// in the last [`PREFETCH_AREA`] bytes of the compute channel's command memory, outside its
 /// arena, so a region given back at once never takes a prefetch the GPU has not read yet.
 pub(super) const PREFETCH_SLOTS: usize = 8;
@@ -191,9 +176,8 @@ const PREFETCH_SLOT_BYTES: u64 = 32;
 /// Command memory the compute channel keeps out of its arena for the prefetch slots.
 pub(super) const PREFETCH_AREA: u64 = PREFETCH_SLOTS as u64 * PREFETCH_SLOT_BYTES;
 
-/// What a launch call was given: the kernel (template key: module slot and generation, kernel
-/// index, dynamic shared memory), the shape and the arguments. The launch a call makes is a
-/// function of these alone (and of the module, which the key names), so a call with the same
+/// What a launch call was given ([`CallInputs`]), kept: the kernel, the shape and the
+/// arguments. The launch a call makes is a function of these alone (and of the module, which the key names), so a call with the same
 /// ones as the call that made the remembered launch makes that launch again, and can skip
 /// building it (checks, constant bank 0, description, the comparison) to go straight to the
 /// region written ahead.
@@ -274,30 +258,19 @@ enum CallMatch {
     Other,
 }
 
-/// What a launch call is given, as [`Inner::launch_repeated_call`] and [`Inner::note_call`]
-/// take it.
-pub(super) struct CallInputs<'a> {
-    pub key: TemplateKey,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub args: &'a [Arg<'a>],
-    /// [`super::Device::id`] of the device launched on.
-    pub device_id: u32,
-}
-
 /// The device's write-ahead state.
 #[derive(Debug, Default)]
-pub(crate) struct AheadState {
+pub(super) struct AheadState {
     region: Option<Region>,
     /// A kernel was launched (on either path) since the last wait.
-    launched_since_wait: bool,
+    pub(super) launched_since_wait: bool,
     /// Launches that used a region written ahead.
-    used: u64,
+    pub(super) used: u64,
     /// The call that made the remembered launch.
     call: Call,
     /// Launches that skipped building themselves ([`Call`]), through a region written ahead or
-    /// a pre-armed submission.
-    repeated: u64,
+    /// chained to the launch before.
+    pub(super) repeated: u64,
     /// Per prefetch slot, the timeline value of the first submission published after it: the
     /// slot is free once the timeline reaches it (the GPU read the prefetch before that
     /// submission).
@@ -305,10 +278,10 @@ pub(crate) struct AheadState {
     /// The slot the next prefetch takes.
     next_slot: usize,
     /// Launches through a region whose QMD a wait had prefetched.
-    prefetched: u64,
+    pub(super) prefetched: u64,
     /// Launches whose call differed from the last call only in argument values and which
     /// wrote only those into a region written ahead ([`Inner::launch_changed_args`]).
-    args_only: u64,
+    pub(super) args_only: u64,
 }
 
 impl AheadState {
@@ -319,22 +292,6 @@ impl AheadState {
         self.call.key = None;
         // The timeline restarts from what was submitted; the GPU read nothing since.
         self.fences = [0; PREFETCH_SLOTS];
-    }
-
-    pub(super) fn prefetched(&self) -> u64 {
-        self.prefetched
-    }
-
-    pub(super) fn used(&self) -> u64 {
-        self.used
-    }
-
-    pub(super) fn args_only(&self) -> u64 {
-        self.args_only
-    }
-
-    pub(super) fn repeated(&self) -> u64 {
-        self.repeated
     }
 
     /// Whether a region is written ahead now (for tests).
@@ -371,47 +328,21 @@ pub(super) fn differing_runs<'a>(
 }
 
 impl<B: Backend> Inner<B> {
-    /// Writes `l`'s constant bank 0 (`l.desc` normalized) at `cb_off` of the compute channel's
-    /// command memory and its QMD at `qmd_off`, pointing at that bank and releasing timeline
-    /// value `value`.
-    pub(super) fn write_image(
+    /// Writes `l`'s constant bank 0 at `cb_off` of the compute channel's command memory and
+    /// its QMD at `qmd_off`, pointing at that bank and releasing timeline value `value`.
+    fn write_image(
         &mut self,
         info: &DeviceInfo,
-        opts: &DeviceOptions,
-        l: &Launched<'_>,
+        l: &Built<'_>,
         cb_off: u64,
         qmd_off: u64,
         value: u64,
     ) -> Result<(), DeviceError> {
         let cb_va = self.chans[COMPUTE].cmds.gpu_va() + cb_off;
         self.chans[COMPUTE].cmds.write(cb_off, l.cb)?;
-        let qmd = self.region_qmd(info, opts, l, cb_va, value)?;
+        let qmd = self.launch_qmd(info, l, cb_va, value)?;
         self.chans[COMPUTE].cmds.write(qmd_off, qmd.as_bytes())?;
         Ok(())
-    }
-
-    /// The QMD of `l` (`l.desc` normalized) with its constant bank 0 at `cb_va` and the
-    /// release of timeline value `value`.
-    pub(super) fn region_qmd(
-        &mut self,
-        info: &DeviceInfo,
-        opts: &DeviceOptions,
-        l: &Launched<'_>,
-        cb_va: u64,
-        value: u64,
-    ) -> Result<Qmd, DeviceError> {
-        let mut desc = *l.desc;
-        desc.cbufs[0] = Some((cb_va, l.cb_size));
-        let c = &self.chans[COMPUTE];
-        desc.release[0] = Some((self.sem.gpu_va() + c.sem_offset, value));
-        Ok(self.templates.qmd(
-            info.qmd,
-            &self.qmd_patch,
-            l.key,
-            &desc,
-            opts.release_sysmembar,
-            &opts.qmd_overrides,
-        )?)
     }
 
     /// Called before a wait: if a kernel was launched since the last one, writes the next
@@ -422,20 +353,24 @@ impl<B: Backend> Inner<B> {
         info: &DeviceInfo,
         opts: &DeviceOptions,
     ) -> Result<(), DeviceError> {
-        if !opts.write_ahead
-            || opts.armed_launches
-            || !core::mem::take(&mut self.ahead.launched_since_wait)
+        if !opts.tuning.write_ahead
+            || !core::mem::take(&mut self.fast.ahead.launched_since_wait)
             || self.dead.is_some()
-            // Its pushbuffer has no acquire for a chain that may still run (device/chain.rs).
-            || self.chain_pending().is_some()
+            // Its pushbuffer has no acquire for a chain that may still run (chain.rs).
+            || self.own_wait(COMPUTE).is_some()
         {
             return Ok(());
         }
-        let Some(cb_size) = self.last.image.as_ref().map(|i| u64::from(i.cb_size)) else {
+        let Some(cb_size) = self.fast.last.image.as_ref().map(|i| u64::from(i.cb_size)) else {
             return Ok(());
         };
         let c = &mut self.chans[COMPUTE];
-        if self.ahead.region.is_some_and(|r| r.value > c.submitted) {
+        if self
+            .fast
+            .ahead
+            .region
+            .is_some_and(|r| r.value > c.submitted)
+        {
             return Ok(());
         }
         // Written whether or not the GPU is still busy (usually it is, right after a launch):
@@ -445,16 +380,16 @@ impl<B: Backend> Inner<B> {
         c.arena.retire(done);
         let value = c.submitted + 1;
         let pb_off = cb_size + (info.qmd.size() as u64).next_multiple_of(ARENA_ALIGN);
-        let Some(off) = c.arena.alloc(pb_off + ARENA_ALIGN, value) else {
+        let Some(off) = c.arena.alloc_spare(pb_off + ARENA_ALIGN, value) else {
             return Ok(());
         };
         let cmds_va = c.cmds.gpu_va();
         let qmd_va = cmds_va + off + cb_size;
         // A prefetch of the QMD goes out with the region when its slot is free and the ring
         // has room for it and the launch without waiting.
-        let slot = self.ahead.next_slot;
-        let prefetch = opts.early_qmd_prefetch
-            && self.ahead.fences[slot] <= done
+        let slot = self.fast.ahead.next_slot;
+        let prefetch = opts.tuning.early_qmd_prefetch
+            && self.fast.ahead.fences[slot] <= done
             && self.chans[COMPUTE].has_room(2)?;
         let mut words = [0u32; 8];
         let mut pb = PushBuffer::new(&mut words);
@@ -465,14 +400,14 @@ impl<B: Backend> Inner<B> {
         };
         let pb_words = pb.len();
         // Taken out for the writing (put back below), not cloned: no allocation.
-        let img = self.last.image.take();
+        let img = self.fast.last.image.take();
         let r = (|| -> Result<GpEntry, DeviceError> {
             built?;
             let entry = GpEntry::new(cmds_va + off + pb_off, pb_words as u32)?;
             let Some(img) = img.as_ref() else {
                 return Ok(entry);
             };
-            self.write_image(info, opts, &img.launched(), off, off + cb_size, value)?;
+            self.write_image(info, &img.built(), off, off + cb_size, value)?;
             let c = &mut self.chans[COMPUTE];
             c.cmds.write(
                 off + pb_off,
@@ -492,25 +427,25 @@ impl<B: Backend> Inner<B> {
                 c.queue(
                     &self.usermode,
                     self.backend.clock(),
-                    opts,
-                    opts.deferred_submits,
+                    opts.timeout,
+                    opts.tuning.deferred_submits,
                     pf_entry,
                 )?;
-                self.ahead.fences[slot] = value;
-                self.ahead.next_slot = (slot + 1) % PREFETCH_SLOTS;
+                self.fast.ahead.fences[slot] = value;
+                self.fast.ahead.next_slot = (slot + 1) % PREFETCH_SLOTS;
             }
             // The GP entry too: the launch then only publishes it.
             self.chans[COMPUTE].stage(entry)?;
             Ok(entry)
         })();
-        self.last.image = img;
+        self.fast.last.image = img;
         match r {
             Ok(entry) => {
-                self.ahead.region = Some(Region {
+                self.fast.ahead.region = Some(Region {
                     off,
                     value,
                     entry,
-                    seq: self.last.seq,
+                    seq: self.fast.last.seq,
                     action_off: prefetch.then_some(off + pb_off + (pb_words as u64 - 1) * 4),
                 });
                 Ok(())
@@ -522,7 +457,7 @@ impl<B: Backend> Inner<B> {
         }
     }
 
-    /// Submits launch `l` (description normalized, release `value`) through the region
+    /// Submits launch `l` (releasing `value`) through the region
     /// written ahead, if it has one for `value` and `l` repeats what it holds or differs only
     /// in bank 0's bytes (those words are written). Returns whether it did; the region is used
     /// or given up either way. The caller checked that the launch needs no shader-cache
@@ -530,17 +465,17 @@ impl<B: Backend> Inner<B> {
     pub(super) fn launch_written_ahead(
         &mut self,
         opts: &DeviceOptions,
-        l: &Launched<'_>,
+        l: &Built<'_>,
         value: u64,
     ) -> Result<bool, DeviceError> {
-        let Some(r) = self.ahead.region.take() else {
+        let Some(r) = self.fast.ahead.region.take() else {
             return Ok(false);
         };
-        if self.caches_dirty || !self.region_serves(&r, value) {
+        if self.caches_dirty() || !self.region_serves(&r, value) {
             return Ok(false);
         }
-        let change = self.last.compare(l);
-        match (change, self.last.image.as_ref()) {
+        let change = self.fast.last.compare(l);
+        match (change, self.fast.last.image.as_ref()) {
             (Change::Same, _) => {}
             (Change::Bank, Some(img)) => {
                 self.rewrite_bank(&r, l.cb, differing_runs(&img.cb, l.cb))?
@@ -549,16 +484,16 @@ impl<B: Backend> Inner<B> {
         }
         self.publish_region(opts, &r, value, change == Change::Same)?;
         if change == Change::Bank {
-            self.last.remember(l);
+            self.fast.last.remember(l);
         }
         Ok(true)
     }
 
     /// Submits the launch of a call that repeats the call which made the remembered launch
     /// ([`Call`]: same kernel, shape and arguments) without building it: through the region
-    /// written ahead for release `value`, or the front pre-armed submission when arming wrote
-    /// that launch into it. Returns whether it did; if not, nothing changed and the caller
-    /// takes the usual path, which checks and builds the launch.
+    /// written ahead for release `value`, or chained as it is to a chain that is open. Returns
+    /// whether it did; if not, nothing changed and the caller takes the usual path, which
+    /// checks and builds the launch.
     pub(super) fn launch_repeated_call(
         &mut self,
         info: &DeviceInfo,
@@ -566,23 +501,22 @@ impl<B: Backend> Inner<B> {
         call: &CallInputs<'_>,
         value: u64,
     ) -> Result<bool, DeviceError> {
-        if self.caches_dirty || self.ahead.call.compare(self.last.seq, call) != CallMatch::Same {
+        let fast = &self.fast;
+        if self.caches_dirty() || fast.ahead.call.compare(fast.last.seq, call) != CallMatch::Same {
             return Ok(false);
         }
-        let fired = if let Some(r) = self.ahead.region {
+        let fired = if let Some(r) = self.fast.ahead.region {
             if !self.region_serves(&r, value) {
                 return Ok(false);
             }
-            self.ahead.region = None;
+            self.fast.ahead.region = None;
             self.publish_region(opts, &r, value, true)?;
             true
-        } else if self.launch_chained_repeat(info, opts, value)? {
-            true
         } else {
-            self.fire_armed_repeat(info, opts, value)?
+            self.launch_chained_repeat(info, opts, value)?
         };
         if fired {
-            self.ahead.repeated += 1;
+            self.fast.ahead.repeated += 1;
         }
         Ok(fired)
     }
@@ -603,25 +537,25 @@ impl<B: Backend> Inner<B> {
         k: &KernelInfo,
         value: u64,
     ) -> Result<bool, DeviceError> {
-        if self.caches_dirty
+        if self.caches_dirty()
             || call.args.len() != k.params.len()
-            || self.ahead.call.compare(self.last.seq, call) != CallMatch::Values
+            || self.fast.ahead.call.compare(self.fast.last.seq, call) != CallMatch::Values
         {
             return Ok(false);
         }
-        let Some(r) = self.ahead.region else {
+        let Some(r) = self.fast.ahead.region else {
             return Ok(false);
         };
         if !self.region_serves(&r, value) {
             return Ok(false);
         }
-        let Some(img) = self.last.image.as_mut() else {
+        let Some(img) = self.fast.last.image.as_mut() else {
             return Ok(false);
         };
         // The image is about to hold this launch: nothing may take the old call for it,
         // whatever happens below.
-        self.last.seq += 1;
-        self.ahead.region = None;
+        self.fast.last.seq += 1;
+        self.fast.ahead.region = None;
         // The sizes are the remembered call's, which `write_param` checked against the kernel
         // when that launch was built.
         let mut dirty: Option<(usize, usize)> = None;
@@ -635,17 +569,17 @@ impl<B: Backend> Inner<B> {
                 dirty = Some(dirty.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
             }
         }
-        if let (Some((lo, hi)), Some(img)) = (dirty, self.last.image.as_ref()) {
+        if let (Some((lo, hi)), Some(img)) = (dirty, self.fast.last.image.as_ref()) {
             // Whole words (the bank is a multiple of 8 bytes long but for its last word): the
             // words between two changed arguments are written too, unchanged.
             let run = (lo & !7, hi.next_multiple_of(8).min(img.cb.len()));
             self.rewrite_bank(&r, &img.cb, [run])?;
         }
         self.publish_region(opts, &r, value, dirty.is_none())?;
-        let c = &mut self.ahead.call;
+        let c = &mut self.fast.ahead.call;
         c.set_args(call.args);
-        c.seq = self.last.seq;
-        self.ahead.args_only += 1;
+        c.seq = self.fast.last.seq;
+        self.fast.ahead.args_only += 1;
         Ok(true)
     }
 
@@ -673,10 +607,13 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Whether region `r` can carry the launch with release `value`: written for that value
-    /// and for the remembered launch, and nothing on the copy channel left to wait for (its
-    /// pushbuffer has no acquire).
+    /// and for the remembered launch, its memory not given back, and nothing on the copy
+    /// channel left to wait for (its pushbuffer has no acquire).
     fn region_serves(&mut self, r: &Region, value: u64) -> bool {
-        r.value == value && r.seq == self.last.seq && self.other_done(COMPUTE)
+        r.value == value
+            && r.seq == self.fast.last.seq
+            && self.chans[COMPUTE].arena.is_spare(r.off, r.value)
+            && self.other_done(COMPUTE)
     }
 
     /// Publishes region `r` as the compute submission with release `value`: its GP entry
@@ -690,62 +627,44 @@ impl<B: Backend> Inner<B> {
         unchanged: bool,
     ) -> Result<(), DeviceError> {
         let c = &mut self.chans[COMPUTE];
+        c.arena.claim_spare();
         c.queue(
             &self.usermode,
             self.backend.clock(),
-            opts,
+            opts.timeout,
             self.defer,
             r.entry,
         )?;
         c.submitted = value;
-        self.ahead.used += 1;
+        self.fast.ahead.used += 1;
         if unchanged && r.action_off.is_some() {
-            self.ahead.prefetched += 1;
+            self.fast.ahead.prefetched += 1;
         }
         Ok(())
     }
 
     /// After a launch: records the call that made it ([`Call`]), for the next call to compare
-    /// itself with (not the no-op launches that disarm, which are not remembered either).
+    /// itself with.
     pub(super) fn note_call(&mut self, opts: &DeviceOptions, call: &CallInputs<'_>) {
-        if (opts.write_ahead || opts.armed_launches) && !self.arm.is_disarming() {
-            let c = &mut self.ahead.call;
+        if opts.tuning.write_ahead {
+            let seq = self.fast.last.seq;
+            let c = &mut self.fast.ahead.call;
             c.key = Some(call.key);
             c.grid = call.grid;
             c.block = call.block;
             c.set_args(call.args);
-            c.seq = self.last.seq;
+            c.seq = seq;
         }
     }
 
-    /// Gives up the region written ahead. Returns whether its command memory was freed at
-    /// once (it was the newest allocation); otherwise the arena reuses it once the timeline
-    /// passes its value, as it does for any submission's.
-    pub(super) fn drop_written_ahead(&mut self) -> bool {
-        let Some(r) = self.ahead.region.take() else {
-            return false;
-        };
-        let arena = &mut self.chans[COMPUTE].arena;
-        if arena.newest_start() == Some(r.off) {
-            arena.cancel_last();
-            return true;
-        }
-        false
-    }
-
-    /// After a launch on the ordinary path: remembers it and marks the next wait as one to
-    /// write ahead in.
-    pub(super) fn launched_ordinary(&mut self, opts: &DeviceOptions, l: &Launched<'_>) {
-        if opts.write_ahead && !opts.armed_launches {
-            self.last.remember(l);
-            self.ahead.launched_since_wait = true;
+    /// After a launch built in full (ordinary or chained): remembers it and marks the next
+    /// wait as one to write ahead in.
+    pub(super) fn launched_built(&mut self, opts: &DeviceOptions, l: &Built<'_>) {
+        if opts.tuning.write_ahead {
+            self.fast.last.remember(l);
+            self.fast.ahead.launched_since_wait = true;
             self.chain_remembered();
         }
-    }
-
-    /// After a launch through a written-ahead region.
-    pub(super) fn launched_ahead(&mut self) {
-        self.ahead.launched_since_wait = true;
     }
 }
 

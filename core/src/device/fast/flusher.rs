@@ -2,9 +2,9 @@
 //!
 //! Why: a launch whose doorbell is rung at once must be ordered behind the grid before it by
 //! the channel (`WAIT_FOR_IDLE`, 0.85 µs of GPU per back-to-back empty kernel on the H200); a
-//! launch chained to the one before it (`device/chain.rs`) is scheduled by that launch's QMD
+//! launch chained to the one before it (`chain.rs`) is scheduled by that launch's QMD
 //! and costs the GPU 0.48-0.51 µs, as a CUDA graph's kernels do. Chaining needs the next launch
-//! known before the one before is published, which [`DeviceOptions::deferred_submits`] gets by
+//! known before the one before is published, which `Tuning::deferred_submits` gets by
 //! holding the doorbell back, so that a kernel launched and then left alone does not start
 //! until the program calls the device again. Automatic deferral keeps CUDA's rule (a launch
 //! starts without further calls) and still chains, with a helper that publishes what is held:
@@ -17,8 +17,8 @@
 //! * Held work is published (its doorbell rung) once the GPU has finished everything
 //!   published before it ("due"): by the next call into the device other than a launch, as it
 //!   ends; by a launch call, as it ends, if the batch holds
-//!   [`DeviceOptions::auto_defer_min_batch`] launches or calls have seen it due for
-//!   [`DeviceOptions::auto_defer_batch_wait`]; or by the flusher's [`Flusher::poll`] from
+//!   `Tuning::auto_defer_min_batch` launches or calls have seen it due for
+//!   `Tuning::auto_defer_batch_wait`; or by the flusher's [`Flusher::poll`] from
 //!   another thread once the program has made no launch since its last poll
 //!   ([`FlushPoll::Launching`] otherwise). So held work never waits for a program that stops
 //!   calling, and a program that keeps launching faster than the GPU caught up publishes
@@ -37,7 +37,7 @@
 //! The core has no threads: the flusher is a handle that another thread polls.
 //! `nvbare_pci_host::flusher::spawn` runs one in a thread that polls while work is held and
 //! parks otherwise (the CLI attaches one to every device it opens). Without a flusher, or with
-//! [`DeviceOptions::auto_defer`] off, every launch rings its doorbell as before.
+//! `Tuning::auto_defer` off, every launch rings its doorbell as before.
 //!
 //! The launching thread drains its write-combining buffers (a store barrier) before it leaves
 //! a call with work held: the flusher publishes from another CPU, whose barrier orders only its
@@ -46,11 +46,12 @@
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::time::Duration;
 
-use super::backend::{Backend, GpuMemory};
-use super::chan::Chan;
-use super::ops::{COMPUTE, Inner};
-use super::{DeviceError, DeviceOptions};
+use crate::device::backend::{Backend, GpuMemory};
+use crate::device::chan::Chan;
+use crate::device::ops::{COMPUTE, Inner};
+use crate::device::{DeviceError, DeviceOptions};
 
 /// Most launches a held batch collects before its doorbell is rung regardless. A batch's head
 /// (an ordinary launch with an acquire and `WAIT_FOR_IDLE`) costs the GPU ~1-2 µs, so longer
@@ -60,15 +61,30 @@ use super::{DeviceError, DeviceOptions};
 /// that finds no room takes the ordinary path.
 pub const AUTO_DEFER_LIMIT: u32 = 511;
 
-/// Default of [`DeviceOptions::auto_defer_min_batch`]: a launch call publishes a held batch
+/// Default of `Tuning::auto_defer_min_batch`: a launch call publishes a held batch
 /// once due only if it holds this many launches (a batch's head then costs the CPU under 2 %
 /// of the batch; the GPU, when the CPU is the bound, waits for at most this many).
 pub const AUTO_MIN_BATCH: u32 = 64;
 
-/// Default of [`DeviceOptions::auto_defer_batch_wait`]: about what 64 empty kernels take the
+/// Default of `Tuning::auto_defer_batch_wait`: about what 64 empty kernels take the
 /// H200's GPU (0.48 µs each, chained), so a batch waits for the program no longer than the
 /// GPU would spend on a full one.
 pub const AUTO_BATCH_WAIT: core::time::Duration = core::time::Duration::from_micros(30);
+
+/// The device's side of automatic deferral (in `Fast`).
+#[derive(Debug, Default)]
+pub(super) struct Auto {
+    /// A [`Flusher`] is attached.
+    attached: bool,
+    /// Launches may be held for it (it is attached and the options allow it).
+    pub(super) holds: bool,
+    /// The held batch (its `held_after`) a launch call first saw due though smaller than
+    /// `Tuning::auto_defer_min_batch`, and when (`Inner::batch_waits`).
+    due_since: Option<(Option<u64>, Duration)>,
+    /// Batches of held launches the flusher published; the others were published by the
+    /// launching thread.
+    pub(super) flusher_published: u64,
+}
 
 /// A value on a cache line of its own: the flusher reads `pending` while the launching thread
 /// takes the lock next to it.
@@ -152,7 +168,7 @@ pub enum FlushPoll {
     Gone,
 }
 
-/// The handle that publishes held launches from another thread ([`super::Device::flusher`];
+/// The handle that publishes held launches from another thread ([`crate::device::Device::flusher`];
 /// module docs). While one exists, launches may be held; dropping it publishes what is held and
 /// turns holding off.
 pub struct Flusher<B: Backend> {
@@ -179,13 +195,14 @@ impl<B: Backend> Flusher<B> {
         let inner = g
             .as_mut()
             .ok_or_else(|| DeviceError::Dead("the device is closing".into()))?;
-        if inner.auto_attached {
+        let auto = &mut inner.fast.auto;
+        if auto.attached {
             return Err(DeviceError::Unsupported(
                 "a flusher is already attached to this device; keep the first one".into(),
             ));
         }
-        inner.auto_attached = true;
-        inner.auto_holds = opts.holds_launches();
+        auto.attached = true;
+        auto.holds = opts.tuning.holds_launches();
         Ok(Flusher {
             shared: shared.clone(),
             opts,
@@ -261,8 +278,8 @@ impl<B: Backend> Drop for Flusher<B> {
             if let Err(e) = inner.publish_held(&self.opts) {
                 log::warn!("publishing held launches as the flusher detaches: {e}");
             }
-            inner.auto_attached = false;
-            inner.auto_holds = false;
+            inner.fast.auto.attached = false;
+            inner.fast.auto.holds = false;
         }
         self.shared.auto.0.pending.store(false, Ordering::Release);
         *self.shared.auto.0.waker.lock() = None;
@@ -270,12 +287,12 @@ impl<B: Backend> Drop for Flusher<B> {
 }
 
 impl<B: Backend> Inner<B> {
-    /// The deferral a launch gets: [`DeviceOptions::deferred_submits`] when set; otherwise,
+    /// The deferral a launch gets: `Tuning::deferred_submits` when set; otherwise,
     /// with a flusher attached, [`AUTO_DEFER_LIMIT`] while a held batch is collecting or the GPU
     /// has not finished the published work, else 0 (module docs).
     pub(super) fn launch_defer(&self, opts: &DeviceOptions) -> u32 {
-        if !self.auto_holds {
-            return opts.deferred_submits;
+        if !self.fast.auto.holds {
+            return opts.tuning.deferred_submits;
         }
         let c = &self.chans[COMPUTE];
         if c.fifo.unpublished() > 0 {
@@ -292,22 +309,48 @@ impl<B: Backend> Inner<B> {
 
     /// Publishes launches held by automatic deferral, if any (a call that observes or hands
     /// out the GPU's progress: the program is about to wait for that work).
-    pub(super) fn publish_held(&mut self, opts: &DeviceOptions) -> Result<(), DeviceError> {
+    /// (`_opts`: what callers in `peer.rs` pass.)
+    pub(in crate::device) fn publish_held(
+        &mut self,
+        _opts: &DeviceOptions,
+    ) -> Result<(), DeviceError> {
         if self.auto_held() {
-            self.kick(opts, COMPUTE)?;
+            self.kick(COMPUTE)?;
         }
         Ok(())
     }
 
     /// Whether launches are held for the flusher now.
-    pub(crate) fn auto_held(&self) -> bool {
-        self.auto_holds && self.chans[COMPUTE].fifo.unpublished() > 0
+    pub(super) fn auto_held(&self) -> bool {
+        self.fast.auto.holds && self.chans[COMPUTE].fifo.unpublished() > 0
+    }
+
+    /// As a call into the device ends (`launch`: the program's launch call): publishes held
+    /// work that is due, so a program that polls the device does not depend on the flusher
+    /// (which leaves held work to a program that keeps launching); a launch call only a batch
+    /// of `Tuning::auto_defer_min_batch`, since more launches are coming. Then tells the
+    /// flusher whether work is held.
+    pub(super) fn end_call(&mut self, opts: &DeviceOptions, launch: bool, shared: &AutoState) {
+        if !self.fast.auto.holds {
+            return;
+        }
+        if let Err(e) = self.publish_if_due(opts, launch) {
+            log::debug!("publishing held launches: {e}");
+        }
+        let held = self.auto_held();
+        if held {
+            // The flusher may publish what this thread wrote from another CPU, whose store
+            // barrier does not drain this CPU's write-combining buffers: drain them before
+            // the lock is let go.
+            crate::hal::Mmio::store_barrier(&self.usermode);
+        }
+        shared.set_pending(held);
     }
 
     /// Publishes held launches if that is due ([`Inner::auto_publish_due`]) and, at the end of
     /// the program's launch call (`after_launch`), the batch is ready ([`Inner::batch_waits`]);
     /// returns whether it did.
-    pub(super) fn publish_if_due(
+    fn publish_if_due(
         &mut self,
         opts: &DeviceOptions,
         after_launch: bool,
@@ -315,27 +358,27 @@ impl<B: Backend> Inner<B> {
         if !self.auto_publish_due() || (after_launch && self.batch_waits(opts)) {
             return Ok(false);
         }
-        self.kick(opts, COMPUTE)?;
+        self.kick(COMPUTE)?;
         Ok(true)
     }
 
     /// Whether a due batch should wait for more launches: it holds fewer than
-    /// [`DeviceOptions::auto_defer_min_batch`] and launch calls have seen it due for less than
-    /// [`DeviceOptions::auto_defer_batch_wait`] (the first to see it notes when).
+    /// `Tuning::auto_defer_min_batch` and launch calls have seen it due for less than
+    /// `Tuning::auto_defer_batch_wait` (the first to see it notes when).
     fn batch_waits(&mut self, opts: &DeviceOptions) -> bool {
-        if self.queued_launches() >= opts.auto_defer_min_batch {
+        if self.queued_launches() >= opts.tuning.auto_defer_min_batch {
             return false;
         }
         let batch = self.chans[COMPUTE].held_after;
         let now = crate::hal::Clock::now(self.backend.clock());
-        let since = match self.auto_due_since {
+        let since = match self.fast.auto.due_since {
             Some((b, since)) if b == batch => since,
             _ => {
-                self.auto_due_since = Some((batch, now));
+                self.fast.auto.due_since = Some((batch, now));
                 now
             }
         };
-        now.saturating_sub(since) < opts.auto_defer_batch_wait
+        now.saturating_sub(since) < opts.tuning.auto_defer_batch_wait
     }
 
     /// Whether held launches should be published now: the GPU has finished everything
@@ -356,7 +399,7 @@ impl<B: Backend> Inner<B> {
 
     /// The flusher's look ([`Flusher::poll`]): publishes held launches when due. Returns
     /// whether it did.
-    pub(super) fn auto_poll(&mut self, opts: &DeviceOptions) -> Result<bool, DeviceError> {
+    fn auto_poll(&mut self, opts: &DeviceOptions) -> Result<bool, DeviceError> {
         if !self.auto_held() {
             return Ok(false);
         }
@@ -364,7 +407,7 @@ impl<B: Backend> Inner<B> {
         // Time passes for the driver here (a simulated GPU that runs lazily advances).
         let _ = crate::hal::Clock::now(self.backend.clock());
         let published = self.publish_if_due(opts, false)?;
-        self.chain.stats.flusher_published += u64::from(published);
+        self.fast.auto.flusher_published += u64::from(published);
         Ok(published)
     }
 }

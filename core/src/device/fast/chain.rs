@@ -1,12 +1,13 @@
-//! Chained launches: with the doorbell deferred ([`DeviceOptions::deferred_submits`] > 0)
-//! and [`DeviceOptions::chain_launches`] on, a launch that follows another launch still
+//! Chained launches: with the doorbell deferred (`Tuning::deferred_submits` > 0, or a launch
+//! held by automatic deferral, `flusher.rs`) and `Tuning::chain_launches` on, a launch that
+//! follows another launch still
 //! waiting for its doorbell is not given methods of its own: the QMD before it is set to
 //! schedule it when its grid completes (dependent QMD 0, `QMD_SCHEDULE` + prefetch), as a CUDA
 //! graph's kernels are (docs/hw/2026-11-30-cuda-stream-pushbuffer.txt).
 //!
 //! Why: a launch written with `WAIT_FOR_IDLE` before it (stream order, `compute_launch`) starts
 //! only after the channel saw the engine go idle, ~1.06 µs per grid back to back on the H200
-//! (0.85 with its QMD prefetched before the wait, [`DeviceOptions::early_qmd_prefetch`]);
+//! (0.85 with its QMD prefetched before the wait, `Tuning::early_qmd_prefetch`);
 //! chained, the GPU takes 0.60 µs per grid, 0.48 with the inner QMDs' membar below
 //! (docs/benchmarks.md, "Chained launches"). Chaining needs the next launch written before the
 //! one before can complete, which only deferral guarantees: the GPU has seen none of the chain
@@ -22,9 +23,9 @@
 //!
 //! Each chained launch writes constant bank 0 (unless the launch repeats the call
 //! before and can use the bank already written for the chain) and the QMD before it, made
-//! inner (`QmdPatch::make_inner`): it now schedules this one, releases nothing and ends its
+//! inner ([`ChainPatch::make_inner`]): it now schedules this one, releases nothing and ends its
 //! CTAs with a GPU-scope membar, as a graph's inner kernels do. Its own QMD waits in host
-//! memory ([`super::chan::Chan::unwritten`]) until the next launch chains or anything on the
+//! memory ([`Chan::unwritten`]) until the next launch chains or anything on the
 //! channel is published, so each QMD is written once, whole, in its final form; only the head,
 //! written with its methods, is patched (the words that change). Patching each QMD a launch
 //! after writing it cost the H200's CPU ~0.1 µs more per launch (a few words into a line
@@ -38,24 +39,115 @@
 //! submissions (or at any wait, [`crate::device::Device::flush`] or another channel's need).
 //!
 //! Whatever follows a chain of two or more on the compute channel starts with a host
-//! semaphore acquire of the chain's last value (unless the timeline already reached it): the
+//! semaphore acquire of the chain's last value ([`Chan::own_wait`], unless the timeline
+//! already reached it): the
 //! grids of a chain are scheduled by the engine itself, and whether `WAIT_FOR_IDLE` waits for a
 //! dependent QMD not yet scheduled is not documented. CUDA orders a stream the same way, with
 //! acquires on the kernel before's release. Launches written ahead are not written while a
 //! chain may run (their pushbuffer has only the wait).
 //!
 //! Not chained: the first launch after a shader-cache invalidate (module load), a launch that
-//! must wait for the copy channel, armed launches ([`DeviceOptions::armed_launches`]).
+//! must wait for the copy channel.
 
 use alloc::boxed::Box;
 
-use super::ahead::{Launched, differing_runs};
-use super::backend::{Backend, GpuMemory};
-use super::chan::ARENA_ALIGN;
-use super::ops::{COMPUTE, Inner};
-use super::{DeviceError, DeviceInfo, DeviceOptions};
+use super::ahead::differing_runs;
 use crate::channel::pushbuf::PushBuffer;
-use crate::channel::qmd::Qmd;
+use crate::channel::qmd::{Qmd, QmdError, QmdField};
+use crate::chip::QmdVersion;
+use crate::device::backend::{Backend, GpuMemory};
+use crate::device::chan::ARENA_ALIGN;
+#[cfg(doc)]
+use crate::device::chan::Chan;
+use crate::device::launch::{Built, Head};
+use crate::device::ops::{COMPUTE, Inner};
+use crate::device::template::field;
+use crate::device::{DeviceError, DeviceInfo, DeviceOptions};
+
+/// Field handles of the chain's QMD changes for one layout, resolved once (looking fields up
+/// by name per chained launch cost the H200's CPU ~1 µs).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ChainPatch {
+    /// Dependent QMD 0: pointer (shifted 8), enable, action, prefetch.
+    dependent: [&'static QmdField; 4],
+    /// `RELEASE_ENABLE` of release 0.
+    release_enable: &'static QmdField,
+    /// `CWD_MEMBAR_TYPE`, and `CWD_MEMBAR_TASK_CHASING_ENABLE` where the layout has it (V04+).
+    cwd_membar: &'static QmdField,
+    task_chasing: Option<&'static QmdField>,
+}
+
+/// `CWD_MEMBAR_TYPE_L1_MEMBAR` (`clc6c0qmd.h` / `clcbc0qmd.h`): a GPU-scope membar at CTA end.
+const CWD_MEMBAR_TYPE_L1_MEMBAR: u64 = 3;
+
+impl ChainPatch {
+    /// Resolves the handles for layout `v` (names as in `clc6c0qmd.h` / `clcbc0qmd.h` /
+    /// `clcec0qmd.h`).
+    pub(super) fn new(v: QmdVersion) -> Result<Self, QmdError> {
+        let dependent = match v {
+            QmdVersion::V04_00 => [
+                "DEPENDENT_QMD0_POINTER",
+                "DEPENDENT_QMD_ENABLE(0)",
+                "DEPENDENT_QMD_ACTION(0)",
+                "DEPENDENT_QMD_PREFETCH(0)",
+            ],
+            _ => [
+                "DEPENDENT_QMD0_POINTER",
+                "DEPENDENT_QMD0_ENABLE",
+                "DEPENDENT_QMD0_ACTION",
+                "DEPENDENT_QMD0_PREFETCH",
+            ],
+        };
+        let release_enable = match v {
+            QmdVersion::V03_00 => "RELEASE0_ENABLE",
+            _ => "RELEASE_ENABLE(0)",
+        };
+        Ok(ChainPatch {
+            dependent: [
+                field(v, dependent[0])?,
+                field(v, dependent[1])?,
+                field(v, dependent[2])?,
+                field(v, dependent[3])?,
+            ],
+            release_enable: field(v, release_enable)?,
+            cwd_membar: field(v, "CWD_MEMBAR_TYPE")?,
+            task_chasing: v.field("CWD_MEMBAR_TASK_CHASING_ENABLE"),
+        })
+    }
+
+    /// [`Qmd::schedule_after`] through the resolved handles.
+    fn schedule_after(&self, q: &mut Qmd, next: u64) -> Result<(), QmdError> {
+        if !next.is_multiple_of(256) {
+            return Err(QmdError::Misaligned {
+                field: self.dependent[0].name,
+                value: next,
+                align: 256,
+            });
+        }
+        let [ptr, en, act, pf] = self.dependent;
+        q.set_field(ptr, next >> 8)?;
+        q.set_field(en, 1)?;
+        // DEPENDENT_QMD_ACTION_QMD_SCHEDULE.
+        q.set_field(act, 1)?;
+        q.set_field(pf, 1)
+    }
+
+    /// Turns `q`, the last QMD of a chain so far, into an inner one whose grid the QMD at
+    /// `next` follows: it schedules `next` ([`ChainPatch::schedule_after`]), releases nothing
+    /// (the chain's last QMD releases its timeline value, which covers this one's) and ends its
+    /// CTAs with a GPU-scope membar and task chasing instead of the system-scope one (what a
+    /// CUDA graph gives all but its last kernel: the next grid sees this one's stores; the last
+    /// QMD's system-scope membar makes them visible to the host before its release).
+    pub(super) fn make_inner(&self, q: &mut Qmd, next: u64) -> Result<(), QmdError> {
+        self.schedule_after(q, next)?;
+        q.set_field(self.release_enable, 0)?;
+        q.set_field(self.cwd_membar, CWD_MEMBAR_TYPE_L1_MEMBAR)?;
+        if let Some(f) = self.task_chasing {
+            q.set_field(f, 1)?;
+        }
+        Ok(())
+    }
+}
 
 /// The newest launch of a chain (or a head that may get one). Its QMD, as written (the last of
 /// the chain: releasing, no dependent), is [`ChainState::qmd`].
@@ -67,7 +159,7 @@ struct ChainTail {
     value: u64,
     /// Launches in the chain, head included.
     len: u32,
-    /// GPU VA of its constant bank 0, and [`super::ahead::LastLaunch::seq`] of the remembered
+    /// GPU VA of its constant bank 0, and `LastLaunch::seq` (`ahead.rs`) of the remembered
     /// launch whose bytes it holds (`None`: not known to be the remembered launch's).
     cb: (u64, Option<u64>),
     /// Command-memory offset of the head's `NO_OPERATION` that becomes the sked-cache
@@ -75,35 +167,36 @@ struct ChainTail {
     sked_off: u64,
 }
 
-/// Counts of what chaining did (for tests and `nvbare bench`).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct ChainStats {
-    /// Launches scheduled by the QMD before them instead of methods of their own.
-    pub chained: u64,
-    /// Chained launches that used the constant bank 0 of the launch before them.
-    pub shared_banks: u64,
-    /// Submissions that began with an acquire of a chain's last value.
-    pub acquires: u64,
-    /// Batches of held launches the flusher published (automatic deferral,
-    /// [`super::Flusher`]); the others were published by the launching thread.
-    pub flusher_published: u64,
-}
-
 /// The device's chain state.
-#[derive(Debug, Default)]
-pub(crate) struct ChainState {
+#[derive(Debug)]
+pub(super) struct ChainState {
+    patch: ChainPatch,
     tail: Option<ChainTail>,
     /// The head's QMD as written (the first chained launch patches it). On the heap,
     /// allocated once: it keeps the device's state (built on the stack when a device opens)
     /// small.
     qmd: Option<Box<Qmd>>,
     /// A QMD box to reuse for the next chained launch (the chained tail's QMD itself waits in
-    /// [`super::chan::Chan::unwritten`]).
+    /// [`Chan::unwritten`]).
     spare: Option<Box<Qmd>>,
-    pub(super) stats: ChainStats,
+    /// Launches scheduled by the QMD before them instead of methods of their own.
+    pub(super) chained: u64,
+    /// Chained launches that used the constant bank 0 of the launch before them.
+    pub(super) shared_banks: u64,
 }
 
 impl ChainState {
+    pub(super) fn new(v: QmdVersion) -> Result<Self, QmdError> {
+        Ok(ChainState {
+            patch: ChainPatch::new(v)?,
+            tail: None,
+            qmd: None,
+            spare: None,
+            chained: 0,
+            shared_banks: 0,
+        })
+    }
+
     /// Forgets the chain (the channels were re-created).
     pub(super) fn reset(&mut self) {
         self.tail = None;
@@ -119,19 +212,9 @@ impl ChainState {
 }
 
 /// Whether launches are chained under `opts` with `defer` submissions allowed to wait for
-/// the doorbell ([`DeviceOptions::deferred_submits`], or the launch's automatic deferral,
-/// `device/flusher.rs`).
+/// the doorbell (`Tuning::deferred_submits`, or the launch's automatic deferral, `flusher.rs`).
 pub(super) fn chaining(opts: &DeviceOptions, defer: u32) -> bool {
-    opts.chain_launches && defer > 0 && !opts.armed_launches
-}
-
-/// Whether `opts` set the CTA-end membar itself (an experiment's `--qmd CWD_MEMBAR_TYPE=..`),
-/// which inner QMDs then keep.
-fn membar_overridden(opts: &DeviceOptions) -> bool {
-    opts.qmd_overrides
-        .iter()
-        .flatten()
-        .any(|(f, _)| *f == "CWD_MEMBAR_TYPE")
+    opts.tuning.chain_launches && defer > 0
 }
 
 impl<B: Backend> Inner<B> {
@@ -140,7 +223,8 @@ impl<B: Backend> Inner<B> {
     /// doorbell, so the GPU has read none of the chain.
     fn chain_open(&self, value: u64) -> bool {
         let c = &self.chans[COMPUTE];
-        self.chain
+        self.fast
+            .chain
             .tail
             .as_ref()
             .is_some_and(|t| t.value + 1 == value && c.submitted + 1 == value)
@@ -156,6 +240,7 @@ impl<B: Backend> Inner<B> {
             return 0;
         }
         let chained = self
+            .fast
             .chain
             .tail
             .as_ref()
@@ -164,63 +249,33 @@ impl<B: Backend> Inner<B> {
         unpublished + chained
     }
 
-    /// The last value of a chain of two or more launches that may still be running (the
-    /// timeline has not reached it): what the compute channel's next submission must acquire
-    /// first.
-    pub(super) fn chain_pending(&self) -> Option<u64> {
-        let c = &self.chans[COMPUTE];
-        let t = self.chain.tail.as_ref().filter(|t| t.len > 1)?;
-        let done = c.seen >= t.value
-            || self
-                .sem
-                .read_u64(c.sem_offset)
-                .is_ok_and(|reached| reached >= t.value);
-        (!done).then_some(t.value)
-    }
-
-    /// A compute submission other than a chained launch was made (`acquired`: it began with
-    /// the acquire [`Inner::chain_pending`] asked for). Ends the chain.
-    pub(super) fn chain_end(&mut self, acquired: bool) {
-        self.chain.tail = None;
-        if acquired {
-            self.chain.stats.acquires += 1;
-        }
-    }
-
-    /// After an ordinary launch with timeline value `value` whose QMD `qmd` went to
-    /// `qmd_off` and its constant bank 0 to `cb_va`: it heads a chain if chaining is on and
-    /// its doorbell is deferred.
-    pub(super) fn chain_head(
-        &mut self,
-        opts: &DeviceOptions,
-        qmd_off: u64,
-        cb_va: u64,
-        qmd: &Qmd,
-        value: u64,
-        sked_off: u64,
-    ) {
+    /// After an ordinary launch submitted as a chain's possible head: it heads a chain if
+    /// chaining is on and its doorbell is deferred.
+    pub(super) fn chain_head(&mut self, opts: &DeviceOptions, h: Head) {
+        let chain = &mut self.fast.chain;
         if !chaining(opts, self.defer) || self.chans[COMPUTE].fifo.unpublished() == 0 {
-            self.chain.tail = None;
+            chain.tail = None;
             return;
         }
-        self.chain.set_qmd(qmd);
-        self.chain.tail = Some(ChainTail {
-            qmd_off,
-            value,
+        chain.set_qmd(&h.qmd);
+        chain.tail = Some(ChainTail {
+            qmd_off: h.qmd_off,
+            value: h.value,
             len: 1,
-            cb: (cb_va, None),
-            sked_off,
+            cb: (h.cb_va, None),
+            sked_off: h.sked_off,
         });
     }
 
-    /// The launch just made was remembered for write-ahead ([`Inner::launched_ordinary`]): if
+    /// The launch just made was remembered for write-ahead ([`Inner::launched_built`]): if
     /// it is the chain's tail, its constant bank 0 holds the bytes of the remembered launch.
     pub(super) fn chain_remembered(&mut self) {
         let submitted = self.chans[COMPUTE].submitted;
-        if let Some(t) = self.chain.tail.as_mut()
+        let seq = self.fast.last.seq;
+        if let Some(t) = self.fast.chain.tail.as_mut()
             && t.value == submitted
         {
-            t.cb.1 = Some(self.last.seq);
+            t.cb.1 = Some(seq);
         }
     }
 
@@ -228,7 +283,7 @@ impl<B: Backend> Inner<B> {
     /// written yet.
     fn tail_qmd(&self, tail: &ChainTail) -> Option<&Qmd> {
         if tail.len == 1 {
-            self.chain.qmd.as_deref()
+            self.fast.chain.qmd.as_deref()
         } else {
             self.chans[COMPUTE]
                 .unwritten
@@ -250,35 +305,35 @@ impl<B: Backend> Inner<B> {
             return Ok(false);
         }
         // Taken out for the writing (put back below), not cloned: no allocation.
-        let Some(img) = self.last.image.take() else {
+        let Some(img) = self.fast.last.image.take() else {
             return Ok(false);
         };
-        let seq = self.last.seq;
-        let r = self.launch_chained(info, opts, &img.launched(), value, Some(seq));
-        self.last.image = Some(img);
+        let seq = self.fast.last.seq;
+        let r = self.launch_chained(info, opts, &img.built(), value, Some(seq));
+        self.fast.last.image = Some(img);
         r
     }
 
-    /// Chains launch `l` (description normalized), releasing timeline value `value`, to the
-    /// tail, if the chain is open, nothing on the copy channel must be waited for and command
-    /// memory has room without waiting. `repeat`: `l` is the remembered launch, of this
-    /// [`super::ahead::LastLaunch::seq`]. Returns whether it chained.
+    /// Chains launch `l`, releasing timeline value `value`, to the tail, if the chain is open,
+    /// nothing on the copy channel must be waited for and command memory has room without
+    /// waiting. `repeat`: `l` is the remembered launch, of this `LastLaunch::seq`. Returns
+    /// whether it chained.
     pub(super) fn launch_chained(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
-        l: &Launched<'_>,
+        l: &Built<'_>,
         value: u64,
         repeat: Option<u64>,
     ) -> Result<bool, DeviceError> {
         if !chaining(opts, self.defer)
-            || self.caches_dirty
+            || self.caches_dirty()
             || !self.chain_open(value)
             || !self.other_done(COMPUTE)
         {
             return Ok(false);
         }
-        let Some(tail) = self.chain.tail else {
+        let Some(tail) = self.fast.chain.tail else {
             return Ok(false);
         };
         let head = tail.len == 1;
@@ -302,7 +357,7 @@ impl<B: Backend> Inner<B> {
         let qmd_off = off + cb_size;
         let r = (|| -> Result<Box<Qmd>, DeviceError> {
             let spare = if shared {
-                self.chain.spare.take()
+                self.fast.chain.spare.take()
             } else {
                 None
             };
@@ -322,10 +377,12 @@ impl<B: Backend> Inner<B> {
                 self.qmd_patch.set_payload(&mut q, value)?;
                 q
             } else {
-                Box::new(self.region_qmd(info, opts, l, cb_va, value)?)
+                Box::new(self.launch_qmd(info, l, cb_va, value)?)
             };
-            self.qmd_patch
-                .make_inner(&mut inner, cmds_va + qmd_off, membar_overridden(opts))?;
+            self.fast
+                .chain
+                .patch
+                .make_inner(&mut inner, cmds_va + qmd_off)?;
             let c = &self.chans[COMPUTE];
             if head {
                 // Written with the head's methods: only its words that change. First (a
@@ -333,7 +390,12 @@ impl<B: Backend> Inner<B> {
                 // others); the GPU reads none of this before the doorbell, so the order is
                 // free. The head's methods now invalidate the sked caches: this launch's QMD
                 // sits at a reused address.
-                let before = self.chain.qmd.as_deref().map_or(&[][..], |q| q.as_bytes());
+                let before = self
+                    .fast
+                    .chain
+                    .qmd
+                    .as_deref()
+                    .map_or(&[][..], |q| q.as_bytes());
                 for (a, b) in differing_runs(before, inner.as_bytes()) {
                     let bytes = inner.as_bytes().get(a..b).unwrap_or(&[]);
                     c.cmds.write(tail.qmd_off + a as u64, bytes)?;
@@ -360,26 +422,109 @@ impl<B: Backend> Inner<B> {
             }
         };
         // This launch's QMD waits for the next launch, or for the doorbell.
-        if let Some((_, old)) = self.chans[COMPUTE].unwritten.replace((qmd_off, next)) {
-            self.chain.spare = Some(old);
+        let c = &mut self.chans[COMPUTE];
+        if let Some((_, old)) = c.unwritten.replace((qmd_off, next)) {
+            self.fast.chain.spare = Some(old);
         }
-        let len = tail.len + 1;
-        self.chain.tail = Some(ChainTail {
+        c.submitted = value;
+        // Scheduled by the engine itself: what follows the chain waits for its end.
+        c.own_wait = Some(value);
+        let chain = &mut self.fast.chain;
+        chain.tail = Some(ChainTail {
             qmd_off,
             value,
-            len,
+            len: tail.len + 1,
             cb: (cb_va, repeat),
             sked_off: tail.sked_off,
         });
-        self.chans[COMPUTE].submitted = value;
-        self.chain.stats.chained += 1;
-        if shared {
-            self.chain.stats.shared_banks += 1;
-        }
+        chain.chained += 1;
+        chain.shared_banks += u64::from(shared);
         // The deferral limit counts the chain's launches as submissions.
         if self.queued_launches() > self.defer {
-            self.kick(opts, COMPUTE)?;
+            self.kick(COMPUTE)?;
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::qmd::{LaunchDesc, SmSharedConfig};
+
+    fn desc() -> LaunchDesc {
+        let mut d = LaunchDesc {
+            program_address: 0x10_0000_1000,
+            register_count: 24,
+            shared_memory_size: 1024,
+            block: [64, 1, 1],
+            grid: [3, 1, 1],
+            shader_local_memory_high_size: 0x240,
+            barrier_count: 1,
+            sass_version: 0x90,
+            sm_config: SmSharedConfig {
+                min: 3,
+                max: 0x1a,
+                target: 3,
+            },
+            ..LaunchDesc::default()
+        };
+        d.cbufs[0] = Some((0x10_0000_2000, 0x300));
+        d.cbufs[4] = Some((0x10_0000_8000, 0x10));
+        d.release[0] = Some((0x10_0000_0000, 9));
+        d
+    }
+
+    #[test]
+    fn chaining_through_handles_equals_chaining_by_name() {
+        for v in [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00] {
+            let p = ChainPatch::new(v).unwrap();
+            let d = desc();
+            let mut by_handle = Qmd::build(v, &d).unwrap();
+            let mut by_name = by_handle.clone();
+            p.schedule_after(&mut by_handle, 0x20_0000_1200).unwrap();
+            by_name.schedule_after(0x20_0000_1200).unwrap();
+            assert_eq!(by_handle, by_name, "{v:?}");
+            assert_ne!(
+                by_handle,
+                Qmd::build(v, &d).unwrap(),
+                "{v:?}: it changed something"
+            );
+            let mut chained = d;
+            chained.dependent_qmd = Some(0x20_0000_1200);
+            assert_eq!(by_handle, Qmd::build(v, &chained).unwrap(), "{v:?}");
+            assert_eq!(
+                by_handle.launch_desc().unwrap().dependent_qmd,
+                Some(0x20_0000_1200)
+            );
+            assert!(
+                p.schedule_after(&mut by_handle, 0x20_0000_1280).is_err(),
+                "misaligned"
+            );
+        }
+    }
+
+    #[test]
+    fn an_inner_chain_qmd_schedules_the_next_releases_nothing_and_keeps_the_rest() {
+        for v in [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00] {
+            let p = ChainPatch::new(v).unwrap();
+            let d = desc();
+            let mut inner = Qmd::build(v, &d).unwrap();
+            p.make_inner(&mut inner, 0x20_0000_1200).unwrap();
+            let got = inner.launch_desc().unwrap();
+            assert_eq!(got.dependent_qmd, Some(0x20_0000_1200), "{v:?}");
+            assert_eq!(got.release, [None, None], "{v:?}");
+            assert_eq!(inner.get("CWD_MEMBAR_TYPE").unwrap(), 3, "{v:?}");
+            if v != QmdVersion::V03_00 {
+                assert_eq!(inner.get("CWD_MEMBAR_TASK_CHASING_ENABLE").unwrap(), 1);
+            }
+            // Nothing else changed: the launch itself is the same.
+            let mut want = d;
+            want.release = [None, None];
+            want.dependent_qmd = Some(0x20_0000_1200);
+            let mut back = got;
+            back.program_size = want.program_size;
+            assert_eq!(back, want, "{v:?}");
+        }
     }
 }
