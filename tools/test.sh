@@ -19,8 +19,27 @@ step "freestanding check: core links with no std, no libc, no allocator"
 target/freestanding/release/nvbare-freestanding
 echo "freestanding check passed"
 
+step "bare metal: core and gsp-firmware (device features) and the embedder skeleton build for x86_64-unknown-none"
+# The target is in rust-toolchain.toml; examples/embedder is its own workspace (docs/embedding.md).
+cargo build -p nvbare-core --features device --target x86_64-unknown-none --locked
+cargo build -p nvbare-gsp-firmware --features device --target x86_64-unknown-none --locked
+(cd examples/embedder && CARGO_TARGET_DIR=../../target/embedder cargo build --target x86_64-unknown-none --locked)
+
+step "packaging: every publishable crate packages and builds from its .crate alone"
+# Each crate is built from its .crate as crates.io would (interdependent crates through cargo's
+# local overlay registry); needs the crates.io index. --allow-dirty: a working tree with
+# uncommitted edits is checked as it is. nvbare-integration is publish = false.
+cargo package --workspace --exclude nvbare-integration --locked --allow-dirty
+
 step "tests"
 cargo test --workspace --locked
+
+step "the library as a user runs it: the add1 example, and a program outside the workspace"
+cargo run --locked --example add1
+# tests/facade-user is its own workspace (it sees nvbare as a user's project does); it uses
+# the workspace's lock file, pruned to what it needs.
+cp Cargo.lock tests/facade-user/Cargo.lock
+(cd tests/facade-user && CARGO_TARGET_DIR=../../target cargo run --offline)
 
 step "the bare-metal path under the simulator's other answers to unknowns (docs/assumptions.md)"
 cargo build --quiet --locked -p nvbare-tools

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::{Error, FIRMWARE_VERSION};
 
 /// `firmware/r570.144.sha256`: `<sha256>  <path under /lib/firmware>[ -> <symlink target>]`.
-pub const SHA256_LIST: &str = include_str!("../../firmware/r570.144.sha256");
+pub const SHA256_LIST: &str = include_str!("../firmware/r570.144.sha256");
 
 /// One pinned file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -123,26 +123,11 @@ impl From<DeviceError> for LoadError {
 /// The runtime cubins (the device layer's own kernels, `tests/fixtures/cubins/src/runtime.ptx`
 /// built with CUDA 13 by `build.sh`), by shader model.
 pub const RUNTIME_CUBINS: &[(u32, &[u8])] = &[
-    (
-        80,
-        include_bytes!("../../tests/fixtures/cubins/runtime_sm80_cuda13.cubin"),
-    ),
-    (
-        89,
-        include_bytes!("../../tests/fixtures/cubins/runtime_sm89_cuda13.cubin"),
-    ),
-    (
-        90,
-        include_bytes!("../../tests/fixtures/cubins/runtime_sm90_cuda13.cubin"),
-    ),
-    (
-        100,
-        include_bytes!("../../tests/fixtures/cubins/runtime_sm100_cuda13.cubin"),
-    ),
-    (
-        120,
-        include_bytes!("../../tests/fixtures/cubins/runtime_sm120_cuda13.cubin"),
-    ),
+    (80, include_bytes!("../cubins/runtime_sm80_cuda13.cubin")),
+    (89, include_bytes!("../cubins/runtime_sm89_cuda13.cubin")),
+    (90, include_bytes!("../cubins/runtime_sm90_cuda13.cubin")),
+    (100, include_bytes!("../cubins/runtime_sm100_cuda13.cubin")),
+    (120, include_bytes!("../cubins/runtime_sm120_cuda13.cubin")),
 ];
 
 /// The runtime cubin that runs on shader model `sm`: the same major version, the highest minor
@@ -188,7 +173,7 @@ impl<B: Backend> LoadCubin<B> for Device<B> {
 mod tests {
     use super::*;
 
-    static KERNELS: &[u8] = include_bytes!("../../tests/fixtures/cubins/kernels_sm90_cuda12.cubin");
+    static KERNELS: &[u8] = include_bytes!("../cubins/kernels_sm90_cuda12.cubin");
 
     #[test]
     fn runtime_cubins_are_picked_by_shader_model() {

@@ -10,10 +10,6 @@
 //! | `nvidia:N` | the nvidia kernel driver (`KernelBackend`) |
 //! | `vfio:BDF` | bare metal on a GPU bound to vfio-pci (`BareMetalBackend` over `VfioGpu`) |
 //! | `remote:HOST:PORT:N` | bare metal on a GPU of a remote PCI server (`BareMetalBackend` over `RemoteGpu`, tinygrad's protocol over TCP) |
-//!
-//! `NVBARE_ARMED=1` in the environment turns on `DeviceOptions::armed_launches` (pre-armed
-//! launches, docs/device.md) for every device the CLI opens, so the hardware check can run
-//! its kernels that way too.
 
 use std::io::Write;
 
@@ -202,14 +198,6 @@ pub fn open_device_with(
     runtime: bool,
 ) -> Result<AnyDevice, CliError> {
     let t = std::time::Instant::now();
-    let opts = DeviceOptions {
-        armed_launches: opts.armed_launches
-            || armed_from_env(std::env::var_os(ARMED_ENV).as_deref()),
-        ..opts
-    };
-    if opts.armed_launches {
-        log::info!("pre-armed launches on ({ARMED_ENV} or --armed): for a GPU nothing else uses");
-    }
     let any = open_bare(&spec, opts, obs)?;
     if runtime {
         let r = std::time::Instant::now();
@@ -224,7 +212,7 @@ pub fn open_device_with(
     Ok(any)
 }
 
-/// Attaches the flusher thread of automatic deferral (`DeviceOptions::auto_defer`) to `dev`;
+/// Attaches the flusher thread of automatic deferral (docs/device.md) to `dev`;
 /// it runs until the device closes. Without it (the process may use one CPU only, or the
 /// thread did not start) launches are never held (logged).
 pub(crate) fn start_flusher<B>(dev: &Device<B>)
@@ -232,7 +220,7 @@ where
     B: Backend + 'static,
     nvbare_core::device::Flusher<B>: Send,
 {
-    if !dev.options().holds_launches() {
+    if !dev.options().tuning.holds_launches() {
         return;
     }
     match nvbare_pci_host::flusher::spawn_if_parallel(dev) {
@@ -244,14 +232,6 @@ where
         ),
         Err(e) => log::warn!("no automatic deferral: {e}"),
     }
-}
-
-/// Environment variable that turns on pre-armed launches for every device the CLI opens.
-pub const ARMED_ENV: &str = "NVBARE_ARMED";
-
-/// Whether `NVBARE_ARMED`'s value asks for pre-armed launches: set, non-empty and not `0`.
-fn armed_from_env(v: Option<&std::ffi::OsStr>) -> bool {
-    v.is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Installs the runtime kernels on `dev`; a device without them copies on the copy engine
@@ -325,19 +305,4 @@ pub fn demo_cubin(sm: u32) -> Option<(&'static str, &'static [u8])> {
         let name = format!("kernels_sm{sm}_{cuda}");
         fixtures.iter().find(|(n, _)| *n == name).copied()
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::ffi::OsStr;
-
-    #[test]
-    fn nvbare_armed_is_on_when_set_to_anything_but_empty_or_zero() {
-        assert!(!armed_from_env(None));
-        assert!(!armed_from_env(Some(OsStr::new(""))));
-        assert!(!armed_from_env(Some(OsStr::new("0"))));
-        assert!(armed_from_env(Some(OsStr::new("1"))));
-        assert!(armed_from_env(Some(OsStr::new("yes"))));
-    }
 }

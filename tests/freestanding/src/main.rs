@@ -1,85 +1,35 @@
 //! A freestanding program (no std, no libc, no heap, panic=abort) that links nvbare-core and
-//! identifies chips from static fake register windows. Built and run by the test script:
-//! if core ever pulls in `std`, `alloc` or libc, this stops linking.
+//! exercises it on static memory only. Built and run by the test script: if core ever pulls in
+//! `std`, `alloc` or libc, this stops linking.
 //!
-//! Exit code 0 means every chip was identified as expected; otherwise the code says which check
-//! failed. x86_64 Linux only (the entry point and exit are raw syscalls).
+//! What it runs:
+//! * chip identification from static fake register windows (`chips`, exit codes 10-39);
+//! * the GSP message queues over a static DMA buffer: shared-memory layout and page table,
+//!   command records written by `MsgQueue::send` (checksum, sequence, doorbell), looped back
+//!   as GSP-RM would and parsed by `MsgQueue::receive`, ring wrap-around, a corrupt record,
+//!   a full ring (`msgq`, 40-69);
+//! * GPU page tables: `Mapper` over GMMU v2 tables in a static `PageTableMemory` and v3
+//!   tables in `DmaTables` over a static buffer, TLB invalidates through `MmuInvalidate`:
+//!   map, translate back, reject bad requests, unmap (`mm`, 70-99).
+//!
+//! Exit code 0 means every check passed; otherwise the code says which failed (101: a panic).
+//! x86_64 Linux only (the entry point and exit are raw syscalls).
 #![no_std]
 #![no_main]
 
+mod chips;
+mod hw;
+mod mm;
+mod msgq;
+
 use core::panic::PanicInfo;
 
-use nvbare_core::Mmio;
-use nvbare_core::chip::{self, ChipError, Chipset, MmuVersion, QmdVersion};
-
-/// A register window holding just the two identification registers.
-struct FakeBar0 {
-    boot0: u32,
-    boot42: u32,
-}
-
-impl Mmio for FakeBar0 {
-    fn size(&self) -> usize {
-        16 << 20
-    }
-    fn read32(&self, offset: usize) -> u32 {
-        match offset {
-            0x0 => self.boot0,
-            0xa00 => self.boot42,
-            _ => 0,
-        }
-    }
-    fn write32(&self, _offset: usize, _value: u32) {}
-}
-
-static WINDOWS: [(FakeBar0, Chipset, MmuVersion, QmdVersion); 3] = [
-    (
-        FakeBar0 {
-            boot0: 0x1920_00a1,
-            boot42: 0x192a_1000,
-        },
-        Chipset::AD102,
-        MmuVersion::V2,
-        QmdVersion::V03_00,
-    ),
-    (
-        FakeBar0 {
-            boot0: 0x1800_00a1,
-            boot42: 0x180a_1000,
-        },
-        Chipset::GH100,
-        MmuVersion::V3,
-        QmdVersion::V04_00,
-    ),
-    (
-        FakeBar0 {
-            boot0: 0x1b20_00a1,
-            boot42: 0x1b2a_1000,
-        },
-        Chipset::GB202,
-        MmuVersion::V3,
-        QmdVersion::V05_00,
-    ),
-];
-
 fn run() -> i32 {
-    for (i, (bar, chipset, mmu, qmd)) in WINDOWS.iter().enumerate() {
-        let Ok(chip) = chip::identify_mmio(bar) else {
-            return 10 + i as i32;
-        };
-        if chip.chipset() != *chipset || chip.info.mmu != *mmu || chip.info.qmd != *qmd {
-            return 20 + i as i32;
+    let checks: [fn() -> Result<(), i32>; 3] = [chips::check, msgq::check, mm::check];
+    for check in checks {
+        if let Err(code) = check() {
+            return code;
         }
-    }
-    let dead = FakeBar0 {
-        boot0: u32::MAX,
-        boot42: u32::MAX,
-    };
-    if !matches!(
-        chip::identify_mmio(&dead),
-        Err(ChipError::NoResponse { .. })
-    ) {
-        return 30;
     }
     0
 }

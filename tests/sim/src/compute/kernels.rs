@@ -121,83 +121,83 @@ impl KernelModel {
 pub const FIXTURES: &[(&str, &[u8])] = &[
     (
         "kernels_sm80_cuda12",
-        include_bytes!("../../../fixtures/cubins/kernels_sm80_cuda12.cubin"),
+        include_bytes!("../../cubins/kernels_sm80_cuda12.cubin"),
     ),
     (
         "kernels_sm80_cuda13",
-        include_bytes!("../../../fixtures/cubins/kernels_sm80_cuda13.cubin"),
+        include_bytes!("../../cubins/kernels_sm80_cuda13.cubin"),
     ),
     (
         "kernels_sm89_cuda12",
-        include_bytes!("../../../fixtures/cubins/kernels_sm89_cuda12.cubin"),
+        include_bytes!("../../cubins/kernels_sm89_cuda12.cubin"),
     ),
     (
         "kernels_sm89_cuda13",
-        include_bytes!("../../../fixtures/cubins/kernels_sm89_cuda13.cubin"),
+        include_bytes!("../../cubins/kernels_sm89_cuda13.cubin"),
     ),
     (
         "kernels_sm90_cuda12",
-        include_bytes!("../../../fixtures/cubins/kernels_sm90_cuda12.cubin"),
+        include_bytes!("../../cubins/kernels_sm90_cuda12.cubin"),
     ),
     (
         "kernels_sm90_cuda13",
-        include_bytes!("../../../fixtures/cubins/kernels_sm90_cuda13.cubin"),
+        include_bytes!("../../cubins/kernels_sm90_cuda13.cubin"),
     ),
     (
         "kernels_sm100_cuda12",
-        include_bytes!("../../../fixtures/cubins/kernels_sm100_cuda12.cubin"),
+        include_bytes!("../../cubins/kernels_sm100_cuda12.cubin"),
     ),
     (
         "kernels_sm100_cuda13",
-        include_bytes!("../../../fixtures/cubins/kernels_sm100_cuda13.cubin"),
+        include_bytes!("../../cubins/kernels_sm100_cuda13.cubin"),
     ),
     (
         "kernels_sm120_cuda12",
-        include_bytes!("../../../fixtures/cubins/kernels_sm120_cuda12.cubin"),
+        include_bytes!("../../cubins/kernels_sm120_cuda12.cubin"),
     ),
     (
         "kernels_sm120_cuda13",
-        include_bytes!("../../../fixtures/cubins/kernels_sm120_cuda13.cubin"),
+        include_bytes!("../../cubins/kernels_sm120_cuda13.cubin"),
     ),
     (
         "runtime_sm80_cuda12",
-        include_bytes!("../../../fixtures/cubins/runtime_sm80_cuda12.cubin"),
+        include_bytes!("../../cubins/runtime_sm80_cuda12.cubin"),
     ),
     (
         "runtime_sm80_cuda13",
-        include_bytes!("../../../fixtures/cubins/runtime_sm80_cuda13.cubin"),
+        include_bytes!("../../cubins/runtime_sm80_cuda13.cubin"),
     ),
     (
         "runtime_sm89_cuda12",
-        include_bytes!("../../../fixtures/cubins/runtime_sm89_cuda12.cubin"),
+        include_bytes!("../../cubins/runtime_sm89_cuda12.cubin"),
     ),
     (
         "runtime_sm89_cuda13",
-        include_bytes!("../../../fixtures/cubins/runtime_sm89_cuda13.cubin"),
+        include_bytes!("../../cubins/runtime_sm89_cuda13.cubin"),
     ),
     (
         "runtime_sm90_cuda12",
-        include_bytes!("../../../fixtures/cubins/runtime_sm90_cuda12.cubin"),
+        include_bytes!("../../cubins/runtime_sm90_cuda12.cubin"),
     ),
     (
         "runtime_sm90_cuda13",
-        include_bytes!("../../../fixtures/cubins/runtime_sm90_cuda13.cubin"),
+        include_bytes!("../../cubins/runtime_sm90_cuda13.cubin"),
     ),
     (
         "runtime_sm100_cuda12",
-        include_bytes!("../../../fixtures/cubins/runtime_sm100_cuda12.cubin"),
+        include_bytes!("../../cubins/runtime_sm100_cuda12.cubin"),
     ),
     (
         "runtime_sm100_cuda13",
-        include_bytes!("../../../fixtures/cubins/runtime_sm100_cuda13.cubin"),
+        include_bytes!("../../cubins/runtime_sm100_cuda13.cubin"),
     ),
     (
         "runtime_sm120_cuda12",
-        include_bytes!("../../../fixtures/cubins/runtime_sm120_cuda12.cubin"),
+        include_bytes!("../../cubins/runtime_sm120_cuda12.cubin"),
     ),
     (
         "runtime_sm120_cuda13",
-        include_bytes!("../../../fixtures/cubins/runtime_sm120_cuda13.cubin"),
+        include_bytes!("../../cubins/runtime_sm120_cuda13.cubin"),
     ),
 ];
 

@@ -1,0 +1,188 @@
+//! The library as a user calls it: `nvbare::open` on the simulated GPUs, handles that outlive
+//! their scope and cross threads, typed launches, and what bad input gets.
+
+use nvbare::{ByValue, DeviceBuffer, Error, Gpu, LaunchConfig, Options};
+
+fn sim(chip: &str) -> Gpu {
+    nvbare::open(&format!("sim:{chip}")).unwrap()
+}
+
+fn demo(gpu: &Gpu) -> nvbare::Module {
+    gpu.load_cubin(nvbare::demo_cubin(gpu.info().sm).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn add1_on_every_simulated_chip_with_slices_copies_and_events() {
+    for chip in ["ad102", "gh100", "gb202"] {
+        let gpu = sim(chip);
+        let s = gpu.default_stream();
+        let n = 4096u32;
+        let data: Vec<u32> = (0..n).collect();
+        let buf = s.htod_copy(&data).unwrap();
+        let m = demo(&gpu);
+        let add1 = m.function("add1").unwrap();
+        // The second half only, through a slice.
+        let half = buf.slice(2048..).unwrap();
+        s.launch_builder(&add1)
+            .arg(&half)
+            .arg(&(n / 2))
+            .launch(LaunchConfig::for_num_elems(n / 2))
+            .unwrap();
+        let ev = s.record_event().unwrap();
+        ev.synchronize().unwrap();
+        assert!(ev.is_done().unwrap());
+        let out = s.dtoh_copy(&buf).unwrap();
+        for (i, (o, d)) in out.iter().zip(&data).enumerate() {
+            assert_eq!(*o, if i >= 2048 { d + 1 } else { *d }, "{chip} element {i}");
+        }
+        // Device to device, into a slice of a zeroed buffer.
+        let dst: DeviceBuffer<u32> = gpu.alloc_zeros(8192).unwrap();
+        s.dtod_copy(&buf, &dst.slice(4096..).unwrap()).unwrap();
+        let back = s.dtoh_copy(&dst.slice(4095..4100).unwrap()).unwrap();
+        assert_eq!(back, [0, 0, 1, 2, 3], "{chip}");
+        gpu.close().unwrap();
+    }
+}
+
+#[test]
+fn handles_live_in_structs_and_cross_threads() {
+    struct Job {
+        stream: nvbare::Stream,
+        f: nvbare::Function,
+        buf: DeviceBuffer<u32>,
+    }
+    let gpu = sim("gh100");
+    let job = {
+        let m = demo(&gpu);
+        let f = m.function("add1").unwrap();
+        // `m` goes out of scope: the function keeps the image loaded.
+        Job {
+            stream: gpu.default_stream(),
+            f,
+            buf: gpu.alloc_zeros(256).unwrap(),
+        }
+    };
+    let t = std::thread::spawn(move || {
+        for _ in 0..3 {
+            job.stream
+                .launch_builder(&job.f)
+                .arg(&job.buf)
+                .arg(&256u32)
+                .launch(LaunchConfig::for_num_elems(256))
+                .unwrap();
+        }
+        job.stream.dtoh_copy(&job.buf).unwrap()
+    });
+    assert!(t.join().unwrap().iter().all(|&v| v == 3));
+}
+
+#[test]
+fn bad_device_strings_say_what_is_valid() {
+    for bad in ["gpu0", "sim:h100", "nvidia:x", "vfio:zz", "remote:", ""] {
+        let e = nvbare::open(bad).unwrap_err();
+        assert!(matches!(e, Error::Spec(_)), "{bad}: {e:?}");
+        assert!(e.to_string().contains("valid forms"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_missing_firmware_directory_is_an_error_before_anything_opens() {
+    let opts = Options::default().firmware_dir("/nonexistent/nvbare-firmware");
+    let e = nvbare::open_with("sim:ad102", opts).unwrap_err();
+    assert!(
+        e.to_string().contains("/nonexistent/nvbare-firmware"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_arguments_name_the_parameter() {
+    let gpu = sim("ad102");
+    let s = gpu.default_stream();
+    let m = demo(&gpu);
+    let add1 = m.function("add1").unwrap();
+    let buf: DeviceBuffer<u32> = gpu.alloc_zeros(16).unwrap();
+    let cfg = LaunchConfig::for_num_elems(16);
+    let e = s.launch_builder(&add1).arg(&buf).launch(cfg).unwrap_err();
+    assert!(
+        e.to_string().contains("takes 2 parameters, 1 were given"),
+        "{e}"
+    );
+    let e = s
+        .launch_builder(&add1)
+        .arg(&buf)
+        .arg(&16u64)
+        .launch(cfg)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("parameter 1 of `add1` is 4 bytes"),
+        "{e}"
+    );
+    let e = s
+        .launch_builder(&add1)
+        .arg(&ByValue([0u8; 4]))
+        .arg(&16u32)
+        .launch(cfg)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("parameter 0 of `add1` is 8 bytes"),
+        "{e}"
+    );
+    assert!(m.function("nope").unwrap_err().to_string().contains("add1"));
+    assert!(buf.slice(10..20).is_err());
+    // The device is fine after all that.
+    s.launch_builder(&add1)
+        .arg(&buf)
+        .arg(&16u32)
+        .launch(cfg)
+        .unwrap();
+    assert_eq!(s.dtoh_copy(&buf).unwrap(), [1; 16]);
+}
+
+#[test]
+fn objects_of_one_device_are_refused_by_another() {
+    let (a, b) = (sim("gh100"), sim("gh100"));
+    let buf_a: DeviceBuffer<u32> = a.alloc_zeros(16).unwrap();
+    let buf_b: DeviceBuffer<u32> = b.alloc_zeros(16).unwrap();
+    let sb = b.default_stream();
+    let e = sb.dtoh_copy(&buf_a).unwrap_err();
+    assert!(matches!(e, Error::ForeignObject(_)), "{e:?}");
+    let e = sb.dtod_copy(&buf_a, &buf_b).unwrap_err();
+    assert!(e.to_string().contains("belongs to sim:gh100"), "{e}");
+    let ma = demo(&a);
+    let f = ma.function("add1").unwrap();
+    let e = sb
+        .launch_builder(&f)
+        .arg(&buf_b)
+        .arg(&16u32)
+        .launch(LaunchConfig::for_num_elems(16))
+        .unwrap_err();
+    assert!(matches!(e, Error::ForeignObject(_)), "{e:?}");
+    let mb = demo(&b);
+    let fb = mb.function("add1").unwrap();
+    let e = sb
+        .launch_builder(&fb)
+        .arg(&buf_a)
+        .arg(&16u32)
+        .launch(LaunchConfig::for_num_elems(16))
+        .unwrap_err();
+    assert!(e.to_string().contains("points into a buffer of"), "{e}");
+    // An event of another device is waited for on the CPU.
+    let ev = a.default_stream().record_event().unwrap();
+    sb.wait_event(&ev).unwrap();
+}
+
+#[test]
+fn handles_of_a_closed_device_fail_with_closed() {
+    let gpu = sim("gb202");
+    let s = gpu.default_stream();
+    let buf: DeviceBuffer<u32> = gpu.alloc_zeros(16).unwrap();
+    gpu.clone().close().unwrap();
+    let e = s.dtoh_copy(&buf).unwrap_err();
+    assert!(matches!(e, Error::Closed(_)), "{e:?}");
+    assert!(e.to_string().contains("sim:gb202 was closed"), "{e}");
+    assert!(matches!(gpu.alloc::<u8>(4), Err(Error::Closed(_))));
+    // Dropping handles of a closed device is harmless.
+    drop(buf);
+}
