@@ -20,7 +20,10 @@ target/freestanding/release/nvbare-freestanding
 echo "freestanding check passed"
 
 step "bare metal: core and gsp-firmware (device features) and the embedder skeleton build for x86_64-unknown-none"
-# The target is in rust-toolchain.toml; examples/embedder is its own workspace (docs/embedding.md).
+# The target is in rust-toolchain.toml, which rustup honours only when it installs the toolchain:
+# add it to a toolchain installed before. examples/embedder is its own workspace
+# (docs/embedding.md).
+if command -v rustup >/dev/null; then rustup target add x86_64-unknown-none; fi
 cargo build -p nvbare-core --features device --target x86_64-unknown-none --locked
 cargo build -p nvbare-gsp-firmware --features device --target x86_64-unknown-none --locked
 (cd examples/embedder && CARGO_TARGET_DIR=../../target/embedder cargo build --target x86_64-unknown-none --locked)
