@@ -119,6 +119,10 @@ pub struct GpuBenchArgs {
     /// many launches go by before a launch's command memory is reused.
     #[arg(long, value_parser = clap::value_parser!(u64).range(16..=1 << 20))]
     pub command_kib: Option<u64>,
+    /// Streams to open (DeviceOptions::streams, default 4; two channels each in the channel
+    /// group): to measure what the channels of idle streams cost a launch.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=nvbare_core::device::MAX_STREAMS as i64))]
+    pub streams: Option<u32>,
 }
 
 /// `--fence` values.
@@ -141,6 +145,7 @@ impl GpuBenchArgs {
         Ok(DeviceOptions {
             timeout: Duration::from_millis(self.timeout_ms),
             command_bytes: self.command_kib.map_or(d.command_bytes, |k| k << 10),
+            streams: self.streams.unwrap_or(d.streams),
             tuning: Tuning {
                 write_ahead: !self.no_write_ahead,
                 early_qmd_prefetch: !self.no_early_prefetch,
@@ -974,6 +979,7 @@ mod tests {
             no_early_prefetch: false,
             doorbell_retry_us: None,
             command_kib: None,
+            streams: None,
         }
     }
 
