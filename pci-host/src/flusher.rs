@@ -36,7 +36,7 @@ pub const POLL_INTERVAL: Duration = Duration::from_micros(1);
 /// bounds how long a batch held when the program stops waits for this thread: a poll that
 /// sees no launch since the one before publishes. On the H200, with 400 ns of CPU work between
 /// launches, 4 µs ran back-to-back launches at 0.661-0.668 µs each in four runs, 16 µs at
-/// 0.63-0.93 (docs/benchmarks.md).
+/// 0.63-0.93 (docs/performance.md, "Automatic deferral").
 pub const MAX_BACKOFF: Duration = Duration::from_micros(4);
 
 /// How long a parked thread sleeps before it looks whether the device closed.

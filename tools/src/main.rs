@@ -111,7 +111,7 @@ enum Command {
         dry_run: bool,
     },
     /// Launch, copy and open costs on a device (nvbare bench [--device DEV] [--json]), or a
-    /// subsystem (bench mm, bench rpc); results go in docs/benchmarks.md.
+    /// subsystem (bench mm, bench rpc); results: docs/performance.md.
     #[command(args_conflicts_with_subcommands = true)]
     Bench {
         #[command(subcommand)]

@@ -27,7 +27,7 @@
 //! store and another before the doorbell (Linux's `wmb()` before each). With only the second
 //! (tinygrad's order, [`DoorbellFence::Store`]) the H200 ran stale commands, an older launch
 //! from the same command memory or ring slot, in 8 of 20 runs beside a process starting ten
-//! times; with both, in none of 20 (docs/hardware.md, 2026-11-30); the second barrier costs
+//! times; with both, in none of 20 (docs/hardware.md); the second barrier costs
 //! 0-0.3 µs per submission there, depending on the VM. Ordinary cached stores are ordered by
 //! x86-TSO anyway.
 //!

@@ -308,8 +308,8 @@ pub fn max_blocks_per_sm(sm: u32) -> u32 {
 /// kept 128-thread blocks of the copy kernel at half occupancy on the H200 (3.63 against
 /// 4.26 TB/s), 64-thread ones at a quarter (2.44 against 3.38). The block more: eight
 /// 256-thread blocks of 1 KiB in the 8 KiB carveout copied 1.4 % slower than with 16 KiB
-/// or more (docs/benchmarks.md, "Waits that see the release late; the shared-memory
-/// carveout").
+/// or more (docs/performance.md, "Device-to-device copies: the copy kernel, its carveout,
+/// the wait's poll").
 pub fn sm_shared_config(
     sm: u32,
     block_bytes: u32,

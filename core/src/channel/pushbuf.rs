@@ -455,9 +455,9 @@ impl<'a> PushBuffer<'a> {
     /// [`PushBuffer::compute_launch_after_prefetch`]. On the H200 an empty kernel queued behind
     /// another took the GPU 0.85 µs instead of 1.06; behind an idle engine the two extra
     /// actions cost ~0.2 µs, so the device uses this form only when an earlier launch has not
-    /// been seen complete (docs/benchmarks.md). The QMD and what it prefetches (constant bank
-    /// 0, written by the CPU with it) must be final before this is published: the grid runs the
-    /// copy fetched here, not what memory holds at the wait's end.
+    /// been seen complete (docs/performance.md, "QMDs prefetched early"). The QMD and what it
+    /// prefetches (constant bank 0, written by the CPU with it) must be final before this is
+    /// published: the grid runs the copy fetched here, not what memory holds at the wait's end.
     pub fn compute_launch_prefetched(&mut self, qmd_va: u64) -> Result<(), PushError> {
         self.qmd_prefetch(qmd_va)?;
         self.compute_launch_after_prefetch(qmd_va)

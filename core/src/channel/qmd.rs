@@ -766,7 +766,7 @@ impl Qmd {
         // Hopper and Blackwell can fetch constant bank 0 (driver area and parameters, read by
         // nearly every kernel's first instructions) while the launch is being set up instead of
         // on the first CTA's first read: 0.12-0.22 µs of a launch + sync on the H200 in same-VM
-        // comparisons (docs/benchmarks.md).
+        // comparisons (docs/performance.md, "Constant-bank prefetch").
         if let (Some(max_name), Some((_, size))) = (n.cb_prefetch_pre_max, d.cbufs[0]) {
             q.set("CONSTANT_BUFFER_PREFETCH(0)", CONSTANT_BUFFER_PREFETCH_PRE)?;
             q.set(

@@ -2,7 +2,7 @@
 //!
 //! The device's copy channel runs on the copy engine of the graphics engine's channel group.
 //! Between two buffers in video memory it moves about 95 GB/s on an H200 (189 GB/s counting
-//! bytes read plus bytes written, docs/benchmarks.md), a twentieth of what HBM gives. A copy
+//! bytes read plus bytes written, docs/performance.md), a twentieth of what HBM gives. A copy
 //! kernel on the SMs reaches HBM bandwidth: [`COPY_KERNEL_NAME`] from
 //! `tests/fixtures/cubins/src/runtime.ptx` (16-byte loads and stores, four in flight per thread,
 //! a grid-stride loop over at most `Tuning::copy_kernel_ctas_per_sm` CTAs per SM).

@@ -155,8 +155,8 @@ pub struct DeviceOptions {
     /// Delay between polls after the spin. It bounds how late a long wait sees its release:
     /// `HostClock` spins through delays this short, so a shorter interval costs no more CPU
     /// there. On the H200, 10 µs made a 1 GiB device-to-device copy (~0.5 ms) about 1 % slower
-    /// than 1 µs (docs/benchmarks.md, "Waits that see the release late; the shared-memory
-    /// carveout").
+    /// than 1 µs (docs/performance.md, "Device-to-device copies: the copy kernel, its
+    /// carveout, the wait's poll").
     pub poll_interval: Duration,
     /// The latency machinery's switches and the copy kernel's shape, for benchmarks and tests
     /// that measure each piece on and off. Not a stable API.
@@ -166,8 +166,8 @@ pub struct DeviceOptions {
 
 /// Switches and sizes the benchmark (`nvbare bench`) and the tests turn to measure what each
 /// piece of the launch path earns; the defaults are what the H200 showed best
-/// (docs/benchmarks.md, docs/device.md). Not a stable API: fields come and go with the
-/// measurements.
+/// (docs/performance.md, "What each mechanism buys"; docs/device.md). Not a stable API: fields
+/// come and go with the measurements.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tuning {
@@ -247,7 +247,8 @@ impl Default for Tuning {
             doorbell_fence: DoorbellFence::StoreTwice,
             doorbell_retry: crate::channel::gpfifo::DOORBELL_RETRY,
             kernel_copy_min_bytes: 256 << 10,
-            // The best of the shapes measured on the H200 (docs/benchmarks.md): 256-thread
+            // The best of the shapes measured on the H200 (docs/performance.md, "Device-to-device
+            // copies: the copy kernel, its carveout, the wait's poll"): 256-thread
             // CTAs, enough of them that a 1 GiB copy needs no grid-stride loop.
             copy_kernel_block: 256,
             copy_kernel_ctas_per_sm: 2048,

@@ -97,7 +97,7 @@ impl QmdPatch {
 /// `FE_SYSMEMBAR`, as tinygrad leaves it: every CTA already ends with a system-scope membar
 /// (`CWD_MEMBAR_TYPE` = `L1_SYSMEMBAR`), so the grid's stores are visible before the release is
 /// written, and the front-end membar cost a launch + sync 0.7 µs on the H200
-/// (docs/benchmarks.md).
+/// (docs/performance.md, "The release without `FE_SYSMEMBAR`").
 pub(super) fn build(v: QmdVersion, d: &LaunchDesc) -> Result<Qmd, QmdError> {
     let mut q = Qmd::build(v, d)?;
     if d.release[0].is_some() {

@@ -254,7 +254,8 @@ impl VramFor {
 /// the value of `NVBARE_KMOD_CMDS` (unset or empty: the default).
 fn placement(value: Option<&str>) -> Result<(VramFor, GpuPageSize), KmodError> {
     Ok(match value {
-        // 64 KiB pages measured faster on the H200 than 4 KiB ones (docs/benchmarks.md).
+        // 64 KiB pages measured faster on the H200 than 4 KiB ones (docs/performance.md,
+        // "Rings and commands in video memory").
         None | Some("") | Some("vram") => (VramFor::Both, GpuPageSize::Big),
         Some("vram4k") => (VramFor::Both, GpuPageSize::Small),
         Some("vram2m") => (VramFor::Both, GpuPageSize::Huge),

@@ -1,6 +1,6 @@
 //! Lost doorbells on the simulated GPUs. The host takes a channel's `GPPut` only when its
 //! doorbell is rung; on the H200 a doorbell was lost whenever another process created its
-//! channels (docs/hardware.md, 2026-11-30), and the wait for that work timed out. Waits (and a
+//! channels (docs/hardware.md), and the wait for that work timed out. Waits (and a
 //! full ring) now ring the doorbell again when published entries stay unfetched
 //! (`channel::gpfifo::DOORBELL_RETRY`). The simulator loses doorbells on request
 //! (`SimBackend::lose_doorbells`).

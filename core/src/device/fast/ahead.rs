@@ -3,8 +3,9 @@
 //!
 //! Most of a launch call is the CPU's ~1 KiB of stores to command memory (constant bank 0,
 //! QMD, pushbuffer) draining through a write-combined BAR1 mapping, and the store barrier
-//! before `GPPut` that waits for them (docs/benchmarks.md). A program that launches and then
-//! waits leaves the CPU idle while the GPU runs the kernel, so the wait first writes the next
+//! before `GPPut` that waits for them (docs/performance.md, "Where a round trip's time goes").
+//! A program that launches and then waits leaves the CPU idle while the GPU runs the kernel,
+//! so the wait first writes the next
 //! launch's region as a repeat of the last launch: bank 0, the QMD with the next timeline
 //! value and the pushbuffer, into command memory the next submission would get anyway, and its
 //! GP entry into the ring's next slot ([`crate::channel::gpfifo::GpFifo::stage`]). No `GPPut`
@@ -38,8 +39,8 @@
 //! 0.3-0.5 µs, and launch + sync 0.28 µs on average; staging the GP entry and skipping the
 //! build of a repeated call took the launch call from 0.15-0.41 µs to 0.07-0.16 and launch +
 //! sync another 0.07-0.24 µs (3.11-3.27 µs); what follows the doorbell (~3.0-3.1 µs) is the
-//! same either way (docs/benchmarks.md, "Writing the next launch ahead" and "The GP entry
-//! staged, repeated calls").
+//! same either way (docs/performance.md, "Launches written ahead" and "Repeated and
+//! argument-only calls").
 
 use alloc::vec::Vec;
 

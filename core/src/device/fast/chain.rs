@@ -3,13 +3,13 @@
 //! follows another launch still
 //! waiting for its doorbell is not given methods of its own: the QMD before it is set to
 //! schedule it when its grid completes (dependent QMD 0, `QMD_SCHEDULE` + prefetch), as a CUDA
-//! graph's kernels are (docs/hw/2026-11-30-cuda-stream-pushbuffer.txt).
+//! graph's kernels are (docs/performance.md, "Chained launches": how CUDA does it).
 //!
 //! Why: a launch written with `WAIT_FOR_IDLE` before it (stream order, `compute_launch`) starts
 //! only after the channel saw the engine go idle, ~1.06 µs per grid back to back on the H200
 //! (0.85 with its QMD prefetched before the wait, `Tuning::early_qmd_prefetch`);
 //! chained, the GPU takes 0.60 µs per grid, 0.48 with the inner QMDs' membar below
-//! (docs/benchmarks.md, "Chained launches"). Chaining needs the next launch written before the
+//! (docs/performance.md, "Chained launches"). Chaining needs the next launch written before the
 //! one before can complete, which only deferral guarantees: the GPU has seen none of the chain
 //! until the doorbell.
 //!

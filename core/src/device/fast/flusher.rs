@@ -32,7 +32,7 @@
 //!   matters: on the H200 the latter fell back, whenever the CPU was briefly slower, into a
 //!   steady state of single published launches (each ~0.8 µs of CPU, as long as the GPU's
 //!   0.85 µs per unchained grid) and never chained again (0.59-0.80 µs per back-to-back launch
-//!   in 2 of 3 runs, docs/benchmarks.md).
+//!   in 2 of 3 runs, docs/performance.md, "Automatic deferral").
 //!
 //! The core has no threads: the flusher is a handle that another thread polls.
 //! `nvbare_pci_host::flusher::spawn` runs one in a thread that polls while work is held and
