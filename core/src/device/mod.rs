@@ -82,6 +82,7 @@ mod ops;
 mod peer;
 mod program;
 mod template;
+mod wait;
 
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
