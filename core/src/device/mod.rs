@@ -81,6 +81,7 @@ mod module;
 mod ops;
 mod peer;
 mod program;
+mod slots;
 mod template;
 mod wait;
 
