@@ -83,6 +83,7 @@ mod peer;
 mod program;
 mod slots;
 mod template;
+mod transfer;
 mod wait;
 
 use alloc::string::{String, ToString};
