@@ -1,10 +1,11 @@
 //! The device's state ([`Inner`]) and submission: the plain path's core. Around it, in files
 //! of their own: bring-up and teardown (`open.rs`), waits, the doorbell watchdog, fault
 //! reports and recovery (`wait.rs`), memory slots and module loads (`slots.rs`), copies and
-//! cross-device ordering (`transfer.rs`), launches (`launch.rs`). The latency machinery
-//! (`device/fast/`) owns one field here, [`Inner::fast`], and is reached from `launch.rs` at a
-//! few named points; what it leaves for the plain path to honour is data on the channel
-//! ([`Chan::own_wait`], [`Chan::unwritten`], the arena's spare allocation).
+//! cross-device ordering (`transfer.rs`), launches (`launch.rs`), the copy kernel (`copy.rs`).
+//! They import from here, never the reverse. The latency machinery (`device/fast/`) owns one
+//! field here, [`Inner::fast`], and is reached from `launch.rs` at a few named points; what it
+//! leaves for the plain path to honour is data on the channel ([`Chan::own_wait`],
+//! [`Chan::unwritten`], the arena's spare allocation).
 
 use alloc::string::String;
 use alloc::vec::Vec;
