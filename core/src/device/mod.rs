@@ -78,10 +78,14 @@ mod fast;
 mod launch;
 mod memory;
 mod module;
+mod open;
 mod ops;
 mod peer;
 mod program;
+mod slots;
 mod template;
+mod transfer;
+mod wait;
 
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
@@ -99,7 +103,7 @@ pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery,
 pub use fast::{AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher};
 pub use memory::{DeviceBuffer, DeviceRepr, RawBuffer};
 pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module, RawModule};
-pub use ops::MAX_STREAMS;
+pub use open::MAX_STREAMS;
 pub use peer::{Event, PeerBuffer, PeerLink, PeerMode, PeerPath, PeerSemaphore};
 pub use program::{ConstBankDesc, KernelDesc, ParamDesc, Program, ProgramError};
 
