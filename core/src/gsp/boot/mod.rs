@@ -37,17 +37,24 @@
 //! [`FAILED_BOOT_HALT_TIMEOUT`] for the GSP RISC-V to halt (nova-core), and bus mastering off
 //! if it does not.
 //!
+//! The shared steps are here; the steps in which the two methods differ are in `booter`
+//! (Turing-Ada) and `cot` (Hopper on), behind one internal trait, and `run` keeps the phases,
+//! the failure report and what a failed boot must stop.
+//!
 //! Every wait is a [`poll_until`] with a named timeout; every failure is a [`BootError`] naming
 //! the phase; the [`BootReport`] of registers and the GSP's last log lines goes to
 //! [`BootObserver::failed`].
 
 pub mod abi;
+mod booter;
+mod cot;
 pub mod firmware;
 pub mod flush;
 pub mod fsp;
 pub mod layout;
 pub mod memory;
 pub mod report;
+mod run;
 pub mod sequencer;
 
 use core::fmt;
@@ -55,7 +62,7 @@ use core::time::Duration;
 
 use zerocopy::{FromZeros, IntoBytes};
 
-use crate::chip::{BootMethod, Chip, ChipInfo, Chipset, identify_mmio};
+use crate::chip::{BootMethod, Chip, ChipInfo, identify_mmio};
 use crate::falcon::{Falcon, FalconHal, FuseEngine, RISCV_ACTIVE_TIMEOUT, ucode_fuse_version};
 use crate::gsp::GspError;
 use crate::gsp::events::NV_VGPU_MSG_EVENT_GSP_INIT_DONE;
@@ -69,39 +76,20 @@ use crate::hal::{
     poll_until,
 };
 use crate::mm::{FbLayout, FbOwner};
-use crate::regs::falcon::{Gsp, Sec2, TRANSCFG_TARGET_COHERENT_SYSMEM};
-use crate::regs::falcon::{
-    NV_PFALCON_FALCON_CPUCTL, NV_PFALCON_FALCON_HWCFG2, NV_PFALCON_FALCON_MAILBOX0,
-    NV_PFALCON_FALCON_MAILBOX1, NV_PRISCV_RISCV_BCR_CTRL, NV_PRISCV_RISCV_CPUCTL,
-};
-use crate::regs::fsp::{
-    FSP_BOOT_COMPLETE_SUCCESS, NV_PFSP_FALCON_COMMON_SCRATCH_GROUP_2, NV_PFSP_MSGQ_HEAD,
-    NV_PFSP_MSGQ_TAIL, NV_PFSP_QUEUE_HEAD, NV_PFSP_QUEUE_TAIL, NV_THERM_I2CS_SCRATCH, ThermGb202,
-    ThermGh100,
-};
-use crate::regs::pbus::{
-    FWSECLIC_SCRATCH_INDEX_0E, FWSECLIC_SCRATCH_INDEX_15, NV_PBUS_VBIOS_SCRATCH, NV_PROM_DATA,
-    PROM_WINDOW_SIZE, frts_err_code, sb_err_code,
-};
+use crate::regs::Register;
+use crate::regs::falcon::Gsp;
 use crate::regs::pfb::{NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_LO};
-use crate::regs::pgc6::{
-    GFW_BOOT_PROGRESS_COMPLETED, NV_PGC6_AON_SECURE_SCRATCH_GROUP_05,
-    NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_PRIV_LEVEL_MASK, NV_PGC6_AON_SECURE_SCRATCH_GROUP_42,
-    NV_PGC6_BSI_SECURE_SCRATCH_14,
-};
-use crate::regs::pmc::{NV_PMC_BOOT_0, NV_PMC_BOOT_42};
-use crate::regs::{Register, RegisterArray, RelativeRegister};
+use crate::regs::pgc6::NV_PGC6_AON_SECURE_SCRATCH_GROUP_42;
 
-use abi::{
-    GSP_ACR_BOOT_GSP_RM_PARAMS, GSP_DMA_TARGET_COHERENT_SYSTEM, GSP_DMA_TARGET_NONCOHERENT_SYSTEM,
-    GSP_FMC_BOOT_PARAMS, GSP_RM_PARAMS, GspFwWprMeta, NVDM_PAYLOAD_COT, NVDM_TYPE_COT,
-};
-use firmware::{BootFirmware, BooterKind, FirmwareError, FwsecCommand, HsUcode, VbiosFirmware};
-use flush::{FlushRegs, SysmemFlush};
-use fsp::Fsp;
-use layout::{FRTS_SIZE, WprParams};
-use memory::{BootMemory, copy_to_dma};
+use abi::GspFwWprMeta;
+use booter::{Booter, UnloadBundle};
+use cot::{ChainOfTrust, FmcMemory};
+use firmware::{BootFirmware, FirmwareError};
+use flush::SysmemFlush;
+use layout::WprParams;
+use memory::BootMemory;
 pub use report::{BootError, BootErrorKind, BootObserver, BootPhase, BootReport, NoObserver};
+use run::Run;
 use sequencer::BootEvents;
 
 /// How long the VBIOS devinit (or the FSP's secure boot) may take (`kfspWaitForSecureBoot_GH100`:
@@ -208,22 +196,17 @@ impl Default for BootOptions<'_> {
     }
 }
 
-/// A heavy-secure ucode kept in DMA memory for the unload.
-#[derive(Debug)]
-struct PreparedUcode<B> {
-    buf: B,
-    load: crate::falcon::HsLoad,
-}
-
-/// What the Turing-Ada unload runs (prepared at boot, as nova-core's `UnloadBundle`).
-#[derive(Debug)]
-struct UnloadBundle<B> {
-    fwsec_sb: PreparedUcode<B>,
-    booter_unload: PreparedUcode<B>,
-}
-
 /// The transport type of a booted GSP.
 pub type BootRpc<B, M, C> = GspRpc<B, M, C, BootEvents>;
+
+/// What a booted GSP keeps of its boot method, for the reservations and the unload.
+#[derive(Debug)]
+enum MethodState<B> {
+    /// Turing-Ada: FWSEC-SB and booter_unload, prepared before WPR2 went up.
+    Booter(UnloadBundle<B>),
+    /// Hopper on: the GSP-FMC image and boot parameters.
+    ChainOfTrust(FmcMemory<B>),
+}
 
 /// Everything but the RPC transport of a booted GSP: memory GSP-RM keeps using, the layout,
 /// and what the unload needs.
@@ -233,8 +216,7 @@ pub struct BootState<B> {
     hal: FalconHal,
     mem: BootMemory<B>,
     flush: SysmemFlush<B>,
-    fmc: Option<(B, B)>,
-    unload: Option<UnloadBundle<B>>,
+    method: MethodState<B>,
     wpr_meta: GspFwWprMeta,
     fb_layout: FbLayout,
     static_info: GspStaticConfigInfo,
@@ -258,282 +240,50 @@ pub struct UnloadReport {
     pub suspend_timed_out: bool,
 }
 
-/// A heavy-secure ucode in DMA memory the boot still owns: (device address, bytes, load).
-type UcodeAt = (u64, usize, crate::falcon::HsLoad);
+/// The steps in which the two boot methods differ ([`booter`]: Turing-Ada, [`cot`]: Hopper
+/// on). [`boot_with`] runs the shared steps around them, in the order of the methods here;
+/// [`MethodState`] is what a method leaves for the unload.
+trait Method<D: DmaAllocator, F: BootFirmware>: Sized {
+    /// Waits for the GPU's own boot firmware: the VBIOS devinit or the FSP's secure boot.
+    fn wait_gfw_boot<M: Mmio + ?Sized, C: Clock + ?Sized>(
+        bar0: &M,
+        clock: &C,
+        info: &ChipInfo,
+    ) -> Result<(), BootErrorKind>;
 
-/// What a failed boot must stop before its memory is freed.
-#[derive(Debug, Clone, Copy)]
-enum Quiesce {
-    /// Nothing the boot started runs on the GPU.
-    Nothing,
-    /// Turing-Ada: FWSEC-FRTS may have put WPR2 up and GSP-RM may run: FWSEC-SB (whose GSP
-    /// falcon reset stops GSP-RM) and booter_unload, as nova-core's `BootUnloadGuard`.
-    Teardown {
-        hal: FalconHal,
-        fwsec_sb: UcodeAt,
-        booter_unload: UcodeAt,
-    },
-    /// Hopper on: the FSP has the chain of trust, so the GSP-FMC (and GSP-RM) may run and read
-    /// the boot memory: wait for the RISC-V core to halt (nova-core), or turn bus mastering off.
-    WaitHalt(FalconHal),
+    /// Reads what the method needs from the GPU before the layout is computed.
+    fn prepare<M: Mmio + ?Sized, C: Clock + ?Sized, O: BootObserver + ?Sized>(
+        fw: &F,
+        run: &mut Run<'_, '_, M, C, O>,
+    ) -> Result<Self, BootError>;
+
+    /// Places the GSP's framebuffer regions in the WPR metadata (in the ComputeLayout phase).
+    fn layout<M: Mmio + ?Sized, C: Clock + ?Sized, O: BootObserver + ?Sized>(
+        &self,
+        meta: &mut GspFwWprMeta,
+        params: &WprParams,
+        fb_size: u64,
+        run: &mut Run<'_, '_, M, C, O>,
+    ) -> Result<(), BootError>;
+
+    /// Runs the secure firmware that loads GSP-RM from the prepared memory, up to where the
+    /// GSP RISC-V core may start.
+    fn start<M: Mmio, C: Clock, P: PciConfig, O: BootObserver + ?Sized>(
+        self,
+        hw: &BootHw<M, D, C, P>,
+        fw: &F,
+        prepared: &Prepared<'_, D::Buffer>,
+        run: &mut Run<'_, '_, M, C, O>,
+    ) -> Result<MethodState<D::Buffer>, BootError>;
 }
 
-/// The phase bookkeeping of one boot or unload.
-struct Run<'o, 'h, M: ?Sized, C: ?Sized, O: ?Sized> {
-    bar0: &'h M,
-    clock: &'h C,
-    pci: Option<&'h dyn PciConfig>,
-    chip: Option<&'static ChipInfo>,
-    obs: &'o mut O,
-    start: Duration,
-    phase: BootPhase,
-    phase_start: Duration,
-    timings: heapless::Vec<(BootPhase, Duration), 24>,
-    log_image: Option<&'h dyn LogImage>,
-    quiesce: Quiesce,
-    /// The flush page registered by this boot (cleared from the registers on failure).
-    flush: Option<(FlushRegs, u64)>,
-}
-
-impl<'o, 'h, M: Mmio + ?Sized, C: Clock + ?Sized, O: BootObserver + ?Sized> Run<'o, 'h, M, C, O> {
-    fn new(bar0: &'h M, clock: &'h C, obs: &'o mut O, log_image: Option<&'h dyn LogImage>) -> Self {
-        let now = clock.now();
-        Run {
-            bar0,
-            clock,
-            pci: None,
-            chip: None,
-            obs,
-            start: now,
-            phase: BootPhase::Identify,
-            phase_start: now,
-            timings: heapless::Vec::new(),
-            log_image,
-            quiesce: Quiesce::Nothing,
-            flush: None,
-        }
-    }
-
-    fn begin(&mut self, phase: BootPhase) {
-        self.phase = phase;
-        self.phase_start = self.clock.now();
-        self.obs.phase_started(phase);
-    }
-
-    fn end(&mut self) {
-        let took = self.clock.now().saturating_sub(self.phase_start);
-        let _ = self.timings.push((self.phase, took));
-        self.obs.phase_finished(self.phase, took);
-    }
-
-    fn detail(&mut self, args: fmt::Arguments<'_>) {
-        self.obs.detail(self.phase, args);
-    }
-
-    /// Builds the error for the current phase and hands the observer the report: registers,
-    /// and the logs when memory exists.
-    fn fail<B: DmaBuffer>(
-        &mut self,
-        kind: BootErrorKind,
-        mem: Option<&BootMemory<B>>,
-    ) -> BootError {
-        let mut report = BootReport {
-            elapsed: self.clock.now().saturating_sub(self.start),
-            ..Default::default()
-        };
-        snapshot(self.bar0, self.chip, &mut report);
-        if let Some(m) = mem {
-            m.read_logs(self.log_image, &mut |l| report.push_log(l));
-        }
-        log::error!("gsp boot: {}: {kind}", self.phase);
-        // The caller frees the boot's memory as soon as this returns.
-        self.quiesce_for_free();
-        let err = BootError {
-            phase: self.phase,
-            kind,
-        };
-        self.obs.failed(&err, &report);
-        err
-    }
-
-    /// Stops what the failed boot started, so that freeing its memory is safe (see
-    /// [`Quiesce`]), then lets the flush page go.
-    fn quiesce_for_free(&mut self) {
-        let q = core::mem::replace(&mut self.quiesce, Quiesce::Nothing);
-        let stopped = match q {
-            Quiesce::Nothing => true,
-            Quiesce::Teardown {
-                hal,
-                fwsec_sb,
-                booter_unload,
-            } => {
-                let t = teardown_wpr2(self.bar0, self.clock, hal, &fwsec_sb, &booter_unload);
-                self.detail(format_args!(
-                    "after the failure: {}",
-                    if t.wpr2_down {
-                        "WPR2 torn down (FWSEC-SB + booter_unload); the next boot needs no reset"
-                    } else {
-                        "WPR2 is still up; reset the GPU before the next boot"
-                    }
-                ));
-                t.gsp_reset
-            }
-            Quiesce::WaitHalt(hal) => {
-                let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(self.bar0, self.clock, hal);
-                let t0 = self.clock.now();
-                let halted = poll(
-                    self.clock,
-                    FAILED_BOOT_HALT_TIMEOUT,
-                    Duration::from_millis(1),
-                    "the GSP RISC-V core to halt after the failure",
-                    || gsp.is_riscv_halted(),
-                )
-                .is_ok();
-                if halted {
-                    let took = self.clock.now().saturating_sub(t0);
-                    self.detail(format_args!(
-                        "after the failure: the GSP RISC-V core halted ({took:?}); its boot \
-                         memory is freed"
-                    ));
-                }
-                halted
-            }
-        };
-        if !stopped {
-            let off = self.pci.map(|p| p.set_bus_master(false));
-            self.detail(format_args!(
-                "after the failure: the GSP may still be running; {}; reset the GPU before the \
-                 next boot",
-                match off {
-                    Some(Ok(())) =>
-                        "bus mastering is off so it cannot reach the memory being freed",
-                    Some(Err(_)) | None => {
-                        "bus mastering could NOT be turned off: it may read freed memory"
-                    }
-                }
-            ));
-        }
-        if let Some((regs, addr)) = self.flush.take()
-            && regs.read(self.bar0) == addr
-        {
-            let _ = regs.program(self.bar0, 0);
-        }
-    }
-}
-
-/// Reads the registers a failure report shows.
-fn snapshot<M: Mmio + ?Sized>(bar0: &M, chip: Option<&ChipInfo>, r: &mut BootReport) {
-    let mut put = |name: &'static str, off: usize| {
-        let _ = r.regs.push((name, bar0.read32(off)));
-    };
-    put("NV_PMC_BOOT_0", NV_PMC_BOOT_0::OFFSET as usize);
-    put("NV_PMC_BOOT_42", NV_PMC_BOOT_42::OFFSET as usize);
-    put(
-        "NV_PFB_PRI_MMU_WPR2_ADDR_LO",
-        NV_PFB_PRI_MMU_WPR2_ADDR_LO::OFFSET as usize,
-    );
-    put(
-        "NV_PFB_PRI_MMU_WPR2_ADDR_HI",
-        NV_PFB_PRI_MMU_WPR2_ADDR_HI::OFFSET as usize,
-    );
-    put(
-        "NV_PGC6_AON_SECURE_SCRATCH_GROUP_05(0) (GFW_BOOT)",
-        NV_PGC6_AON_SECURE_SCRATCH_GROUP_05::BASE as usize,
-    );
-    put(
-        "NV_PGC6_BSI_SECURE_SCRATCH_14",
-        NV_PGC6_BSI_SECURE_SCRATCH_14::OFFSET as usize,
-    );
-    put(
-        "NV_PGSP_FALCON_MAILBOX0",
-        NV_PFALCON_FALCON_MAILBOX0::offset_of::<Gsp>(),
-    );
-    put(
-        "NV_PGSP_FALCON_MAILBOX1",
-        NV_PFALCON_FALCON_MAILBOX1::offset_of::<Gsp>(),
-    );
-    put(
-        "NV_PGSP_FALCON_HWCFG2",
-        NV_PFALCON_FALCON_HWCFG2::offset_of::<Gsp>(),
-    );
-    put(
-        "NV_PGSP_FALCON_CPUCTL",
-        NV_PFALCON_FALCON_CPUCTL::offset_of::<Gsp>(),
-    );
-    put(
-        "NV_PGSP_RISCV_CPUCTL",
-        NV_PRISCV_RISCV_CPUCTL::offset_of::<Gsp>(),
-    );
-    put(
-        "NV_PGSP_RISCV_BCR_CTRL",
-        NV_PRISCV_RISCV_BCR_CTRL::offset_of::<Gsp>(),
-    );
-    let fsp = chip.is_some_and(|c| c.boot == BootMethod::FspChainOfTrust);
-    if fsp {
-        let therm = if chip.is_some_and(|c| is_gb20x(c.chipset)) {
-            NV_THERM_I2CS_SCRATCH::offset_of::<ThermGb202>()
-        } else {
-            NV_THERM_I2CS_SCRATCH::offset_of::<ThermGh100>()
-        };
-        put("NV_THERM_I2CS_SCRATCH (FSP boot)", therm);
-        for (i, name) in [
-            "NV_PFSP_FALCON_COMMON_SCRATCH_GROUP_2(0)",
-            "NV_PFSP_FALCON_COMMON_SCRATCH_GROUP_2(1)",
-            "NV_PFSP_FALCON_COMMON_SCRATCH_GROUP_2(2)",
-            "NV_PFSP_FALCON_COMMON_SCRATCH_GROUP_2(3)",
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if let Ok(o) = NV_PFSP_FALCON_COMMON_SCRATCH_GROUP_2::offset(i as u32) {
-                put(name, o);
-            }
-        }
-        for (name, off) in [
-            ("NV_PFSP_QUEUE_HEAD(0)", NV_PFSP_QUEUE_HEAD::offset(0)),
-            ("NV_PFSP_QUEUE_TAIL(0)", NV_PFSP_QUEUE_TAIL::offset(0)),
-            ("NV_PFSP_MSGQ_HEAD(0)", NV_PFSP_MSGQ_HEAD::offset(0)),
-            ("NV_PFSP_MSGQ_TAIL(0)", NV_PFSP_MSGQ_TAIL::offset(0)),
-        ] {
-            if let Ok(o) = off {
-                put(name, o);
-            }
-        }
-    } else {
-        put(
-            "NV_PSEC_FALCON_MAILBOX0",
-            NV_PFALCON_FALCON_MAILBOX0::offset_of::<Sec2>(),
-        );
-        put(
-            "NV_PSEC_FALCON_MAILBOX1",
-            NV_PFALCON_FALCON_MAILBOX1::offset_of::<Sec2>(),
-        );
-        put(
-            "NV_PSEC_FALCON_CPUCTL",
-            NV_PFALCON_FALCON_CPUCTL::offset_of::<Sec2>(),
-        );
-        for (name, i) in [
-            (
-                "NV_PBUS_VBIOS_SCRATCH(0x0e) (FRTS)",
-                FWSECLIC_SCRATCH_INDEX_0E,
-            ),
-            (
-                "NV_PBUS_VBIOS_SCRATCH(0x15) (SB)",
-                FWSECLIC_SCRATCH_INDEX_15,
-            ),
-        ] {
-            if let Ok(o) = NV_PBUS_VBIOS_SCRATCH::offset(i) {
-                put(name, o);
-            }
-        }
-    }
-}
-
-fn is_gb20x(c: Chipset) -> bool {
-    matches!(
-        c,
-        Chipset::GB202 | Chipset::GB203 | Chipset::GB205 | Chipset::GB206 | Chipset::GB207
-    )
+/// What the shared steps have prepared when a method starts GSP-RM.
+struct Prepared<'a, B> {
+    info: &'static ChipInfo,
+    hal: FalconHal,
+    params: &'a WprParams,
+    meta: &'a GspFwWprMeta,
+    mem: &'a BootMemory<B>,
 }
 
 /// WPR2 as (start, last page, up). A read that did not reach the register (all ones, or a
@@ -553,43 +303,6 @@ fn wpr2<M: Mmio + ?Sized>(bar0: &M) -> (u64, u64, bool) {
 fn wpr2_unreadable<M: Mmio + ?Sized>(bar0: &M) -> Option<u32> {
     let raw = bar0.read32(NV_PFB_PRI_MMU_WPR2_ADDR_HI::OFFSET as usize);
     (!is_register_value(raw)).then_some(raw)
-}
-
-/// Waits for the VBIOS devinit (Turing-Ada: PGC6 scratch) or the FSP's secure boot (Hopper
-/// on: I2CS scratch) to complete.
-fn wait_gfw_boot<M: Mmio + ?Sized, C: Clock + ?Sized>(
-    bar0: &M,
-    clock: &C,
-    info: &ChipInfo,
-) -> Result<(), BootErrorKind> {
-    if info.boot == BootMethod::FspChainOfTrust {
-        let off = if is_gb20x(info.chipset) {
-            NV_THERM_I2CS_SCRATCH::offset_of::<ThermGb202>()
-        } else {
-            NV_THERM_I2CS_SCRATCH::offset_of::<ThermGh100>()
-        };
-        poll(
-            clock,
-            GFW_BOOT_TIMEOUT,
-            Duration::from_millis(1),
-            "the FSP's secure boot (NV_THERM_I2CS_SCRATCH = 0xff)",
-            || bar0.read32(off) == FSP_BOOT_COMPLETE_SUCCESS,
-        )
-    } else {
-        poll(
-            clock,
-            GFW_BOOT_TIMEOUT,
-            Duration::from_millis(1),
-            "GFW boot (PGC6 SCRATCH_GROUP_05 PLM and GFW_BOOT progress 0xff)",
-            || {
-                let plm = NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_PRIV_LEVEL_MASK::read(bar0);
-                is_register_value(u32::from(plm))
-                    && plm.read_protection_level0()
-                    && NV_PGC6_AON_SECURE_SCRATCH_GROUP_05::try_read(bar0, 0)
-                        .is_ok_and(|v| v.progress() == GFW_BOOT_PROGRESS_COMPLETED)
-            },
-        )
-    }
 }
 
 fn poll<C: Clock + ?Sized>(
@@ -630,17 +343,6 @@ fn fuse_for<M: Mmio + ?Sized>(bar0: &M, sel: firmware::FuseSelector) -> u32 {
     }
 }
 
-/// Puts a prepared ucode in DMA memory.
-fn prepare<D: DmaAllocator, I: AsRef<[u8]>>(
-    dma: &D,
-    u: HsUcode<I>,
-) -> Result<PreparedUcode<D::Buffer>, HalError> {
-    Ok(PreparedUcode {
-        buf: copy_to_dma(dma, u.image.as_ref())?,
-        load: u.load,
-    })
-}
-
 /// Boots GSP-RM; see the [module documentation](self) for the sequence.
 ///
 /// # Errors
@@ -663,74 +365,34 @@ where
 {
     let mut run = Run::new(&hw.bar0, &hw.clock, obs, opts.log_image);
     run.pci = Some(&hw.pci);
-    // The unload bundle's buffers live here, past the failure handling in `Run::fail` that
-    // runs them (nova-core's BootUnloadGuard).
-    let mut teardown = None;
-    boot_inner(hw, fw, opts, &mut run, &mut teardown)
-}
-
-/// What [`teardown_wpr2`] achieved.
-struct Teardown {
-    /// The GSP falcon was reset (so GSP-RM no longer runs).
-    gsp_reset: bool,
-    /// WPR2 is down.
-    wpr2_down: bool,
-}
-
-/// FWSEC-SB and booter_unload without a running GSP-RM (best effort: booter_unload refuses
-/// while GSP-RM has not suspended).
-fn teardown_wpr2<M: Mmio + ?Sized, C: Clock + ?Sized>(
-    bar0: &M,
-    clock: &C,
-    hal: FalconHal,
-    fwsec_sb: &UcodeAt,
-    booter_unload: &UcodeAt,
-) -> Teardown {
-    let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, clock, hal);
-    let sec2: Falcon<'_, Sec2, M, C> = Falcon::new(bar0, clock, hal);
-    let gsp_reset = gsp.reset().is_ok();
-    if gsp_reset {
-        let (addr, len, load) = fwsec_sb;
-        let _ = gsp.execute_hs(*addr, *len, load, None, TRANSCFG_TARGET_COHERENT_SYSMEM);
-    }
-    if wpr2(bar0).2 && sec2.reset().is_ok() {
-        let (addr, len, load) = booter_unload;
-        let _ = sec2.execute_hs(
-            *addr,
-            *len,
-            load,
-            Some((0xff, 0xff)),
-            TRANSCFG_TARGET_COHERENT_SYSMEM,
-        );
-    }
-    Teardown {
-        gsp_reset,
-        wpr2_down: !wpr2(bar0).2,
+    let chip = identify(hw, fw, &mut run)?;
+    match chip.info.boot {
+        BootMethod::Booter => {
+            boot_with::<Booter<F::Vbios>, _, _, _, _, _, _>(hw, fw, opts, chip, &mut run)
+        }
+        BootMethod::FspChainOfTrust => {
+            boot_with::<ChainOfTrust, _, _, _, _, _, _>(hw, fw, opts, chip, &mut run)
+        }
     }
 }
 
-fn boot_inner<M, D, C, P, F, O>(
+/// Identifies the chip, checks the firmware set is its, and turns bus mastering on.
+fn identify<M, D, C, P, F, O>(
     hw: &BootHw<M, D, C, P>,
     fw: &F,
-    opts: &BootOptions<'_>,
     run: &mut Run<'_, '_, M, C, O>,
-    teardown: &mut Option<UnloadBundle<D::Buffer>>,
-) -> Result<BootedGsp<D::Buffer, M, C>, BootError>
+) -> Result<Chip, BootError>
 where
-    M: Mmio + Clone,
+    M: Mmio,
     D: DmaAllocator,
-    C: Clock + Clone,
+    C: Clock,
     P: PciConfig,
     F: BootFirmware,
     O: BootObserver + ?Sized,
 {
-    let bar0 = &hw.bar0;
-    let clock = &hw.clock;
     let none: Option<&BootMemory<D::Buffer>> = None;
-
-    // Identify.
     run.begin(BootPhase::Identify);
-    let chip = identify_mmio(bar0).map_err(|e| run.fail(BootErrorKind::Chip(e), none))?;
+    let chip = identify_mmio(&hw.bar0).map_err(|e| run.fail(BootErrorKind::Chip(e), none))?;
     run.chip = Some(chip.info);
     let info = chip.info;
     if fw.chipset().info().firmware_dir != info.firmware_dir {
@@ -742,8 +404,6 @@ where
             none,
         ));
     }
-    let hal = FalconHal::for_chip(info);
-    let fsp_boot = info.boot == BootMethod::FspChainOfTrust;
     run.detail(format_args!("{chip}, boot via {:?}", info.boot));
 
     // Bus mastering on (tinygrad does so at every start): a failed boot may have turned it off
@@ -753,99 +413,41 @@ where
         run.detail(format_args!("bus mastering was off: turned on"));
     }
     run.end();
+    Ok(chip)
+}
+
+/// The boot after identification, with the steps of boot method `T`.
+fn boot_with<T, M, D, C, P, F, O>(
+    hw: &BootHw<M, D, C, P>,
+    fw: &F,
+    opts: &BootOptions<'_>,
+    chip: Chip,
+    run: &mut Run<'_, '_, M, C, O>,
+) -> Result<BootedGsp<D::Buffer, M, C>, BootError>
+where
+    T: Method<D, F>,
+    M: Mmio + Clone,
+    D: DmaAllocator,
+    C: Clock + Clone,
+    P: PciConfig,
+    F: BootFirmware,
+    O: BootObserver + ?Sized,
+{
+    let bar0 = &hw.bar0;
+    let clock = &hw.clock;
+    let info = chip.info;
+    let hal = FalconHal::for_chip(info);
+    let none: Option<&BootMemory<D::Buffer>> = None;
 
     // GFW boot first: WPR2 is read only after it (`kgspInitRm` waits for GFW_BOOT before
     // `_kgspBootGspRm` checks WPR2), so a PRI error read while devinit or the FSP still run is
     // not taken for "WPR2 up".
     run.begin(BootPhase::WaitGfwBoot);
-    wait_gfw_boot(bar0, clock, info).map_err(|k| run.fail(k, none))?;
+    T::wait_gfw_boot(bar0, clock, info).map_err(|k| run.fail(k, none))?;
     run.end();
+    check_running_gsp::<T, _, _, _, _, _, _>(hw, opts, info, run)?;
 
-    // A GSP left running?
-    run.begin(BootPhase::CheckRunningGsp);
-    if let Some(raw) = wpr2_unreadable(bar0) {
-        let kind = if raw == u32::MAX {
-            BootErrorKind::Hal(HalError::DeviceLost)
-        } else {
-            BootErrorKind::Wpr2Unreadable { raw }
-        };
-        return Err(run.fail(kind, none));
-    }
-    let (lo, hi, up) = wpr2(bar0);
-    run.end();
-    if up {
-        match opts.running_gsp {
-            RunningGsp::Refuse => {
-                run.begin(BootPhase::CheckRunningGsp);
-                return Err(run.fail(
-                    BootErrorKind::GspRunning {
-                        wpr2_lo: lo,
-                        wpr2_hi: hi,
-                    },
-                    none,
-                ));
-            }
-            RunningGsp::Attempt => {
-                run.begin(BootPhase::CheckRunningGsp);
-                run.detail(format_args!("WPR2 {lo:#x}..{hi:#x} is up; booting anyway"));
-                run.end();
-            }
-            RunningGsp::Reset => {
-                run.begin(BootPhase::ResetGpu);
-                run.detail(format_args!(
-                    "WPR2 {lo:#x}..{hi:#x} is up: resetting the function"
-                ));
-                let r = hw
-                    .pci
-                    .set_bus_master(false)
-                    .and_then(|_| hw.pci.reset_function());
-                if let Err(e) = r {
-                    return Err(run.fail(BootErrorKind::ResetFailed(e), none));
-                }
-                clock.delay(RESET_SETTLE);
-                if let Err(e) = hw.pci.set_bus_master(true) {
-                    return Err(run.fail(BootErrorKind::ResetFailed(e), none));
-                }
-                run.end();
-                // The reset restarts devinit / the FSP's secure boot; WPR2 reads only after it.
-                run.begin(BootPhase::WaitGfwBoot);
-                wait_gfw_boot(bar0, clock, info).map_err(|k| run.fail(k, none))?;
-                run.end();
-                run.begin(BootPhase::CheckRunningGsp);
-                if poll(
-                    clock,
-                    WPR2_CLEAR_TIMEOUT,
-                    Duration::from_millis(1),
-                    "WPR2 to go down after the reset",
-                    || wpr2_unreadable(bar0).is_none() && !wpr2(bar0).2,
-                )
-                .is_err()
-                {
-                    let hi = wpr2(bar0).1;
-                    return Err(run.fail(BootErrorKind::Wpr2StillUp { wpr2_hi: hi }, none));
-                }
-                run.end();
-            }
-        }
-    }
-
-    // VBIOS / FWSEC (Turing-Ada).
-    let vbios = if fsp_boot {
-        None
-    } else {
-        run.begin(BootPhase::ReadVbios);
-        let mut read32 = |off: usize| -> Option<u32> {
-            if off >= PROM_WINDOW_SIZE as usize {
-                return None;
-            }
-            bar0.try_read32(NV_PROM_DATA as usize + off).ok()
-        };
-        let v = fw
-            .parse_vbios(&mut read32)
-            .map_err(|e| run.fail(fw_err(e), none))?;
-        run.end();
-        Some(v)
-    };
+    let method = T::prepare(fw, run)?;
 
     // Layout.
     run.begin(BootPhase::ComputeLayout);
@@ -861,30 +463,190 @@ where
         sizeOfSignature: fw.gsp_signature().len() as u64,
         ..GspFwWprMeta::new_zeroed()
     };
-    if fsp_boot {
-        layout::layout_gh100(&mut meta, &params, fb_size);
-        run.detail(format_args!(
-            "FB {} MiB; WPR heap {} MiB; the GSP-FMC places WPR2",
-            fb_size >> 20,
-            meta.gspFwHeapSize >> 20
-        ));
-    } else {
-        layout::layout_tu102(&mut meta, &params, fb_size)
-            .map_err(|e| run.fail(BootErrorKind::Layout(e), none))?;
-        run.detail(format_args!(
-            "FB {} MiB; GSP carve-out {:#x}..{:#x} ({} MiB); FRTS at {:#x}; WPR heap {} MiB",
-            fb_size >> 20,
-            meta.gspFwRsvdStart,
-            meta.fbSize,
-            (meta.fbSize - meta.gspFwRsvdStart) >> 20,
-            meta.frtsOffset,
-            meta.gspFwHeapSize >> 20
-        ));
-    }
+    method.layout(&mut meta, &params, fb_size, run)?;
     run.end();
 
-    // DMA memory. The sysmem flush page first: before any falcon is reset (nova-core), and
-    // GSP-RM asserts it is set when it starts (`kmemsysAssertSysmemFlushBufferValid_*`).
+    let (flush, msgq, mem) = prepare_memory(hw, fw, bl.image, info, &mut meta, run)?;
+
+    // SET_SYSTEM_INFO and SET_REGISTRY, queued before GSP-RM runs.
+    run.begin(BootPhase::QueueRpcs);
+    let handler = BootEvents::new(hal, mem.libos.dev_addr(), bl.app_version);
+    let mut rpc = GspRpc::new(msgq, hw.bar0.clone(), hw.clock.clone(), handler, opts.gsp);
+    let sysinfo = system_info(&hw.pci, info, &opts.addrs);
+    rpc.set_system_info(&sysinfo)
+        .map_err(|e| run.fail(gsp_err(e), Some(&mem)))?;
+    let mut table = [0u8; 4096];
+    let n =
+        registry::pack(opts.registry, &mut table).map_err(|e| run.fail(gsp_err(e), Some(&mem)))?;
+    rpc.set_registry(table.get(..n).unwrap_or(&[]))
+        .map_err(|e| run.fail(gsp_err(e), Some(&mem)))?;
+    run.end();
+
+    let prepared = Prepared {
+        info,
+        hal,
+        params: &params,
+        meta: &meta,
+        mem: &mem,
+    };
+    let kept = method.start(hw, fw, &prepared, run)?;
+
+    // RISC-V.
+    run.begin(BootPhase::StartRiscv);
+    let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, clock, hal);
+    gsp.write_os_version(bl.app_version);
+    gsp.wait_riscv_active(RISCV_ACTIVE_TIMEOUT)
+        .map_err(|_| run.fail(BootErrorKind::RiscvNotActive, Some(&mem)))?;
+    run.end();
+
+    wait_init_done(&mut rpc, opts, &mem, run)?;
+
+    // Static info.
+    run.begin(BootPhase::StaticInfo);
+    let static_info = rpc
+        .get_gsp_static_info()
+        .map_err(|e| run.fail(gsp_err(e), Some(&mem)))?;
+    let fb_layout = final_layout(bar0, &kept, &params, &meta, &static_info)
+        .map_err(|k| run.fail(k, Some(&mem)))?;
+    run.end();
+
+    let timings = run.timings.clone();
+    Ok(BootedGsp {
+        rpc,
+        state: BootState {
+            chip,
+            hal,
+            mem,
+            flush,
+            method: kept,
+            wpr_meta: meta,
+            fb_layout,
+            static_info,
+            timings,
+        },
+    })
+}
+
+/// Checks for a GSP left running (WPR2 up) and refuses, boots anyway, or resets the function,
+/// as [`BootOptions::running_gsp`] says.
+fn check_running_gsp<T, M, D, C, P, F, O>(
+    hw: &BootHw<M, D, C, P>,
+    opts: &BootOptions<'_>,
+    info: &ChipInfo,
+    run: &mut Run<'_, '_, M, C, O>,
+) -> Result<(), BootError>
+where
+    T: Method<D, F>,
+    M: Mmio,
+    D: DmaAllocator,
+    C: Clock,
+    P: PciConfig,
+    F: BootFirmware,
+    O: BootObserver + ?Sized,
+{
+    let bar0 = &hw.bar0;
+    let clock = &hw.clock;
+    let none: Option<&BootMemory<D::Buffer>> = None;
+    run.begin(BootPhase::CheckRunningGsp);
+    if let Some(raw) = wpr2_unreadable(bar0) {
+        let kind = if raw == u32::MAX {
+            BootErrorKind::Hal(HalError::DeviceLost)
+        } else {
+            BootErrorKind::Wpr2Unreadable { raw }
+        };
+        return Err(run.fail(kind, none));
+    }
+    let (lo, hi, up) = wpr2(bar0);
+    run.end();
+    if !up {
+        return Ok(());
+    }
+    match opts.running_gsp {
+        RunningGsp::Refuse => {
+            run.begin(BootPhase::CheckRunningGsp);
+            Err(run.fail(
+                BootErrorKind::GspRunning {
+                    wpr2_lo: lo,
+                    wpr2_hi: hi,
+                },
+                none,
+            ))
+        }
+        RunningGsp::Attempt => {
+            run.begin(BootPhase::CheckRunningGsp);
+            run.detail(format_args!("WPR2 {lo:#x}..{hi:#x} is up; booting anyway"));
+            run.end();
+            Ok(())
+        }
+        RunningGsp::Reset => {
+            run.begin(BootPhase::ResetGpu);
+            run.detail(format_args!(
+                "WPR2 {lo:#x}..{hi:#x} is up: resetting the function"
+            ));
+            let r = hw
+                .pci
+                .set_bus_master(false)
+                .and_then(|_| hw.pci.reset_function());
+            if let Err(e) = r {
+                return Err(run.fail(BootErrorKind::ResetFailed(e), none));
+            }
+            clock.delay(RESET_SETTLE);
+            if let Err(e) = hw.pci.set_bus_master(true) {
+                return Err(run.fail(BootErrorKind::ResetFailed(e), none));
+            }
+            run.end();
+            // The reset restarts devinit / the FSP's secure boot; WPR2 reads only after it.
+            run.begin(BootPhase::WaitGfwBoot);
+            T::wait_gfw_boot(bar0, clock, info).map_err(|k| run.fail(k, none))?;
+            run.end();
+            run.begin(BootPhase::CheckRunningGsp);
+            if poll(
+                clock,
+                WPR2_CLEAR_TIMEOUT,
+                Duration::from_millis(1),
+                "WPR2 to go down after the reset",
+                || wpr2_unreadable(bar0).is_none() && !wpr2(bar0).2,
+            )
+            .is_err()
+            {
+                let hi = wpr2(bar0).1;
+                return Err(run.fail(BootErrorKind::Wpr2StillUp { wpr2_hi: hi }, none));
+            }
+            run.end();
+            Ok(())
+        }
+    }
+}
+
+/// The boot's DMA memory: the sysmem flush page first (before any falcon is reset, as
+/// nova-core does, and GSP-RM asserts it is set when it starts:
+/// `kmemsysAssertSysmemFlushBufferValid_*`), then the message queues, the GSP-RM image and
+/// the rest of [`BootMemory`], whose addresses go into `meta`.
+#[allow(clippy::type_complexity)]
+fn prepare_memory<M, D, C, P, F, O>(
+    hw: &BootHw<M, D, C, P>,
+    fw: &F,
+    bootloader: &[u8],
+    info: &ChipInfo,
+    meta: &mut GspFwWprMeta,
+    run: &mut Run<'_, '_, M, C, O>,
+) -> Result<
+    (
+        SysmemFlush<D::Buffer>,
+        MsgQueue<D::Buffer>,
+        BootMemory<D::Buffer>,
+    ),
+    BootError,
+>
+where
+    M: Mmio,
+    D: DmaAllocator,
+    C: Clock,
+    F: BootFirmware,
+    O: BootObserver + ?Sized,
+{
+    let bar0 = &hw.bar0;
+    let none: Option<&BootMemory<D::Buffer>> = None;
     run.begin(BootPhase::PrepareMemory);
     let flush =
         SysmemFlush::register(bar0, &hw.dma, info).map_err(|e| run.fail(hal_err(e), none))?;
@@ -904,269 +666,48 @@ where
         &hw.dma,
         fw.gsp_image(),
         fw.gsp_signature(),
-        bl.image,
+        bootloader,
         msgq.init_arguments(),
     )
     .map_err(|e| run.fail(hal_err(e), none))?;
     meta.sysmemAddrOfRadix3Elf = mem.radix3.dev_addr();
     meta.sysmemAddrOfBootloader = mem.bootloader.dev_addr();
     meta.sysmemAddrOfSignature = mem.signature.dev_addr();
-    mem.wpr_meta
-        .write(0, meta.as_bytes())
-        .map_err(|e| run.fail(hal_err(e), Some(&mem)))?;
-    let libos_addr = mem.libos.dev_addr();
+    if let Err(e) = mem.wpr_meta.write(0, meta.as_bytes()) {
+        return Err(run.fail(hal_err(e), Some(&mem)));
+    }
     run.detail(format_args!(
         "GSP-RM image {} KiB via radix3 at {:#x}; WPR meta at {:#x}; LIBOS args at {:#x}; \
          queues at {:#x}",
         meta.sizeOfRadix3Elf >> 10,
         meta.sysmemAddrOfRadix3Elf,
         mem.wpr_meta.dev_addr(),
-        libos_addr,
+        mem.libos.dev_addr(),
         msgq.init_arguments().sharedMemPhysAddr
     ));
     run.end();
+    Ok((flush, msgq, mem))
+}
 
-    // SET_SYSTEM_INFO and SET_REGISTRY, queued before GSP-RM runs.
-    run.begin(BootPhase::QueueRpcs);
-    let handler = BootEvents::new(hal, libos_addr, bl.app_version);
-    let mut rpc = GspRpc::new(msgq, hw.bar0.clone(), hw.clock.clone(), handler, opts.gsp);
-    let sysinfo = system_info(&hw.pci, info, &opts.addrs);
-    rpc.set_system_info(&sysinfo)
-        .map_err(|e| run.fail(gsp_err(e), Some(&mem)))?;
-    let mut table = [0u8; 4096];
-    let n =
-        registry::pack(opts.registry, &mut table).map_err(|e| run.fail(gsp_err(e), Some(&mem)))?;
-    rpc.set_registry(table.get(..n).unwrap_or(&[]))
-        .map_err(|e| run.fail(gsp_err(e), Some(&mem)))?;
-    run.end();
-
-    let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, clock, hal);
-    let sec2: Falcon<'_, Sec2, M, C> = Falcon::new(bar0, clock, hal);
-    let mut fmc_bufs = None;
-
-    if let Some(vbios) = &vbios {
-        // FWSEC-FRTS on the GSP falcon.
-        run.begin(BootPhase::FwsecFrts);
-        let fuse = fuse_for(bar0, vbios.fwsec_fuse());
-        let frts = vbios
-            .fwsec(
-                FwsecCommand::Frts {
-                    offset: meta.frtsOffset,
-                    size: FRTS_SIZE,
-                },
-                fuse,
-            )
-            .map_err(|e| run.fail(fw_err(e), Some(&mem)))?;
-        let sb = vbios
-            .fwsec(FwsecCommand::Sb, fuse)
-            .map_err(|e| run.fail(fw_err(e), Some(&mem)))?;
-        let frts = prepare(&hw.dma, frts).map_err(|e| run.fail(hal_err(e), Some(&mem)))?;
-        let fwsec_sb = prepare(&hw.dma, sb).map_err(|e| run.fail(hal_err(e), Some(&mem)))?;
-        // The unload bundle exists before WPR2 goes up (nova-core's UnloadBundle).
-        let sel_u = fw
-            .booter_fuse(BooterKind::Unload)
-            .map_err(|e| run.fail(fw_err(e), Some(&mem)))?;
-        let unload_uc = fw
-            .booter(BooterKind::Unload, fuse_for(bar0, sel_u))
-            .map_err(|e| run.fail(fw_err(e), Some(&mem)))?;
-        let booter_unload =
-            prepare(&hw.dma, unload_uc).map_err(|e| run.fail(hal_err(e), Some(&mem)))?;
-        run.quiesce = Quiesce::Teardown {
-            hal,
-            fwsec_sb: (fwsec_sb.buf.dev_addr(), fwsec_sb.buf.len(), fwsec_sb.load),
-            booter_unload: (
-                booter_unload.buf.dev_addr(),
-                booter_unload.buf.len(),
-                booter_unload.load,
-            ),
-        };
-        *teardown = Some(UnloadBundle {
-            fwsec_sb,
-            booter_unload,
-        });
-        gsp.reset()
-            .map_err(|e| run.fail(BootErrorKind::Falcon(e), Some(&mem)))?;
-        gsp.execute_hs(
-            frts.buf.dev_addr(),
-            frts.buf.len(),
-            &frts.load,
-            None,
-            TRANSCFG_TARGET_COHERENT_SYSMEM,
-        )
-        .map_err(|e| run.fail(BootErrorKind::Falcon(e), Some(&mem)))?;
-        let scratch = NV_PBUS_VBIOS_SCRATCH::try_read(bar0, FWSECLIC_SCRATCH_INDEX_0E)
-            .map(u32::from)
-            .unwrap_or(u32::MAX);
-        let (lo, _hi, up) = wpr2(bar0);
-        let err = frts_err_code(scratch);
-        if err != 0 || !up || lo != meta.frtsOffset {
-            return Err(run.fail(
-                BootErrorKind::FwsecFrts {
-                    err_code: err,
-                    wpr2_lo: lo,
-                    expected: meta.frtsOffset,
-                },
-                Some(&mem),
-            ));
-        }
-        run.detail(format_args!("WPR2 up at {lo:#x}; fuse version {fuse}"));
-        run.end();
-
-        // booter_load on SEC2.
-        run.begin(BootPhase::BooterLoad);
-        let sel = fw
-            .booter_fuse(BooterKind::Load)
-            .map_err(|e| run.fail(fw_err(e), Some(&mem)))?;
-        let fuse = fuse_for(bar0, sel);
-        let load = fw
-            .booter(BooterKind::Load, fuse)
-            .map_err(|e| run.fail(fw_err(e), Some(&mem)))?;
-        let load = prepare(&hw.dma, load).map_err(|e| run.fail(hal_err(e), Some(&mem)))?;
-        // kgspBootstrap_TU102: the GSP goes into RISC-V with the LIBOS arguments in its
-        // mailboxes before the booter runs.
-        gsp.reset_into_riscv()
-            .map_err(|e| run.fail(BootErrorKind::Falcon(e), Some(&mem)))?;
-        gsp.write_mailboxes(libos_addr as u32, (libos_addr >> 32) as u32);
-        sec2.reset()
-            .map_err(|e| run.fail(BootErrorKind::Falcon(e), Some(&mem)))?;
-        let meta_addr = mem.wpr_meta.dev_addr();
-        let (m0, _) = sec2
-            .execute_hs(
-                load.buf.dev_addr(),
-                load.buf.len(),
-                &load.load,
-                Some((meta_addr as u32, (meta_addr >> 32) as u32)),
-                TRANSCFG_TARGET_COHERENT_SYSMEM,
-            )
-            .map_err(|e| run.fail(BootErrorKind::Falcon(e), Some(&mem)))?;
-        if m0 != 0 {
-            return Err(run.fail(
-                BootErrorKind::Booter {
-                    kind: BooterKind::Load,
-                    mailbox0: m0,
-                },
-                Some(&mem),
-            ));
-        }
-        run.detail(format_args!("booter_load done (SEC2 fuse version {fuse})"));
-        run.end();
-    } else {
-        // The chain of trust.
-        run.begin(BootPhase::FspChainOfTrust);
-        let fmc = fw.fmc().map_err(|e| run.fail(fw_err(e), Some(&mem)))?;
-        let fmc_buf =
-            copy_to_dma(&hw.dma, fmc.image).map_err(|e| run.fail(hal_err(e), Some(&mem)))?;
-        let params_buf = hw
-            .dma
-            .alloc_dma(4096)
-            .map_err(|e| run.fail(hal_err(e), Some(&mem)))?;
-        // The targets as `kgspSetupGspFmcArgs_GH100` picks them (`_kgspMemdescToDmaTarget`):
-        // the WPR metadata is cached sysmem (COHERENT), the LIBOS arguments uncached
-        // (NONCOHERENT); nouveau and nova-core send the same. tinygrad sends COHERENT for both.
-        let boot_params = GSP_FMC_BOOT_PARAMS {
-            bootGspRmParams: GSP_ACR_BOOT_GSP_RM_PARAMS {
-                target: GSP_DMA_TARGET_COHERENT_SYSTEM,
-                gspRmDescSize: core::mem::size_of::<GspFwWprMeta>() as u32,
-                gspRmDescOffset: mem.wpr_meta.dev_addr(),
-                bIsGspRmBoot: 1,
-                ..Default::default()
-            },
-            gspRmParams: GSP_RM_PARAMS {
-                target: GSP_DMA_TARGET_NONCOHERENT_SYSTEM,
-                _pad: 0,
-                bootArgsOffset: libos_addr,
-            },
-            ..Default::default()
-        };
-        params_buf
-            .write(0, boot_params.as_bytes())
-            .map_err(|e| run.fail(hal_err(e), Some(&mem)))?;
-        let cot = NVDM_PAYLOAD_COT {
-            version: cot_version(info),
-            size: core::mem::size_of::<NVDM_PAYLOAD_COT>() as u16,
-            gspFmcSysmemOffset: fmc_buf.dev_addr(),
-            frtsSysmemOffset: 0,
-            frtsSysmemSize: 0,
-            frtsVidmemOffset: params.frts_vidmem_offset(),
-            frtsVidmemSize: FRTS_SIZE as u32,
-            hash384: fmc.hash,
-            publicKey: fmc.public_key,
-            signature: fmc.signature,
-            gspBootArgsSysmemOffset: params_buf.dev_addr(),
-        };
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-        // From here the FSP may start the GSP-FMC on this memory, whatever it answers.
-        run.quiesce = Quiesce::WaitHalt(hal);
-        let fsp = Fsp::new(bar0, clock);
-        fsp.command(NVDM_TYPE_COT, cot.as_bytes())
-            .map_err(|e| run.fail(BootErrorKind::Fsp(e), Some(&mem)))?;
-        run.detail(format_args!(
-            "COT v{} accepted: FMC {} KiB at {:#x}, boot params at {:#x}, FRTS {:#x} from the \
-             end of FB",
-            cot_version(info),
-            fmc.image.len() >> 10,
-            fmc_buf.dev_addr(),
-            params_buf.dev_addr(),
-            params.frts_vidmem_offset()
-        ));
-        run.end();
-
-        run.begin(BootPhase::WaitLockdown);
-        poll(
-            clock,
-            TARGET_MASK_TIMEOUT,
-            Duration::from_micros(100),
-            "the FSP to release the GSP's PRIV target mask",
-            || {
-                // `_kfspIsGspTargetMaskReleased` waits out 0xbadf41xx; any other PRI error says
-                // as little about the GSP, so it is waited out too.
-                let h = gsp.hwcfg2_raw();
-                h != 0 && h & 0xffff_ff00 != PRIV_TARGET_LOCKED && is_register_value(h)
-            },
-        )
-        .map_err(|k| run.fail(k, Some(&mem)))?;
-        let params_addr = params_buf.dev_addr();
-        poll(
-            clock,
-            LOCKDOWN_TIMEOUT,
-            Duration::from_micros(100),
-            "the GSP-FMC to release the RISC-V lockdown (HWCFG2.RISCV_BR_PRIV_LOCKDOWN)",
-            || {
-                let (m0, m1) = gsp.mailboxes();
-                if !is_register_value(m0) || !is_register_value(gsp.hwcfg2_raw()) {
-                    return false;
-                }
-                if m0 != 0 {
-                    // Still the boot arguments the FSP put there, or an FMC error code.
-                    let args = m0 == params_addr as u32 && m1 == (params_addr >> 32) as u32;
-                    return !args;
-                }
-                !gsp.hwcfg2().riscv_br_priv_lockdown()
-            },
-        )
-        .map_err(|k| run.fail(k, Some(&mem)))?;
-        let (m0, _) = gsp.mailboxes();
-        if m0 != 0 {
-            return Err(run.fail(BootErrorKind::FmcError { mailbox0: m0 }, Some(&mem)));
-        }
-        run.end();
-        fmc_bufs = Some((fmc_buf, params_buf));
-    }
-
-    // RISC-V.
-    run.begin(BootPhase::StartRiscv);
-    gsp.write_os_version(bl.app_version);
-    gsp.wait_riscv_active(RISCV_ACTIVE_TIMEOUT)
-        .map_err(|_| run.fail(BootErrorKind::RiscvNotActive, Some(&mem)))?;
-    run.end();
-
-    // GSP_INIT_DONE.
+/// Waits for GSP_INIT_DONE; CPU-sequencer scripts run inside the wait (see [`BootEvents`]).
+fn wait_init_done<B, M, C, O>(
+    rpc: &mut BootRpc<B, M, C>,
+    opts: &BootOptions<'_>,
+    mem: &BootMemory<B>,
+    run: &mut Run<'_, '_, M, C, O>,
+) -> Result<(), BootError>
+where
+    B: DmaBuffer,
+    M: Mmio,
+    C: Clock,
+    O: BootObserver + ?Sized,
+{
     run.begin(BootPhase::WaitInitDone);
     // The status queue is linked (msgqRxLink) lazily by the first receive.
     match rpc.wait_event(NV_VGPU_MSG_EVENT_GSP_INIT_DONE, opts.init_done_timeout) {
         Ok(_) => {}
         Err(e) => {
-            let mut kind = init_err(&mut rpc, e);
+            let mut kind = init_err(rpc, e);
             if !rpc.msgq().is_linked()
                 && let BootErrorKind::Timeout { waited, .. } = kind
             {
@@ -1175,7 +716,7 @@ where
                     waited,
                 };
             }
-            return Err(run.fail(kind, Some(&mem)));
+            return Err(run.fail(kind, Some(mem)));
         }
     }
     let scripts = rpc.handler_mut().scripts_run();
@@ -1186,32 +727,7 @@ where
         ));
     }
     run.end();
-
-    // Static info.
-    run.begin(BootPhase::StaticInfo);
-    let static_info = rpc
-        .get_gsp_static_info()
-        .map_err(|e| run.fail(gsp_err(e), Some(&mem)))?;
-    let fb_layout = final_layout(bar0, info, &params, &meta, &static_info)
-        .map_err(|k| run.fail(k, Some(&mem)))?;
-    run.end();
-
-    let timings = run.timings.clone();
-    Ok(BootedGsp {
-        rpc,
-        state: BootState {
-            chip,
-            hal,
-            mem,
-            flush,
-            fmc: fmc_bufs,
-            unload: teardown.take(),
-            wpr_meta: meta,
-            fb_layout,
-            static_info,
-            timings,
-        },
-    })
+    Ok(())
 }
 
 fn init_err<B: DmaBuffer, M: Mmio, C: Clock>(
@@ -1260,27 +776,17 @@ pub fn system_info<P: PciConfig>(pci: &P, info: &ChipInfo, addrs: &SystemAddrs) 
 /// The reservations to hand `core::mm` after boot: the computed layout (Turing-Ada) or what
 /// WPR2 and GSP-RM report (Hopper on), plus every FB region GSP-RM reports reserved or
 /// protected.
-fn final_layout<M: Mmio + ?Sized>(
+fn final_layout<M: Mmio + ?Sized, B>(
     bar0: &M,
-    info: &ChipInfo,
+    method: &MethodState<B>,
     params: &WprParams,
     meta: &GspFwWprMeta,
     si: &GspStaticConfigInfo,
 ) -> Result<FbLayout, BootErrorKind> {
     let fb_size = NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(bar0).vram_bytes();
-    let mut l = match info.boot {
-        BootMethod::Booter => layout::fb_layout_tu102(meta).map_err(BootErrorKind::Layout)?,
-        BootMethod::FspChainOfTrust => {
-            let (lo, hi, _) = wpr2(bar0);
-            layout::fb_layout_gh100(
-                fb_size,
-                params,
-                lo,
-                hi.saturating_add(4096),
-                Some(si.fwWprLayoutOffset[0]),
-            )
-            .map_err(BootErrorKind::Layout)?
-        }
+    let mut l = match method {
+        MethodState::Booter(_) => booter::fb_layout(meta)?,
+        MethodState::ChainOfTrust(_) => cot::fb_layout(bar0, fb_size, params, si)?,
     };
     let regions = &si.fbRegionInfoParams;
     for r in regions
@@ -1387,7 +893,10 @@ impl<B: DmaBuffer> BootState<B> {
 
     /// Device address of the GSP-FMC image and boot parameters (Hopper on).
     pub fn fmc_addresses(&self) -> Option<(u64, u64)> {
-        self.fmc.as_ref().map(|(a, b)| (a.dev_addr(), b.dev_addr()))
+        match &self.method {
+            MethodState::Booter(_) => None,
+            MethodState::ChainOfTrust(f) => Some((f.image.dev_addr(), f.params.dev_addr())),
+        }
     }
 
     /// Unloads with the transport split off earlier (see [`BootedGsp::unload`]).
@@ -1418,7 +927,6 @@ impl<B: DmaBuffer> BootState<B> {
 
         run.begin(BootPhase::WaitSuspend);
         let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, clock, self.hal);
-        let sec2: Falcon<'_, Sec2, M, C> = Falcon::new(bar0, clock, self.hal);
         if poll(
             clock,
             SUSPEND_TIMEOUT,
@@ -1439,81 +947,9 @@ impl<B: DmaBuffer> BootState<B> {
         // The transport is no longer needed; the queues stay allocated until we return.
         drop(rpc);
 
-        match self.unload {
-            Some(bundle) => {
-                run.begin(BootPhase::FwsecSb);
-                gsp.reset()
-                    .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-                let u = &bundle.fwsec_sb;
-                gsp.execute_hs(
-                    u.buf.dev_addr(),
-                    u.buf.len(),
-                    &u.load,
-                    None,
-                    TRANSCFG_TARGET_COHERENT_SYSMEM,
-                )
-                .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-                let scratch = NV_PBUS_VBIOS_SCRATCH::try_read(bar0, FWSECLIC_SCRATCH_INDEX_15)
-                    .map(u32::from)
-                    .unwrap_or(u32::MAX);
-                if sb_err_code(scratch) != 0 {
-                    return Err(run.fail(
-                        BootErrorKind::FwsecSb {
-                            err_code: sb_err_code(scratch),
-                        },
-                        mem,
-                    ));
-                }
-                run.end();
-
-                run.begin(BootPhase::BooterUnload);
-                if wpr2(bar0).2 {
-                    sec2.reset()
-                        .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-                    let u = &bundle.booter_unload;
-                    let (m0, _) = sec2
-                        .execute_hs(
-                            u.buf.dev_addr(),
-                            u.buf.len(),
-                            &u.load,
-                            Some((0xff, 0xff)),
-                            TRANSCFG_TARGET_COHERENT_SYSMEM,
-                        )
-                        .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-                    if m0 != 0 {
-                        return Err(run.fail(
-                            BootErrorKind::Booter {
-                                kind: BooterKind::Unload,
-                                mailbox0: m0,
-                            },
-                            mem,
-                        ));
-                    }
-                }
-                let (_, hi, up) = wpr2(bar0);
-                if up {
-                    return Err(run.fail(BootErrorKind::Wpr2StillUp { wpr2_hi: hi }, mem));
-                }
-                run.end();
-            }
-            None => {
-                run.begin(BootPhase::WaitHalt);
-                gsp.wait_riscv_halted(HALT_TIMEOUT)
-                    .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-                if poll(
-                    clock,
-                    WPR2_CLEAR_TIMEOUT,
-                    Duration::from_micros(100),
-                    "WPR2 to go down after the GSP halted",
-                    || !wpr2(bar0).2,
-                )
-                .is_err()
-                {
-                    let hi = wpr2(bar0).1;
-                    return Err(run.fail(BootErrorKind::Wpr2StillUp { wpr2_hi: hi }, mem));
-                }
-                run.end();
-            }
+        match &self.method {
+            MethodState::Booter(bundle) => booter::unload(bundle, self.hal, &mut run, mem)?,
+            MethodState::ChainOfTrust(_) => cot::unload(self.hal, &mut run, mem)?,
         }
         // Nothing on the GPU flushes any more: the flush page can go (nova-core clears the
         // registers if they still point at it).

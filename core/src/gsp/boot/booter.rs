@@ -1,0 +1,465 @@
+//! The Turing-Ada boot (`BootMethod::Booter`, `kgspBootstrap_TU102`): FWSEC-FRTS on the GSP
+//! falcon puts WPR2 up at the FRTS offset, booter_load on SEC2 loads GSP-RM into it; at unload
+//! FWSEC-SB and booter_unload take it down again.
+
+use core::time::Duration;
+
+use crate::chip::ChipInfo;
+use crate::falcon::{Falcon, FalconHal};
+use crate::hal::{Clock, DmaAllocator, DmaBuffer, HalError, Mmio, PciConfig, is_register_value};
+use crate::mm::FbLayout;
+use crate::regs::falcon::{
+    Gsp, NV_PFALCON_FALCON_CPUCTL, NV_PFALCON_FALCON_MAILBOX0, NV_PFALCON_FALCON_MAILBOX1, Sec2,
+    TRANSCFG_TARGET_COHERENT_SYSMEM,
+};
+use crate::regs::pbus::{
+    FWSECLIC_SCRATCH_INDEX_0E, FWSECLIC_SCRATCH_INDEX_15, NV_PBUS_VBIOS_SCRATCH, NV_PROM_DATA,
+    PROM_WINDOW_SIZE, frts_err_code, sb_err_code,
+};
+use crate::regs::pgc6::{
+    GFW_BOOT_PROGRESS_COMPLETED, NV_PGC6_AON_SECURE_SCRATCH_GROUP_05,
+    NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_PRIV_LEVEL_MASK,
+};
+use crate::regs::{Register, RegisterArray, RelativeRegister};
+
+use super::abi::GspFwWprMeta;
+use super::firmware::{BootFirmware, BooterKind, FwsecCommand, HsUcode, VbiosFirmware};
+use super::layout::{self, FRTS_SIZE, WprParams};
+use super::memory::{BootMemory, copy_to_dma};
+use super::run::{Quiesce, Run};
+use super::{
+    BootError, BootErrorKind, BootHw, BootObserver, BootPhase, GFW_BOOT_TIMEOUT, Method,
+    MethodState, Prepared, fuse_for, fw_err, hal_err, poll, wpr2,
+};
+
+/// A heavy-secure ucode kept in DMA memory for the unload.
+#[derive(Debug)]
+pub(super) struct PreparedUcode<B> {
+    buf: B,
+    load: crate::falcon::HsLoad,
+}
+
+impl<B: DmaBuffer> PreparedUcode<B> {
+    fn at(&self) -> UcodeAt {
+        (self.buf.dev_addr(), self.buf.len(), self.load)
+    }
+}
+
+/// What the Turing-Ada unload runs (prepared at boot, as nova-core's `UnloadBundle`).
+#[derive(Debug)]
+pub(super) struct UnloadBundle<B> {
+    fwsec_sb: PreparedUcode<B>,
+    booter_unload: PreparedUcode<B>,
+}
+
+/// A heavy-secure ucode in DMA memory the boot still owns: (device address, bytes, load).
+pub(super) type UcodeAt = (u64, usize, crate::falcon::HsLoad);
+
+/// The booter boot between its steps: the parsed VBIOS (FWSEC comes from it).
+pub(super) struct Booter<V> {
+    vbios: V,
+}
+
+/// Puts a prepared ucode in DMA memory.
+fn prepare<D: DmaAllocator, I: AsRef<[u8]>>(
+    dma: &D,
+    u: HsUcode<I>,
+) -> Result<PreparedUcode<D::Buffer>, HalError> {
+    Ok(PreparedUcode {
+        buf: copy_to_dma(dma, u.image.as_ref())?,
+        load: u.load,
+    })
+}
+
+impl<D: DmaAllocator, F: BootFirmware> Method<D, F> for Booter<F::Vbios> {
+    fn wait_gfw_boot<M: Mmio + ?Sized, C: Clock + ?Sized>(
+        bar0: &M,
+        clock: &C,
+        _info: &ChipInfo,
+    ) -> Result<(), BootErrorKind> {
+        poll(
+            clock,
+            GFW_BOOT_TIMEOUT,
+            Duration::from_millis(1),
+            "GFW boot (PGC6 SCRATCH_GROUP_05 PLM and GFW_BOOT progress 0xff)",
+            || {
+                let plm = NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_PRIV_LEVEL_MASK::read(bar0);
+                is_register_value(u32::from(plm))
+                    && plm.read_protection_level0()
+                    && NV_PGC6_AON_SECURE_SCRATCH_GROUP_05::try_read(bar0, 0)
+                        .is_ok_and(|v| v.progress() == GFW_BOOT_PROGRESS_COMPLETED)
+            },
+        )
+    }
+
+    /// Reads the VBIOS through the PROM window.
+    fn prepare<M: Mmio + ?Sized, C: Clock + ?Sized, O: BootObserver + ?Sized>(
+        fw: &F,
+        run: &mut Run<'_, '_, M, C, O>,
+    ) -> Result<Self, BootError> {
+        let none: Option<&BootMemory<D::Buffer>> = None;
+        run.begin(BootPhase::ReadVbios);
+        let bar0 = run.bar0;
+        let mut read32 = |off: usize| -> Option<u32> {
+            if off >= PROM_WINDOW_SIZE as usize {
+                return None;
+            }
+            bar0.try_read32(NV_PROM_DATA as usize + off).ok()
+        };
+        let vbios = fw
+            .parse_vbios(&mut read32)
+            .map_err(|e| run.fail(fw_err(e), none))?;
+        run.end();
+        Ok(Booter { vbios })
+    }
+
+    fn layout<M: Mmio + ?Sized, C: Clock + ?Sized, O: BootObserver + ?Sized>(
+        &self,
+        meta: &mut GspFwWprMeta,
+        params: &WprParams,
+        fb_size: u64,
+        run: &mut Run<'_, '_, M, C, O>,
+    ) -> Result<(), BootError> {
+        let none: Option<&BootMemory<D::Buffer>> = None;
+        layout::layout_tu102(meta, params, fb_size)
+            .map_err(|e| run.fail(BootErrorKind::Layout(e), none))?;
+        run.detail(format_args!(
+            "FB {} MiB; GSP carve-out {:#x}..{:#x} ({} MiB); FRTS at {:#x}; WPR heap {} MiB",
+            fb_size >> 20,
+            meta.gspFwRsvdStart,
+            meta.fbSize,
+            (meta.fbSize - meta.gspFwRsvdStart) >> 20,
+            meta.frtsOffset,
+            meta.gspFwHeapSize >> 20
+        ));
+        Ok(())
+    }
+
+    fn start<M: Mmio, C: Clock, P: PciConfig, O: BootObserver + ?Sized>(
+        self,
+        hw: &BootHw<M, D, C, P>,
+        fw: &F,
+        p: &Prepared<'_, D::Buffer>,
+        run: &mut Run<'_, '_, M, C, O>,
+    ) -> Result<MethodState<D::Buffer>, BootError> {
+        let bundle = fwsec_frts(&self.vbios, hw, fw, p, run)?;
+        booter_load(hw, fw, p, run)?;
+        Ok(MethodState::Booter(bundle))
+    }
+}
+
+/// FWSEC-FRTS on the GSP falcon: WPR2 must come up at the FRTS offset. The unload bundle is
+/// prepared first, so that a failure from here on can take WPR2 down again.
+fn fwsec_frts<M, D, C, P, F, O>(
+    vbios: &F::Vbios,
+    hw: &BootHw<M, D, C, P>,
+    fw: &F,
+    p: &Prepared<'_, D::Buffer>,
+    run: &mut Run<'_, '_, M, C, O>,
+) -> Result<UnloadBundle<D::Buffer>, BootError>
+where
+    M: Mmio,
+    D: DmaAllocator,
+    C: Clock,
+    F: BootFirmware,
+    O: BootObserver + ?Sized,
+{
+    let bar0 = &hw.bar0;
+    let mem = Some(p.mem);
+    let meta = p.meta;
+    run.begin(BootPhase::FwsecFrts);
+    let fuse = fuse_for(bar0, vbios.fwsec_fuse());
+    let frts = vbios
+        .fwsec(
+            FwsecCommand::Frts {
+                offset: meta.frtsOffset,
+                size: FRTS_SIZE,
+            },
+            fuse,
+        )
+        .map_err(|e| run.fail(fw_err(e), mem))?;
+    let sb = vbios
+        .fwsec(FwsecCommand::Sb, fuse)
+        .map_err(|e| run.fail(fw_err(e), mem))?;
+    let frts = prepare(&hw.dma, frts).map_err(|e| run.fail(hal_err(e), mem))?;
+    let fwsec_sb = prepare(&hw.dma, sb).map_err(|e| run.fail(hal_err(e), mem))?;
+    // The unload bundle exists before WPR2 goes up (nova-core's UnloadBundle).
+    let sel_u = fw
+        .booter_fuse(BooterKind::Unload)
+        .map_err(|e| run.fail(fw_err(e), mem))?;
+    let unload_uc = fw
+        .booter(BooterKind::Unload, fuse_for(bar0, sel_u))
+        .map_err(|e| run.fail(fw_err(e), mem))?;
+    let booter_unload = prepare(&hw.dma, unload_uc).map_err(|e| run.fail(hal_err(e), mem))?;
+    run.quiesce = Quiesce::Teardown {
+        hal: p.hal,
+        fwsec_sb: fwsec_sb.at(),
+        booter_unload: booter_unload.at(),
+    };
+    let bundle = UnloadBundle {
+        fwsec_sb,
+        booter_unload,
+    };
+    let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, &hw.clock, p.hal);
+    gsp.reset()
+        .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+    gsp.execute_hs(
+        frts.buf.dev_addr(),
+        frts.buf.len(),
+        &frts.load,
+        None,
+        TRANSCFG_TARGET_COHERENT_SYSMEM,
+    )
+    .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+    let scratch = NV_PBUS_VBIOS_SCRATCH::try_read(bar0, FWSECLIC_SCRATCH_INDEX_0E)
+        .map(u32::from)
+        .unwrap_or(u32::MAX);
+    let (lo, _hi, up) = wpr2(bar0);
+    let err = frts_err_code(scratch);
+    if err != 0 || !up || lo != meta.frtsOffset {
+        return Err(run.fail(
+            BootErrorKind::FwsecFrts {
+                err_code: err,
+                wpr2_lo: lo,
+                expected: meta.frtsOffset,
+            },
+            mem,
+        ));
+    }
+    run.detail(format_args!("WPR2 up at {lo:#x}; fuse version {fuse}"));
+    run.end();
+    Ok(bundle)
+}
+
+/// booter_load on SEC2 with the WPR metadata address; SEC2 MAILBOX0 must come back 0.
+fn booter_load<M, D, C, P, F, O>(
+    hw: &BootHw<M, D, C, P>,
+    fw: &F,
+    p: &Prepared<'_, D::Buffer>,
+    run: &mut Run<'_, '_, M, C, O>,
+) -> Result<(), BootError>
+where
+    M: Mmio,
+    D: DmaAllocator,
+    C: Clock,
+    F: BootFirmware,
+    O: BootObserver + ?Sized,
+{
+    let bar0 = &hw.bar0;
+    let mem = Some(p.mem);
+    let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, &hw.clock, p.hal);
+    let sec2: Falcon<'_, Sec2, M, C> = Falcon::new(bar0, &hw.clock, p.hal);
+    run.begin(BootPhase::BooterLoad);
+    let sel = fw
+        .booter_fuse(BooterKind::Load)
+        .map_err(|e| run.fail(fw_err(e), mem))?;
+    let fuse = fuse_for(bar0, sel);
+    let load = fw
+        .booter(BooterKind::Load, fuse)
+        .map_err(|e| run.fail(fw_err(e), mem))?;
+    let load = prepare(&hw.dma, load).map_err(|e| run.fail(hal_err(e), mem))?;
+    // kgspBootstrap_TU102: the GSP goes into RISC-V with the LIBOS arguments in its
+    // mailboxes before the booter runs.
+    let libos_addr = p.mem.libos.dev_addr();
+    gsp.reset_into_riscv()
+        .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+    gsp.write_mailboxes(libos_addr as u32, (libos_addr >> 32) as u32);
+    sec2.reset()
+        .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+    let meta_addr = p.mem.wpr_meta.dev_addr();
+    let (m0, _) = sec2
+        .execute_hs(
+            load.buf.dev_addr(),
+            load.buf.len(),
+            &load.load,
+            Some((meta_addr as u32, (meta_addr >> 32) as u32)),
+            TRANSCFG_TARGET_COHERENT_SYSMEM,
+        )
+        .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+    if m0 != 0 {
+        return Err(run.fail(
+            BootErrorKind::Booter {
+                kind: BooterKind::Load,
+                mailbox0: m0,
+            },
+            mem,
+        ));
+    }
+    run.detail(format_args!("booter_load done (SEC2 fuse version {fuse})"));
+    run.end();
+    Ok(())
+}
+
+/// The reservations after boot: the layout computed before it.
+pub(super) fn fb_layout(meta: &GspFwWprMeta) -> Result<FbLayout, BootErrorKind> {
+    layout::fb_layout_tu102(meta).map_err(BootErrorKind::Layout)
+}
+
+/// The unload once GSP-RM has suspended: FWSEC-SB on the GSP falcon, then booter_unload on
+/// SEC2 if WPR2 is still up; WPR2 must be down afterwards.
+pub(super) fn unload<M, C, O, B>(
+    bundle: &UnloadBundle<B>,
+    hal: FalconHal,
+    run: &mut Run<'_, '_, M, C, O>,
+    mem: Option<&BootMemory<B>>,
+) -> Result<(), BootError>
+where
+    M: Mmio + ?Sized,
+    C: Clock + ?Sized,
+    O: BootObserver + ?Sized,
+    B: DmaBuffer,
+{
+    let bar0 = run.bar0;
+    let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, run.clock, hal);
+    let sec2: Falcon<'_, Sec2, M, C> = Falcon::new(bar0, run.clock, hal);
+    run.begin(BootPhase::FwsecSb);
+    gsp.reset()
+        .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+    let u = &bundle.fwsec_sb;
+    gsp.execute_hs(
+        u.buf.dev_addr(),
+        u.buf.len(),
+        &u.load,
+        None,
+        TRANSCFG_TARGET_COHERENT_SYSMEM,
+    )
+    .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+    let scratch = NV_PBUS_VBIOS_SCRATCH::try_read(bar0, FWSECLIC_SCRATCH_INDEX_15)
+        .map(u32::from)
+        .unwrap_or(u32::MAX);
+    if sb_err_code(scratch) != 0 {
+        return Err(run.fail(
+            BootErrorKind::FwsecSb {
+                err_code: sb_err_code(scratch),
+            },
+            mem,
+        ));
+    }
+    run.end();
+
+    run.begin(BootPhase::BooterUnload);
+    if wpr2(bar0).2 {
+        sec2.reset()
+            .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+        let u = &bundle.booter_unload;
+        let (m0, _) = sec2
+            .execute_hs(
+                u.buf.dev_addr(),
+                u.buf.len(),
+                &u.load,
+                Some((0xff, 0xff)),
+                TRANSCFG_TARGET_COHERENT_SYSMEM,
+            )
+            .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+        if m0 != 0 {
+            return Err(run.fail(
+                BootErrorKind::Booter {
+                    kind: BooterKind::Unload,
+                    mailbox0: m0,
+                },
+                mem,
+            ));
+        }
+    }
+    let (_, hi, up) = wpr2(bar0);
+    if up {
+        return Err(run.fail(BootErrorKind::Wpr2StillUp { wpr2_hi: hi }, mem));
+    }
+    run.end();
+    Ok(())
+}
+
+/// What [`teardown_wpr2`] achieved.
+struct Teardown {
+    /// The GSP falcon was reset (so GSP-RM no longer runs).
+    gsp_reset: bool,
+    /// WPR2 is down.
+    wpr2_down: bool,
+}
+
+/// FWSEC-SB and booter_unload without a running GSP-RM (best effort: booter_unload refuses
+/// while GSP-RM has not suspended).
+fn teardown_wpr2<M: Mmio + ?Sized, C: Clock + ?Sized>(
+    bar0: &M,
+    clock: &C,
+    hal: FalconHal,
+    fwsec_sb: &UcodeAt,
+    booter_unload: &UcodeAt,
+) -> Teardown {
+    let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, clock, hal);
+    let sec2: Falcon<'_, Sec2, M, C> = Falcon::new(bar0, clock, hal);
+    let gsp_reset = gsp.reset().is_ok();
+    if gsp_reset {
+        let (addr, len, load) = fwsec_sb;
+        let _ = gsp.execute_hs(*addr, *len, load, None, TRANSCFG_TARGET_COHERENT_SYSMEM);
+    }
+    if wpr2(bar0).2 && sec2.reset().is_ok() {
+        let (addr, len, load) = booter_unload;
+        let _ = sec2.execute_hs(
+            *addr,
+            *len,
+            load,
+            Some((0xff, 0xff)),
+            TRANSCFG_TARGET_COHERENT_SYSMEM,
+        );
+    }
+    Teardown {
+        gsp_reset,
+        wpr2_down: !wpr2(bar0).2,
+    }
+}
+
+/// After a failed boot: takes WPR2 down (the GSP falcon reset stops GSP-RM). Returns whether
+/// the GSP was stopped.
+pub(super) fn stop_after_failure<M, C, O>(
+    run: &mut Run<'_, '_, M, C, O>,
+    hal: FalconHal,
+    fwsec_sb: &UcodeAt,
+    booter_unload: &UcodeAt,
+) -> bool
+where
+    M: Mmio + ?Sized,
+    C: Clock + ?Sized,
+    O: BootObserver + ?Sized,
+{
+    let t = teardown_wpr2(run.bar0, run.clock, hal, fwsec_sb, booter_unload);
+    run.detail(format_args!(
+        "after the failure: {}",
+        if t.wpr2_down {
+            "WPR2 torn down (FWSEC-SB + booter_unload); the next boot needs no reset"
+        } else {
+            "WPR2 is still up; reset the GPU before the next boot"
+        }
+    ));
+    t.gsp_reset
+}
+
+/// The SEC2 and FWSEC registers of a failure report.
+pub(super) fn snapshot(put: &mut dyn FnMut(&'static str, usize)) {
+    put(
+        "NV_PSEC_FALCON_MAILBOX0",
+        NV_PFALCON_FALCON_MAILBOX0::offset_of::<Sec2>(),
+    );
+    put(
+        "NV_PSEC_FALCON_MAILBOX1",
+        NV_PFALCON_FALCON_MAILBOX1::offset_of::<Sec2>(),
+    );
+    put(
+        "NV_PSEC_FALCON_CPUCTL",
+        NV_PFALCON_FALCON_CPUCTL::offset_of::<Sec2>(),
+    );
+    for (name, i) in [
+        (
+            "NV_PBUS_VBIOS_SCRATCH(0x0e) (FRTS)",
+            FWSECLIC_SCRATCH_INDEX_0E,
+        ),
+        (
+            "NV_PBUS_VBIOS_SCRATCH(0x15) (SB)",
+            FWSECLIC_SCRATCH_INDEX_15,
+        ),
+    ] {
+        if let Ok(o) = NV_PBUS_VBIOS_SCRATCH::offset(i) {
+            put(name, o);
+        }
+    }
+}

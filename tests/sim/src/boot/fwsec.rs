@@ -1,0 +1,112 @@
+//! The FWSEC handshake on the GSP falcon: which FWSEC command ran (FRTS or SB) and what it
+//! leaves behind (WPR2 and the VBIOS scratch error codes).
+
+use super::*;
+
+impl Model {
+    pub(super) fn classify_gsp(&mut self) -> Job {
+        let f = &self.gsp;
+        if f.riscv_selected() {
+            self.error("GSP falcon CPU started with the RISC-V core selected".into());
+            return Job::Rejected;
+        }
+        if f.imem.iter().all(|&b| b == 0) {
+            return Job::Empty;
+        }
+        let fw = &self.fwsec;
+        let fuse = Self::fuse_version(self.cfg.gsp_fuse);
+        let init_cmd = u32::from_le_bytes(
+            f.dmem[nvbare_gsp_firmware::testutil::vbios::MAPPER + 44..][..4]
+                .try_into()
+                .unwrap_or([0; 4]),
+        );
+        let expected = match init_cmd {
+            0x15 => {
+                let c = nvbare_gsp_firmware::testutil::vbios::CMD_IN;
+                let w = |i: usize| {
+                    u32::from_le_bytes(
+                        f.dmem[c + i * 4..c + i * 4 + 4]
+                            .try_into()
+                            .unwrap_or([0; 4]),
+                    )
+                };
+                // frtsRegionDesc starts at dword 6 of the command: version, size, offset4K, size4K.
+                let (offset, size) = ((w(8) as u64) << 12, (w(9) as u64) << 12);
+                fw.dmem_frts(offset, size, fuse)
+            }
+            0x19 => fw.dmem_sb(fuse),
+            _ => None,
+        };
+        // FWSECLIC_FRTS_CMD is 44 bytes of fields padded to 48 by its u64
+        // (kernel_gsp_frts_tu102.c): RM copies 48, tinygrad 44 (packed). FWSEC reads the fields
+        // only, so the padding is whatever the DMEM held.
+        let expected = expected.map(|mut d| {
+            if init_cmd == 0x15 {
+                let p = nvbare_gsp_firmware::testutil::vbios::CMD_IN + 44;
+                if let (Some(dst), Some(src)) = (d.get_mut(p..p + 4), f.dmem.get(p..p + 4)) {
+                    dst.copy_from_slice(src);
+                }
+            }
+            d
+        });
+        let Some(dmem) = expected else {
+            self.error(format!(
+                "GSP: FWSEC with init_cmd {init_cmd:#x} (or no signature for fuse version {fuse})"
+            ));
+            return Job::Rejected;
+        };
+        let r = Self::brom_check(
+            f,
+            0,
+            &fw.imem,
+            &dmem,
+            SimFwsec::PKC as u32,
+            SimFwsec::ENGINE_ID_MASK,
+            SimFwsec::UCODE_ID,
+        );
+        match r {
+            Ok(()) => Job::Fwsec,
+            Err(e) => {
+                self.error(e);
+                Job::Rejected
+            }
+        }
+    }
+
+    pub(super) fn fwsec_done(&mut self) {
+        let c = nvbare_gsp_firmware::testutil::vbios::CMD_IN;
+        let d = &self.gsp.dmem;
+        let w =
+            |i: usize| u32::from_le_bytes(d[c + i * 4..c + i * 4 + 4].try_into().unwrap_or([0; 4]));
+        let init_cmd = u32::from_le_bytes(
+            d[nvbare_gsp_firmware::testutil::vbios::MAPPER + 44..][..4]
+                .try_into()
+                .unwrap_or([0; 4]),
+        );
+        if init_cmd == 0x19 {
+            self.scratch_15 = 0;
+            self.stats.fwsec_sb += 1;
+            self.phase("FWSEC-SB ran");
+            return;
+        }
+        let (offset, size) = ((w(8) as u64) << 12, (w(9) as u64) << 12);
+        if self.wpr2.is_some() {
+            // FWSEC refuses to set FRTS up twice: the GPU needs a reset.
+            self.scratch_0e = (err::FRTS_WPR2_UP as u32) << 16;
+            self.stats.fwsec_refused += 1;
+            self.phase("FWSEC-FRTS refused (WPR2 already up)");
+            return;
+        }
+        if offset == 0 || size != 1 << 20 || offset + size > self.fb_size {
+            self.scratch_0e = (err::FRTS_BAD_REGION as u32) << 16;
+            self.error(format!(
+                "FWSEC-FRTS region {offset:#x}+{size:#x} outside FB"
+            ));
+            return;
+        }
+        self.scratch_0e = 0;
+        self.wpr2 = Some((offset, offset + size));
+        self.stats.fwsec_frts += 1;
+        self.phase("FWSEC-FRTS ran: WPR2 up");
+    }
+}
