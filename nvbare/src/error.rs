@@ -12,7 +12,12 @@ pub enum Error {
     /// The device kind is not built into this copy of nvbare (a cargo feature is off).
     #[error("{0}")]
     NotBuilt(String),
-    /// Opening the device failed (firmware, GSP boot, VFIO, the kernel driver, the network).
+    /// The GSP firmware a bare-metal device needs is missing, could not be fetched, or does
+    /// not load ([`Options::firmware_dir`](crate::Options::firmware_dir),
+    /// [`Options::fetch_firmware`](crate::Options::fetch_firmware)).
+    #[error(transparent)]
+    Firmware(#[from] crate::backend::FirmwareError),
+    /// Opening the device failed (GSP boot, VFIO, the kernel driver, the network).
     #[error("{0}")]
     Open(String),
     /// The device failed a call: a fault report, a timeout, a range, an RM error.

@@ -4,9 +4,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::backend::baremetal::PhasePrinter;
+use crate::backend::firmware::{FirmwareSource, default_dir, fetch_disabled_by_env};
+use crate::backend::open::open_device_with;
+use crate::backend::{AnyDevice, BackendError, DeviceSpec};
 use nvbare_core::device::{Backend, Device, DeviceInfo, DeviceOptions, Location};
-use nvbare_tools::open::AnyDevice;
-use nvbare_tools::{CliError, DeviceSpec};
 
 use crate::dev::{Dev, Finish, Held};
 use crate::module::Module;
@@ -34,16 +36,15 @@ pub struct Options {
     /// `~/.cache/nvbare/firmware`). Only bare-metal devices (`sim:`, `vfio:`, `remote:`) need
     /// it.
     pub firmware_dir: Option<PathBuf>,
-    /// Fetch (and verify) missing firmware from Debian's archive (default true, unless
-    /// `NVBARE_NO_FETCH=1`); off, missing firmware is an error naming the fetch command.
+    /// Fetch (and verify) missing firmware from Debian's archive into
+    /// [`Options::firmware_dir`] (default true, unless `NVBARE_NO_FETCH=1`); off, missing
+    /// firmware is [`Error::Firmware`] naming the fetch command.
     pub fetch_firmware: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         let d = DeviceOptions::default();
-        let no_fetch = std::env::var_os(nvbare_tools::baremetal::NO_FETCH_ENV)
-            .is_some_and(|v| !v.is_empty() && v != "0");
         Options {
             timeout: d.timeout,
             command_bytes: d.command_bytes,
@@ -51,7 +52,7 @@ impl Default for Options {
             stack_size: d.stack_size,
             streams: d.streams,
             firmware_dir: None,
-            fetch_firmware: !no_fetch,
+            fetch_firmware: !fetch_disabled_by_env(),
         }
     }
 }
@@ -99,6 +100,13 @@ impl Options {
         self
     }
 
+    fn firmware(&self) -> FirmwareSource {
+        FirmwareSource {
+            dir: self.firmware_dir.clone().unwrap_or_else(default_dir),
+            fetch: self.fetch_firmware,
+        }
+    }
+
     fn device_options(&self) -> DeviceOptions {
         DeviceOptions {
             timeout: self.timeout,
@@ -119,17 +127,21 @@ pub fn open(spec: &str) -> Result<Gpu> {
 /// Opens the device `spec` names (see the [crate docs](crate) for the forms).
 pub fn open_with(spec: &str, options: Options) -> Result<Gpu> {
     let spec: DeviceSpec = spec.parse().map_err(|e| Error::Spec(format!("{e}")))?;
-    crate::firmware::check(&spec, &options)?;
-    let any = nvbare_tools::open::open_device(spec.clone(), options.device_options()).map_err(
-        |e| match e {
-            CliError::Usage(m) => Error::Spec(m),
-            #[cfg(not(feature = "nvidia"))]
-            e @ CliError::Runtime(_) if matches!(spec, DeviceSpec::Nvidia(_)) => {
-                Error::NotBuilt(format!("{e}; build nvbare with its `nvidia` feature"))
-            }
-            e => Error::Open(e.to_string()),
-        },
-    )?;
+    let any = open_device_with(
+        spec.clone(),
+        options.device_options(),
+        &options.firmware(),
+        &mut PhasePrinter::quiet(),
+        true,
+    )
+    .map_err(|e| match e {
+        BackendError::Usage(m) => Error::Spec(m),
+        BackendError::Firmware(f) => Error::Firmware(f),
+        BackendError::NotBuilt(m) => {
+            Error::NotBuilt(format!("{m}; build nvbare with its `nvidia` feature"))
+        }
+        e => Error::Open(e.to_string()),
+    })?;
     let dev = boxed(any);
     let info = dev.info().clone();
     Ok(Gpu {

@@ -36,15 +36,17 @@
 //! | `remote:HOST[:PORT[:N]]` | nvbare bare metal over tinygrad's remote PCI protocol (docs/remote.md) |
 //! | `nvidia:N` | the nvidia kernel driver (feature `nvidia`, docs/kernel-adapter.md) |
 //!
-//! Lower levels: `nvbare_core::device` (the device layer, generic over its backend) and
+//! [`backend`] is the opening code path itself (device strings, firmware, the bare-metal
+//! platforms), public for frontends such as the `nvbare` CLI (crate `nvbare-tools`, which
+//! builds on this one). Lower levels: `nvbare_core::device` (the device layer, generic over its backend) and
 //! `nvbare_core::device::baremetal` (GSP boot and RPC as the kernel RM does them).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod backend;
 mod buffer;
 mod dev;
 mod error;
-mod firmware;
 mod gpu;
 mod launch;
 mod module;
@@ -64,5 +66,5 @@ pub use nvbare_core::device::{DeviceInfo, DeviceRepr, LaunchConfig, Location};
 /// `oob_write(u32*)`, `spin_forever()`. For trying the library without a CUDA compiler;
 /// `Gpu::info().sm` says which one a device needs.
 pub fn demo_cubin(sm: u32) -> Option<&'static [u8]> {
-    nvbare_tools::open::demo_cubin(sm).map(|(_, bytes)| bytes)
+    backend::open::demo_cubin(sm).map(|(_, bytes)| bytes)
 }

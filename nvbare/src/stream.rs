@@ -221,6 +221,17 @@ impl Stream {
     /// Makes the work submitted on this stream from now on wait for `event`. An event of this
     /// device (any stream) is waited for on the GPU (a semaphore acquire; this returns at
     /// once); an event of another device is waited for here, on the CPU, before this returns.
+    ///
+    /// Why another device's event is a CPU wait: a GPU-side wait across devices needs a
+    /// `nvbare_core::device::PeerLink`, which maps each device's semaphore page into the
+    /// other. Devices from [`crate::open`] cannot have one: each bare-metal device (`sim:`,
+    /// `vfio:`, `remote:`) is opened on its own, and the core makes bare-metal GPUs peers only
+    /// when they are opened together as one peer group (one DMA address space); and a link
+    /// borrows both devices for its lifetime and, when dropped, waits for the devices before it
+    /// unmaps the semaphores, so the library (which holds each device behind its own lock)
+    /// cannot keep one between calls, and one made per call would wait on the CPU anyway.
+    /// Programs that need GPU-side waits across GPUs use the device layer directly
+    /// (`Device::enable_peer_access`, `PeerLink::wait_event`; docs/multi-gpu.md).
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         if Arc::ptr_eq(&event.gpu, &self.gpu) {
             return self.run(|dev| dev.wait_event(&event.ev));

@@ -87,13 +87,40 @@ fn bad_device_strings_say_what_is_valid() {
 }
 
 #[test]
-fn a_missing_firmware_directory_is_an_error_before_anything_opens() {
-    let opts = Options::default().firmware_dir("/nonexistent/nvbare-firmware");
+fn missing_firmware_without_fetching_is_a_typed_error_saying_what_to_do() {
+    let opts = Options::default()
+        .firmware_dir("/nonexistent/nvbare-firmware")
+        .fetch_firmware(false);
     let e = nvbare::open_with("sim:ad102", opts).unwrap_err();
     assert!(
-        e.to_string().contains("/nonexistent/nvbare-firmware"),
-        "{e}"
+        matches!(
+            e,
+            Error::Firmware(nvbare::backend::FirmwareError::Missing { .. })
+        ),
+        "{e:?}"
     );
+    let m = e.to_string();
+    assert!(
+        m.contains("/nonexistent/nvbare-firmware/nvidia/ad102/gsp/"),
+        "{m}"
+    );
+    assert!(m.contains("nvbare fw fetch"), "{m}");
+    assert!(m.contains("Options::firmware_dir"), "{m}");
+    assert!(!std::path::Path::new("/nonexistent/nvbare-firmware").exists());
+}
+
+#[test]
+fn the_firmware_directory_is_the_one_options_name() {
+    // The cache, reached through a symlink of another name: opening works only if the path
+    // given is the one used.
+    let cache = nvbare::backend::firmware::default_dir();
+    let link = std::env::temp_dir().join(format!("nvbare-fw-link-{}", std::process::id()));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&cache, &link).unwrap();
+    let opts = Options::default().firmware_dir(&link).fetch_firmware(false);
+    let gpu = nvbare::open_with("sim:gh100", opts);
+    std::fs::remove_file(&link).unwrap();
+    gpu.unwrap().close().unwrap();
 }
 
 #[test]

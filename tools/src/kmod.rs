@@ -139,8 +139,5 @@ pub fn info(_out: &mut dyn Write, index: u32) -> Result<(), CliError> {
 /// The error for `nvidia:N` in a build without the `nvidia-kmod` feature.
 #[cfg(not(feature = "nvidia-kmod"))]
 pub fn not_built(index: u32) -> CliError {
-    CliError::Runtime(format!(
-        "nvidia:{index}: this nvbare was built without the kernel-driver adapter; rebuild with \
-         `--features nvidia-kmod` (on by default)"
-    ))
+    nvbare::backend::open::not_built(index).into()
 }

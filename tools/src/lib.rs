@@ -4,13 +4,15 @@
 // Doc comments on clap arguments are `--help` text (`sim[:CHIP]`), not rustdoc links.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
-pub mod baremetal;
 pub mod cmd;
-pub mod device;
-pub mod input;
 pub mod kmod;
 pub mod logger;
 pub mod open;
+
+// Device opening lives in the library (`nvbare::backend`); the CLI uses it as it is.
+pub use nvbare::backend::spec as device;
+pub use nvbare::backend::{baremetal, input};
+pub use nvbare::with_device;
 
 pub use device::DeviceSpec;
 
@@ -39,6 +41,9 @@ pub enum CliError {
     #[cfg(feature = "nvidia-kmod")]
     #[error(transparent)]
     Kmod(#[from] nvbare_pci_host::nvidia::KmodError),
+    /// Opening a device (or its firmware) failed.
+    #[error(transparent)]
+    Backend(#[from] nvbare::backend::BackendError),
     /// Anything else that went wrong at run time (exit code 1).
     #[error("{0}")]
     Runtime(String),
@@ -48,8 +53,50 @@ impl CliError {
     /// The process exit code for this error: 2 for usage errors, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Usage(_) => 2,
+            CliError::Usage(_) | CliError::Backend(nvbare::backend::BackendError::Usage(_)) => 2,
             _ => 1,
         }
+    }
+}
+
+impl From<nvbare::backend::FirmwareError> for CliError {
+    fn from(e: nvbare::backend::FirmwareError) -> CliError {
+        CliError::Backend(e.into())
+    }
+}
+
+impl From<input::InputError> for CliError {
+    /// A file of the wrong size is a usage error (exit 2): the command line named it.
+    fn from(e: input::InputError) -> CliError {
+        match e {
+            input::InputError::Io { .. } => CliError::Runtime(e.to_string()),
+            input::InputError::Size { .. } => CliError::Usage(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn input_errors_map_to_exit_codes() {
+        let k = input::Kind {
+            what: "a test file",
+            hint: "pass a smaller one",
+        };
+        let missing = Path::new("/nonexistent/nvbare/input.bin");
+        let cli = CliError::from(input::read_at_most(missing, 16, k).unwrap_err());
+        assert_eq!(cli.exit_code(), 1);
+        assert!(
+            cli.to_string()
+                .starts_with("cannot read /nonexistent/nvbare/input.bin")
+        );
+        let too_big =
+            CliError::from(input::read_at_most(Path::new("/dev/zero"), 1, k).unwrap_err());
+        assert_eq!(too_big.exit_code(), 2);
+        let usage = CliError::from(nvbare::backend::BackendError::Usage("no".into()));
+        assert_eq!(usage.exit_code(), 2);
     }
 }

@@ -1,25 +1,12 @@
-//! Opening a `--device` as a device-layer [`Device`].
-//!
-//! The subcommands that run work on a GPU (`demo`, `run`, `bench`, `stress --launches`) are
-//! generic over the backend; [`AnyDevice`] holds whichever one the device string names and
-//! [`with_device!`](crate::with_device) runs generic code on it.
-//!
-//! | device | backend |
-//! |---|---|
-//! | `sim:CHIP` | bare metal on the simulated GPU (`BareMetalBackend`: GSP boot, RPC, page tables) |
-//! | `nvidia:N` | the nvidia kernel driver (`KernelBackend`) |
-//! | `vfio:BDF` | bare metal on a GPU bound to vfio-pci (`BareMetalBackend` over `VfioGpu`) |
-//! | `remote:HOST:PORT:N` | bare metal on a GPU of a remote PCI server (`BareMetalBackend` over `RemoteGpu`, tinygrad's protocol over TCP) |
+//! Opening a `--device`: the library's code path ([`nvbare::backend::open`]), and what the
+//! CLI needs from a backend beyond it ([`CliBackend`]).
 
-use std::io::Write;
-
-use nvbare_core::device::{Backend, Device, DeviceOptions};
-use nvbare_core::gsp::boot::BootObserver;
+use nvbare::backend::baremetal::{RemoteBareMetal, VfioBareMetal};
+use nvbare_core::device::Backend;
 use nvbare_core::rm::Handle;
-use nvbare_sim::baremetal::{BareMetalSim, SimBareMetal};
+use nvbare_sim::baremetal::SimBareMetal;
 
-use crate::baremetal::{PhasePrinter, RemoteBareMetal, VfioBareMetal};
-use crate::{CliError, DeviceSpec};
+pub use nvbare::backend::open::*;
 
 /// What the CLI needs from a backend beyond [`Backend`].
 pub trait CliBackend: Backend {
@@ -60,10 +47,10 @@ impl CliBackend for nvbare_pci_host::nvidia::KernelBackend {
 
 impl CliBackend for SimBareMetal {
     fn bare_metal_summary(&self) -> Vec<String> {
-        crate::baremetal::summary(self)
+        nvbare::backend::baremetal::summary(self)
     }
     fn page_table_stats(&self) -> Option<String> {
-        Some(crate::baremetal::page_table_stats(self))
+        Some(nvbare::backend::baremetal::page_table_stats(self))
     }
 }
 
@@ -72,10 +59,10 @@ impl CliBackend for VfioBareMetal {
         true
     }
     fn bare_metal_summary(&self) -> Vec<String> {
-        crate::baremetal::summary(self)
+        nvbare::backend::baremetal::summary(self)
     }
     fn page_table_stats(&self) -> Option<String> {
-        Some(crate::baremetal::page_table_stats(self))
+        Some(nvbare::backend::baremetal::page_table_stats(self))
     }
 }
 
@@ -83,226 +70,9 @@ impl CliBackend for VfioBareMetal {
 // the protocol tells them apart, so timings are not taken to mean anything.
 impl CliBackend for RemoteBareMetal {
     fn bare_metal_summary(&self) -> Vec<String> {
-        crate::baremetal::summary(self)
+        nvbare::backend::baremetal::summary(self)
     }
     fn page_table_stats(&self) -> Option<String> {
-        Some(crate::baremetal::page_table_stats(self))
+        Some(nvbare::backend::baremetal::page_table_stats(self))
     }
-}
-
-/// A device of whichever backend the device string names.
-// One per process, used in place: the size difference does not matter.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum AnyDevice {
-    /// The simulator driven bare metal (and the simulator, for its findings).
-    BareSim(Device<SimBareMetal>, BareMetalSim),
-    /// A GPU bound to vfio-pci, driven bare metal.
-    Vfio(Device<VfioBareMetal>),
-    /// A GPU of a remote PCI server, driven bare metal over TCP.
-    Remote(Device<RemoteBareMetal>),
-    /// A GPU through the nvidia kernel driver.
-    #[cfg(feature = "nvidia-kmod")]
-    Kernel(Device<nvbare_pci_host::nvidia::KernelBackend>),
-}
-
-impl AnyDevice {
-    /// What the device is.
-    pub fn info(&self) -> &nvbare_core::device::DeviceInfo {
-        match self {
-            AnyDevice::BareSim(d, _) => d.info(),
-            AnyDevice::Vfio(d) => d.info(),
-            AnyDevice::Remote(d) => d.info(),
-            #[cfg(feature = "nvidia-kmod")]
-            AnyDevice::Kernel(d) => d.info(),
-        }
-    }
-
-    /// Closes the device; a bare-metal GPU is then unloaded (GSP-RM shut down so the next
-    /// boot needs no reset), its phases printed through `obs`. Problems the simulated
-    /// hardware saw are errors.
-    pub fn finish(self, obs: &mut dyn BootObserver) -> Result<(), CliError> {
-        let closed = |e: nvbare_core::device::DeviceError| {
-            CliError::Runtime(format!("closing the device: {e}"))
-        };
-        let unloaded = |e: nvbare_core::device::baremetal::BareMetalError| {
-            CliError::Runtime(format!("unloading GSP-RM: {e}"))
-        };
-        match self {
-            AnyDevice::BareSim(d, sim) => {
-                d.close().map_err(closed)?.unload(obs).map_err(unloaded)?;
-                let errors = sim.errors();
-                if !errors.is_empty() {
-                    return Err(CliError::Runtime(format!(
-                        "the simulated hardware saw problems: {}",
-                        errors.join("; ")
-                    )));
-                }
-                Ok(())
-            }
-            AnyDevice::Vfio(d) => {
-                d.close().map_err(closed)?.unload(obs).map_err(unloaded)?;
-                Ok(())
-            }
-            AnyDevice::Remote(d) => {
-                d.close().map_err(closed)?.unload(obs).map_err(unloaded)?;
-                Ok(())
-            }
-            // Closed by dropping it (the kernel driver frees what it holds).
-            #[cfg(feature = "nvidia-kmod")]
-            AnyDevice::Kernel(d) => {
-                drop(d);
-                Ok(())
-            }
-        }
-    }
-}
-
-/// Runs `$body` with `$dev` bound to the `&Device<B>` inside an [`AnyDevice`].
-#[macro_export]
-macro_rules! with_device {
-    ($any:expr, $dev:ident => $body:expr) => {
-        match $any {
-            $crate::open::AnyDevice::BareSim($dev, _) => $body,
-            $crate::open::AnyDevice::Vfio($dev) => $body,
-            $crate::open::AnyDevice::Remote($dev) => $body,
-            #[cfg(feature = "nvidia-kmod")]
-            $crate::open::AnyDevice::Kernel($dev) => $body,
-        }
-    };
-}
-
-/// Opens `spec` with `opts` (see the module documentation), then installs the runtime kernels
-/// (the copy kernel large device-to-device copies use). A device without a runtime cubin, or one
-/// that refuses it, keeps copying on the copy engine (logged). Bare-metal boot phases go to the
-/// log.
-pub fn open_device(spec: DeviceSpec, opts: DeviceOptions) -> Result<AnyDevice, CliError> {
-    open_device_with(spec, opts, &mut PhasePrinter::quiet(), true)
-}
-
-/// [`open_device`], printing the bare-metal boot phases to `out`.
-pub fn open_device_printing(
-    spec: DeviceSpec,
-    opts: DeviceOptions,
-    out: &mut dyn Write,
-) -> Result<AnyDevice, CliError> {
-    open_device_with(spec, opts, &mut PhasePrinter::new(out, "      "), true)
-}
-
-/// [`open_device`], bare-metal boot phases going to `obs`, installing the runtime kernels only
-/// when `runtime` is set.
-pub fn open_device_with(
-    spec: DeviceSpec,
-    opts: DeviceOptions,
-    obs: &mut dyn BootObserver,
-    runtime: bool,
-) -> Result<AnyDevice, CliError> {
-    let t = std::time::Instant::now();
-    let any = open_bare(&spec, opts, obs)?;
-    if runtime {
-        let r = std::time::Instant::now();
-        crate::with_device!(&any, dev => install_runtime(dev));
-        log::debug!(
-            "open: runtime kernels: {:.2} ms",
-            r.elapsed().as_secs_f64() * 1e3
-        );
-    }
-    crate::with_device!(&any, dev => start_flusher(dev));
-    log::debug!("open: {spec} in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
-    Ok(any)
-}
-
-/// Attaches the flusher thread of automatic deferral (docs/device.md) to `dev`;
-/// it runs until the device closes. Without it (the process may use one CPU only, or the
-/// thread did not start) launches are never held (logged).
-pub(crate) fn start_flusher<B>(dev: &Device<B>)
-where
-    B: Backend + 'static,
-    nvbare_core::device::Flusher<B>: Send,
-{
-    if !dev.options().tuning.holds_launches() {
-        return;
-    }
-    match nvbare_pci_host::flusher::spawn_if_parallel(dev) {
-        Ok(Some(t)) => t.detach(),
-        Ok(None) => log::info!(
-            "automatic deferral off: this process may use one CPU only, which its flusher \
-             thread would take from the program (allow a second CPU to chain back-to-back \
-             launches)"
-        ),
-        Err(e) => log::warn!("no automatic deferral: {e}"),
-    }
-}
-
-/// Installs the runtime kernels on `dev`; a device without them copies on the copy engine
-/// (logged).
-pub(crate) fn install_runtime<B: Backend>(dev: &Device<B>) {
-    use nvbare_gsp_firmware::program::LoadCubin;
-    match dev.install_runtime() {
-        Ok(true) => {}
-        Ok(false) => log::info!(
-            "no runtime cubin for sm_{}: device-to-device copies use the copy engine",
-            dev.info().sm
-        ),
-        Err(e) => log::warn!(
-            "the runtime kernels did not load ({e}): device-to-device copies use the copy \
-             engine"
-        ),
-    }
-}
-
-fn open_bare(
-    spec: &DeviceSpec,
-    opts: DeviceOptions,
-    obs: &mut dyn BootObserver,
-) -> Result<AnyDevice, CliError> {
-    let dev_err = |e| CliError::Runtime(format!("{spec}: {e}"));
-    match spec {
-        DeviceSpec::Sim(cs) => {
-            let (backend, sim) = crate::baremetal::open_sim(*cs, obs)?;
-            Device::open(backend, opts)
-                .map(|d| AnyDevice::BareSim(d, sim))
-                .map_err(dev_err)
-        }
-        DeviceSpec::Vfio(bdf) => {
-            let backend = crate::baremetal::open_vfio(*bdf, obs)?;
-            Device::open(backend, opts)
-                .map(AnyDevice::Vfio)
-                .map_err(dev_err)
-        }
-        DeviceSpec::Remote { host, port, index } => {
-            let backend = crate::baremetal::open_remote(host, *port, *index, obs)?;
-            Device::open(backend, opts)
-                .map(AnyDevice::Remote)
-                .map_err(dev_err)
-        }
-        #[cfg(feature = "nvidia-kmod")]
-        DeviceSpec::Nvidia(index) => {
-            let t = std::time::Instant::now();
-            let backend = nvbare_pci_host::nvidia::KernelBackend::open(*index)?;
-            log::debug!(
-                "open: driver nodes, root client, GPU attach (nvidia.ko): {:.2} ms",
-                t.elapsed().as_secs_f64() * 1e3
-            );
-            Device::open(backend, opts)
-                .map(AnyDevice::Kernel)
-                .map_err(|e| CliError::Runtime(format!("{spec}: {e}")))
-        }
-        #[cfg(not(feature = "nvidia-kmod"))]
-        DeviceSpec::Nvidia(index) => {
-            let _ = opts;
-            Err(crate::kmod::not_built(*index))
-        }
-    }
-}
-
-/// The fixture cubin with the demo kernels for shader model `sm` (compiled into the
-/// simulator), if there is one: the CUDA 13 build when there is one (what the CUDA baseline
-/// launches), else CUDA 12.
-pub fn demo_cubin(sm: u32) -> Option<(&'static str, &'static [u8])> {
-    let fixtures = nvbare_sim::compute::kernels::FIXTURES;
-    ["cuda13", "cuda12"].iter().find_map(|cuda| {
-        let name = format!("kernels_sm{sm}_{cuda}");
-        fixtures.iter().find(|(n, _)| *n == name).copied()
-    })
 }

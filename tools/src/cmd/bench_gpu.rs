@@ -917,6 +917,7 @@ pub fn run(out: &mut dyn Write, args: GpuBenchArgs) -> Result<(), CliError> {
     let any = open_device_with(
         args.device.clone(),
         opts,
+        &nvbare::backend::FirmwareSource::default(),
         &mut crate::baremetal::PhasePrinter::quiet(),
         builtin,
     )?;

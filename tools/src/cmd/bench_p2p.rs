@@ -144,6 +144,7 @@ pub fn run(out: &mut dyn Write, args: P2pArgs) -> Result<(), CliError> {
             let (sys, mut backends) = crate::baremetal::open_sim_group(
                 &[ca, cb],
                 topology(args.sim_topology),
+                &nvbare::backend::FirmwareSource::default(),
                 &mut crate::baremetal::PhasePrinter::quiet(),
             )?;
             let (Some(bb), Some(ba)) = (backends.pop(), backends.pop()) else {
@@ -172,6 +173,7 @@ pub fn run(out: &mut dyn Write, args: P2pArgs) -> Result<(), CliError> {
             // One peer group: one VFIO container, each BAR1 mapped for the other's DMA.
             let (group, mut backends) = crate::baremetal::open_vfio_group(
                 &[ba, bb],
+                &nvbare::backend::FirmwareSource::default(),
                 &mut crate::baremetal::PhasePrinter::quiet(),
             )?;
             let (Some(b1), Some(b0)) = (backends.pop(), backends.pop()) else {

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nvbare_core::chip::Chipset;
+use nvbare::backend::FirmwareSource;
 use nvbare_core::gsp::boot::{
     BootError, BootHw, BootObserver, BootOptions, BootPhase, BootReport, RunningGsp, boot,
 };
@@ -20,11 +20,9 @@ use nvbare_core::gsp::log::{LogImage, Segments};
 use nvbare_core::gsp::sysinfo::GspStaticConfigInfo;
 use nvbare_core::hal::{Clock, DmaAllocator, Mmio, PciConfig};
 use nvbare_gsp_firmware::FirmwareSet;
-use nvbare_gsp_firmware::boot::ReadError;
 use nvbare_sim::boot::{BootModel, BootSimConfig, SimFirmware, boot_hw};
 use nvbare_sim::{ChipModel, SimConfig, SimGpu};
 
-use crate::input::{self, InputError};
 use crate::{CliError, DeviceSpec};
 
 /// Options of `nvbare boot`.
@@ -47,36 +45,7 @@ pub struct BootArgs {
     pub log: bool,
 }
 
-/// The firmware cache directory (the fetch script's rule).
-pub fn firmware_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("NVBARE_FIRMWARE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from(".cache"))
-        .join("nvbare")
-        .join("firmware")
-}
-
-/// Loads and checks a chip's firmware files from `dir`.
-pub fn load_firmware(chip: Chipset, dir: &std::path::Path) -> Result<FirmwareSet, CliError> {
-    FirmwareSet::load(chip, |p| read_firmware_file(&dir.join(p)))
-        .map_err(|e| CliError::Runtime(format!("{e} (firmware directory {})", dir.display())))
-}
-
-/// One firmware file, at most [`input::MAX_FIRMWARE_BYTES`] of it.
-fn read_firmware_file(path: &std::path::Path) -> Result<Vec<u8>, ReadError> {
-    input::read_at_most(path, input::MAX_FIRMWARE_BYTES, input::FIRMWARE).map_err(|e| match e {
-        InputError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            ReadError::NotFound
-        }
-        InputError::Io { source, .. } => ReadError::Io(source.to_string()),
-        e @ InputError::Size { .. } => ReadError::Io(e.to_string()),
-    })
-}
+pub use nvbare::backend::firmware::{default_dir as firmware_dir, load_firmware};
 
 fn io(e: std::io::Error) -> CliError {
     CliError::Runtime(format!("writing output: {e}"))
@@ -233,7 +202,7 @@ fn run_vfio(
     let chip = nvbare_core::chip::identify_mmio(gpu.bar0())?;
     let dir = match &args.firmware_dir {
         Some(d) => d.clone(),
-        None => crate::baremetal::ensure_firmware(chip.chipset())?,
+        None => FirmwareSource::default().ensure(chip.chipset())?,
     };
     writeln!(
         out,
@@ -277,7 +246,7 @@ fn run_remote(
     })?;
     let dir = match &args.firmware_dir {
         Some(d) => d.clone(),
-        None => crate::baremetal::ensure_firmware(chip.chipset())?,
+        None => FirmwareSource::default().ensure(chip.chipset())?,
     };
     writeln!(
         out,
@@ -306,7 +275,7 @@ fn run_remote(
     )
     .map_err(io)?;
     boot_cycles(out, &hw, &fw, &opts, args.cycles, args.log, None)
-        .map_err(|e| crate::baremetal::remote_error(&gpu, &args.device.to_string(), e))
+        .map_err(|e| crate::baremetal::remote_error(&gpu, &args.device.to_string(), e).into())
 }
 
 /// Runs `nvbare boot`.
@@ -386,27 +355,4 @@ pub fn run(out: &mut dyn Write, args: BootArgs) -> Result<(), CliError> {
     )
     .map_err(io)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use nvbare_gsp_firmware::pinned::pinned_files;
-
-    #[test]
-    fn an_oversized_firmware_file_is_refused_unread() {
-        let dir = std::env::temp_dir().join(format!("nvbare-boot-fw-{}", std::process::id()));
-        // Sparse files one byte over the limit: refused by their length, nothing read.
-        for p in pinned_files().filter(|p| p.path.starts_with("nvidia/gh100/")) {
-            let path = dir.join(p.path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            let f = std::fs::File::create(&path).unwrap();
-            f.set_len(input::MAX_FIRMWARE_BYTES + 1).unwrap();
-        }
-        let e = load_firmware(Chipset::GH100, &dir).unwrap_err().to_string();
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert!(e.contains("holds 268435457 bytes"), "{e}");
-        assert!(e.contains("at most 268435456 bytes (256 MiB)"), "{e}");
-        assert!(e.contains("firmware directory"), "{e}");
-    }
 }

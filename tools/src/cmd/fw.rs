@@ -2,13 +2,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use clap::Subcommand;
+use nvbare::backend::firmware::{FetchMode, run_fetch_script};
 use nvbare_core::chip::{CHIPS, Chipset};
 use nvbare_gsp_firmware::elf::{Class, Elf};
 use nvbare_gsp_firmware::fmc::SignatureScheme;
-use nvbare_gsp_firmware::pinned::{self, SHA256_LIST};
+use nvbare_gsp_firmware::pinned;
 use nvbare_gsp_firmware::{
     BooterImage, FIRMWARE_VERSION, FirmwareFile, FmcImage, GenericBootloader, GspFirmware,
     RiscvBootloader, Vbios,
@@ -17,8 +17,7 @@ use nvbare_gsp_firmware::{
 use crate::CliError;
 use crate::input;
 
-/// The fetch script, embedded so `nvbare fw fetch` works from an installed binary.
-pub const FETCH_SCRIPT: &str = include_str!("../../fetch-firmware.sh");
+pub use nvbare::backend::firmware::FETCH_SCRIPT;
 
 /// `nvbare fw` subcommands.
 #[derive(Subcommand, Debug)]
@@ -47,7 +46,7 @@ pub enum FwCommand {
 /// Runs `nvbare fw ...`.
 pub fn run(out: &mut dyn Write, command: FwCommand) -> Result<(), CliError> {
     match command {
-        FwCommand::Fetch { check, force } => fetch(check, force, false),
+        FwCommand::Fetch { check, force } => fetch(check, force),
         FwCommand::Inspect { file, chip } => {
             let chip = chip
                 .map(|c| {
@@ -61,45 +60,14 @@ pub fn run(out: &mut dyn Write, command: FwCommand) -> Result<(), CliError> {
     }
 }
 
-/// Fetches the firmware as `nvbare fw fetch` does, with the script's progress on stderr (for
-/// commands whose stdout is their report).
-pub fn fetch_to_stderr() -> Result<(), CliError> {
-    fetch(false, false, true)
-}
-
-/// Runs the embedded fetch script with bash, the pinned list in a temporary file.
-fn fetch(check: bool, force: bool, to_stderr: bool) -> Result<(), CliError> {
-    let sums = std::env::temp_dir().join(format!(
-        "nvbare-r{FIRMWARE_VERSION}-{}.sha256",
-        std::process::id()
-    ));
-    std::fs::write(&sums, SHA256_LIST)
-        .map_err(|e| CliError::Runtime(format!("writing {}: {e}", sums.display())))?;
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(FETCH_SCRIPT)
-        .arg("fetch-firmware.sh")
-        .env("NVBARE_FIRMWARE_SUMS", &sums);
-    if check {
-        cmd.arg("--check");
-    }
-    if force {
-        cmd.arg("--force");
-    }
-    if to_stderr {
-        cmd.stdout(std::io::stderr());
-    }
-    let status = cmd.status();
-    let _ = std::fs::remove_file(&sums);
-    let status = status
-        .map_err(|e| CliError::Runtime(format!("cannot run bash for the fetch script: {e}")))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(CliError::Runtime(format!(
-            "the firmware fetch failed ({status}); see its messages above"
-        )))
-    }
+/// `nvbare fw fetch [--check | --force]`: the embedded script, into the default directory.
+fn fetch(check: bool, force: bool) -> Result<(), CliError> {
+    let mode = match (check, force) {
+        (true, _) => FetchMode::Check,
+        (false, true) => FetchMode::Force,
+        (false, false) => FetchMode::Fetch,
+    };
+    Ok(run_fetch_script(None, mode, false)?)
 }
 
 fn io(e: std::io::Error) -> CliError {
@@ -502,18 +470,6 @@ fn print_vbios(out: &mut dyn Write, v: &Vbios<'_>) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_embedded_script_is_the_repository_script() {
-        let on_disk =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fetch-firmware.sh"))
-                .unwrap();
-        assert_eq!(FETCH_SCRIPT, on_disk);
-        assert!(
-            FETCH_SCRIPT
-                .contains("438dea065c930a4626c9cb711635149507471307f9d7ede9b981c61f963e0d68")
-        );
-    }
 
     #[test]
     fn inspect_rejects_unknown_files() {

@@ -34,8 +34,8 @@ use nvbare_sim::boot::{BootSimConfig, SimFirmware};
 use nvbare_sim::models::ChipModel;
 use nvbare_sim::trace::Trace;
 
-use crate::baremetal::ensure_firmware;
 use crate::{CliError, DeviceSpec};
+use nvbare::backend::FirmwareSource;
 
 /// Options of `nvbare serve`.
 #[derive(Debug, Clone)]
@@ -86,7 +86,7 @@ impl SimServed {
     ) -> Result<Self, CliError> {
         let model = ChipModel::for_chipset(chip)
             .ok_or_else(|| CliError::Usage(format!("the simulator has no {chip} model")))?;
-        let dir = ensure_firmware(chip)?;
+        let dir = FirmwareSource::default().ensure(chip)?;
         let sim_fw = SimFirmware::load(chip, &dir).map_err(CliError::Runtime)?;
         let mut cfg = BootSimConfig::new(Arc::new(sim_fw));
         cfg.trace = trace;

@@ -1,14 +1,12 @@
-//! The bare-metal path in the CLI: the simulated GPU (`sim:CHIP`), a GPU bound to vfio-pci
+//! The bare-metal path: the simulated GPU (`sim:CHIP`), a GPU bound to vfio-pci
 //! (`vfio:BDF`) and a GPU of a remote PCI server (`remote:HOST:PORT:N`), all through
 //! `nvbare_core::device::baremetal::BareMetalBackend` with the r570.144 firmware.
 //!
-//! The firmware comes from the cache (`$NVBARE_FIRMWARE_DIR` or `~/.cache/nvbare/firmware`);
-//! when a file is missing it is fetched once, as `nvbare fw fetch` does (progress on stderr),
-//! unless `NVBARE_NO_FETCH=1`, which gives the one-line instruction instead.
+//! The firmware comes from a [`FirmwareSource`]: its directory, a missing file fetched once
+//! (progress on stderr) unless fetching is off, which gives the one-line instruction instead.
 
 use std::fmt;
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,8 +18,6 @@ use nvbare_core::gsp::boot::{
     BootError, BootHw, BootObserver, BootOptions, BootPhase, BootReport, SystemAddrs,
 };
 use nvbare_core::hal::{DmaAllocator, HalError, Mmio, PciConfig};
-use nvbare_gsp_firmware::firmware_path;
-use nvbare_gsp_firmware::pinned::boot_files;
 use nvbare_pci_host::Bdf;
 use nvbare_pci_host::clock::HostClock;
 use nvbare_pci_host::dma::{DmaPool, PoolBuffer};
@@ -34,46 +30,8 @@ use nvbare_sim::baremetal_system::BareMetalSystem;
 use nvbare_sim::boot::SimFirmware;
 use nvbare_sim::system::Topology;
 
-use crate::CliError;
-use crate::cmd::boot::{firmware_dir, load_firmware};
-
-/// Set to skip the automatic firmware fetch.
-pub const NO_FETCH_ENV: &str = "NVBARE_NO_FETCH";
-
-/// The firmware cache directory, with `chip`'s files present (fetched now if they were not).
-pub fn ensure_firmware(chip: Chipset) -> Result<PathBuf, CliError> {
-    let dir = firmware_dir();
-    let missing = |dir: &PathBuf| {
-        boot_files(chip)
-            .iter()
-            .map(|k| firmware_path(chip, *k))
-            .find(|p| !dir.join(p).is_file())
-    };
-    let Some(first) = missing(&dir) else {
-        return Ok(dir);
-    };
-    let no_fetch = std::env::var_os(NO_FETCH_ENV).is_some_and(|v| !v.is_empty() && v != "0");
-    if no_fetch {
-        return Err(CliError::Runtime(format!(
-            "GSP firmware r570.144 is missing ({} not found); run `nvbare fw fetch` (or `bash \
-             tools/fetch-firmware.sh`) to download and verify it",
-            dir.join(&first).display()
-        )));
-    }
-    eprintln!(
-        "GSP firmware r570.144 for {chip} is not in {} yet: fetching it (as `nvbare fw fetch` \
-         does; set {NO_FETCH_ENV}=1 to skip)",
-        dir.display()
-    );
-    crate::cmd::fw::fetch_to_stderr()?;
-    match missing(&dir) {
-        None => Ok(dir),
-        Some(p) => Err(CliError::Runtime(format!(
-            "the firmware fetch finished but {} is still missing; run `nvbare fw fetch --force`",
-            dir.join(p).display()
-        ))),
-    }
-}
+use super::BackendError;
+use super::firmware::FirmwareSource;
 
 /// Prints boot and unload phases as they finish (or nothing).
 pub struct PhasePrinter<'a> {
@@ -143,8 +101,8 @@ impl BootObserver for PhasePrinter<'_> {
     }
 }
 
-fn bm_err(what: &str) -> impl Fn(BareMetalError) -> CliError + '_ {
-    move |e| CliError::Runtime(format!("{what}: {e}"))
+fn bm_err(what: &str) -> impl Fn(BareMetalError) -> BackendError + '_ {
+    move |e| BackendError::Runtime(format!("{what}: {e}"))
 }
 
 /// Boots GSP-RM on a new simulated `chip` and opens the bare-metal backend over it. Returns
@@ -152,15 +110,15 @@ fn bm_err(what: &str) -> impl Fn(BareMetalError) -> CliError + '_ {
 /// wrong).
 pub fn open_sim(
     chip: Chipset,
+    firmware: &FirmwareSource,
     obs: &mut dyn BootObserver,
-) -> Result<(SimBareMetal, BareMetalSim), CliError> {
+) -> Result<(SimBareMetal, BareMetalSim), BackendError> {
     let model = ChipModel::for_chipset(chip)
-        .ok_or_else(|| CliError::Usage(format!("the simulator has no {chip} model")))?;
-    let dir = ensure_firmware(chip)?;
-    let fw = load_firmware(chip, &dir)?;
-    let sim_fw = SimFirmware::load(chip, &dir).map_err(CliError::Runtime)?;
+        .ok_or_else(|| BackendError::Usage(format!("the simulator has no {chip} model")))?;
+    let (dir, fw) = firmware.load(chip)?;
+    let sim_fw = SimFirmware::load(chip, &dir).map_err(BackendError::Runtime)?;
     let sim = BareMetalSim::new(model, Arc::new(sim_fw), false)
-        .map_err(|e| CliError::Runtime(format!("starting the simulated {chip}: {e}")))?;
+        .map_err(|e| BackendError::Runtime(format!("starting the simulated {chip}: {e}")))?;
     let opts = BareMetalOptions {
         label: format!(
             "sim:{} (simulated {}, bare metal)",
@@ -178,7 +136,7 @@ pub fn open_sim(
             } else {
                 format!("; the simulated hardware saw: {}", hw.join("; "))
             };
-            Err(CliError::Runtime(format!(
+            Err(BackendError::Runtime(format!(
                 "bare-metal bring-up of the simulated {chip}: {e}{extra}"
             )))
         }
@@ -192,20 +150,21 @@ pub fn open_sim(
 pub fn open_sim_group(
     chips: &[Chipset],
     topology: Topology,
+    firmware: &FirmwareSource,
     obs: &mut dyn BootObserver,
-) -> Result<(BareMetalSystem, Vec<SimBareMetal>), CliError> {
+) -> Result<(BareMetalSystem, Vec<SimBareMetal>), BackendError> {
     let mut gpus = Vec::with_capacity(chips.len());
     let mut fws = Vec::with_capacity(chips.len());
     for &chip in chips {
         let model = ChipModel::for_chipset(chip)
-            .ok_or_else(|| CliError::Usage(format!("the simulator has no {chip} model")))?;
-        let dir = ensure_firmware(chip)?;
-        fws.push(load_firmware(chip, &dir)?);
-        let sim_fw = SimFirmware::load(chip, &dir).map_err(CliError::Runtime)?;
+            .ok_or_else(|| BackendError::Usage(format!("the simulator has no {chip} model")))?;
+        let (dir, fw) = firmware.load(chip)?;
+        fws.push(fw);
+        let sim_fw = SimFirmware::load(chip, &dir).map_err(BackendError::Runtime)?;
         gpus.push((model, Arc::new(sim_fw)));
     }
     let sys = BareMetalSystem::new(&gpus, topology, false)
-        .map_err(|e| CliError::Runtime(format!("starting the simulated host: {e}")))?;
+        .map_err(|e| BackendError::Runtime(format!("starting the simulated host: {e}")))?;
     let mut backends = Vec::with_capacity(chips.len());
     for (i, fw) in fws.iter().enumerate() {
         let be = sys
@@ -218,7 +177,7 @@ pub fn open_sim_group(
             )
             .map_err(|e| {
                 let hw = sys.errors();
-                CliError::Runtime(format!(
+                BackendError::Runtime(format!(
                     "bare-metal bring-up of simulated GPU {i}: {e}{}",
                     if hw.is_empty() {
                         String::new()
@@ -334,12 +293,15 @@ pub fn vfio_hw(gpu: Arc<VfioGpu>) -> (VfioHw, VfioBar, SystemAddrs) {
 
 /// Opens the GPU at `bdf` through VFIO, identifies it, boots GSP-RM and opens the bare-metal
 /// backend. Untested on real hardware (see docs/vfio.md).
-pub fn open_vfio(bdf: Bdf, obs: &mut dyn BootObserver) -> Result<VfioBareMetal, CliError> {
-    let gpu = Arc::new(crate::device::open_vfio(bdf)?);
+pub fn open_vfio(
+    bdf: Bdf,
+    firmware: &FirmwareSource,
+    obs: &mut dyn BootObserver,
+) -> Result<VfioBareMetal, BackendError> {
+    let gpu = Arc::new(super::spec::open_vfio(bdf)?);
     let chip = nvbare_core::chip::identify_mmio(gpu.bar0())?;
     let chipset = chip.chipset();
-    let dir = ensure_firmware(chipset)?;
-    let fw = load_firmware(chipset, &dir)?;
+    let (_, fw) = firmware.load(chipset)?;
     let (hw, bar1, addrs) = vfio_hw(gpu);
     let boot = BootOptions {
         addrs,
@@ -358,16 +320,16 @@ pub fn open_vfio(bdf: Bdf, obs: &mut dyn BootObserver) -> Result<VfioBareMetal, 
 /// alive while the backends are used. Untested on real hardware (docs/multi-gpu.md).
 pub fn open_vfio_group(
     bdfs: &[Bdf],
+    firmware: &FirmwareSource,
     obs: &mut dyn BootObserver,
-) -> Result<(Arc<VfioPeerGroup>, Vec<VfioBareMetal>), CliError> {
+) -> Result<(Arc<VfioPeerGroup>, Vec<VfioBareMetal>), BackendError> {
     let group = Arc::new(VfioPeerGroup::open(bdfs)?);
     let mut backends = Vec::with_capacity(bdfs.len());
     for (i, gpu) in group.gpus().iter().enumerate() {
         let bdf = gpu.function().bdf;
         let chip = nvbare_core::chip::identify_mmio(gpu.bar0())?;
         let chipset = chip.chipset();
-        let dir = ensure_firmware(chipset)?;
-        let fw = load_firmware(chipset, &dir)?;
+        let (_, fw) = firmware.load(chipset)?;
         let (hw, bar1, addrs) = vfio_hw(gpu.clone());
         let boot = BootOptions {
             addrs,
@@ -414,17 +376,17 @@ pub type RemoteBareMetal = BareMetalBackend<RemotePlatform>;
 
 /// `error`, with why the connection to `gpu` broke or, if it did not, its latest error (the
 /// server's text): `hal` errors carry no text.
-pub fn remote_error(gpu: &RemoteGpu, what: &str, error: impl fmt::Display) -> CliError {
+pub fn remote_error(gpu: &RemoteGpu, what: &str, error: impl fmt::Display) -> BackendError {
     match gpu.broken().or_else(|| gpu.last_error()) {
-        Some(r) => CliError::Runtime(format!("{what}: {error} (remote: {r})")),
-        None => CliError::Runtime(format!("{what}: {error}")),
+        Some(r) => BackendError::Runtime(format!("{what}: {error} (remote: {r})")),
+        None => BackendError::Runtime(format!("{what}: {error}")),
     }
 }
 
 /// The `hal` view of a remote GPU, and the addresses GSP-RM wants in `GspSystemInfo`: the
 /// bus addresses MAP_BAR reports for BARs 0, 1 and 3 (0 for a BAR3 the server refuses), and
 /// the PCI address in the server's name for the device when it has one (else 0).
-pub fn remote_hw(gpu: &RemoteGpu) -> Result<(RemoteHw, RemoteBar, SystemAddrs), CliError> {
+pub fn remote_hw(gpu: &RemoteGpu) -> Result<(RemoteHw, RemoteBar, SystemAddrs), BackendError> {
     let bar3 = match gpu.map_bar(3) {
         Ok(b) => b.bus_addr(),
         Err(e) if !e.is_fatal() => {
@@ -459,14 +421,15 @@ pub fn open_remote(
     host: &str,
     port: u16,
     index: u32,
+    firmware: &FirmwareSource,
     obs: &mut dyn BootObserver,
-) -> Result<RemoteBareMetal, CliError> {
-    let spec = crate::DeviceSpec::Remote {
+) -> Result<RemoteBareMetal, BackendError> {
+    let spec = super::spec::DeviceSpec::Remote {
         host: host.to_string(),
         port,
         index,
     };
-    let gpu = crate::device::open_remote(host, port, index)?;
+    let gpu = super::spec::open_remote(host, port, index)?;
     let chip = nvbare_core::chip::identify_mmio(gpu.bar0()).map_err(|e| {
         if gpu.last_error().is_some() {
             remote_error(&gpu, &format!("{spec}: identifying the GPU"), e)
@@ -475,8 +438,7 @@ pub fn open_remote(
         }
     })?;
     let chipset = chip.chipset();
-    let dir = ensure_firmware(chipset)?;
-    let fw = load_firmware(chipset, &dir)?;
+    let (_, fw) = firmware.load(chipset)?;
     let (hw, bar1, addrs) = remote_hw(&gpu)?;
     let boot = BootOptions {
         addrs,
@@ -488,11 +450,6 @@ pub fn open_remote(
     };
     BareMetalBackend::open(hw, bar1, &fw, &boot, obs, opts)
         .map_err(|e| remote_error(&gpu, &spec.to_string(), e))
-}
-
-/// The firmware directory in messages.
-pub fn firmware_location() -> String {
-    firmware_dir().display().to_string()
 }
 
 /// What a bare-metal backend set up, one line each.

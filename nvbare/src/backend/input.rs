@@ -9,8 +9,6 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::CliError;
-
 /// Most bytes read as a cubin (`nvbare run`, `nvbare bench --runtime-cubin`): the fixture
 /// cubins are tens of KiB and large real ones tens of MiB, so 512 MiB only stops a wrong path.
 pub const MAX_CUBIN_BYTES: u64 = 512 << 20;
@@ -97,16 +95,6 @@ impl fmt::Display for InputError {
 }
 
 impl std::error::Error for InputError {}
-
-impl From<InputError> for CliError {
-    /// A file of the wrong size is a usage error (exit 2): the command line named it.
-    fn from(e: InputError) -> CliError {
-        match e {
-            InputError::Io { .. } => CliError::Runtime(e.to_string()),
-            InputError::Size { .. } => CliError::Usage(e.to_string()),
-        }
-    }
-}
 
 /// `n` bytes, with the MiB or GiB too when that is easier to read.
 pub fn bytes(n: u64) -> String {
@@ -364,18 +352,14 @@ mod tests {
     }
 
     #[test]
-    fn errors_name_the_file_and_map_to_exit_codes() {
+    fn errors_name_the_file_and_sizes_read_well() {
         let missing = Path::new("/nonexistent/nvbare/input.bin");
         let e = read_at_most(missing, 16, K).unwrap_err();
         assert!(matches!(e, InputError::Io { .. }));
-        let cli = CliError::from(e);
-        assert_eq!(cli.exit_code(), 1);
         assert!(
-            cli.to_string()
+            e.to_string()
                 .starts_with("cannot read /nonexistent/nvbare/input.bin")
         );
-        let too_big = CliError::from(read_at_most(Path::new("/dev/zero"), 1, K).unwrap_err());
-        assert_eq!(too_big.exit_code(), 2);
         assert_eq!(bytes(3), "3 bytes");
         assert_eq!(bytes(64 << 20), "67108864 bytes (64 MiB)");
         assert_eq!(bytes(4 << 40), "4398046511104 bytes (4096 GiB)");

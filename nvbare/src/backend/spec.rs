@@ -1,4 +1,4 @@
-//! The device-string grammar shared by every subcommand (`--device`).
+//! The device-string grammar shared by [`crate::open`] and every CLI subcommand (`--device`).
 //!
 //! * `sim` or `sim:CHIP`: the built-in simulated GPU (CHIP: ad102, gh100, gb202; default gh100),
 //!   driven bare metal (GSP boot with the real firmware, GSP RPC, our page tables);
@@ -209,9 +209,9 @@ impl FromStr for DeviceSpec {
 }
 
 /// Opens a GPU bound to vfio-pci for the bare-metal path: sysfs from `NVBARE_SYSFS_ROOT` (or
-/// `/sys`), VFIO's no-IOMMU mode only with `NVBARE_VFIO_NOIOMMU=1`. Every command that takes
-/// `--device vfio:BDF` goes through here.
-pub fn open_vfio(bdf: Bdf) -> Result<nvbare_pci_host::vfio::VfioGpu, crate::CliError> {
+/// `/sys`), VFIO's no-IOMMU mode only with `NVBARE_VFIO_NOIOMMU=1`. Every `vfio:BDF` device
+/// (the library's and the CLI's) is opened here.
+pub fn open_vfio(bdf: Bdf) -> Result<nvbare_pci_host::vfio::VfioGpu, super::BackendError> {
     let sysfs = nvbare_pci_host::Sysfs::from_env();
     let opts = nvbare_pci_host::vfio::OpenOptions::from_env();
     Ok(nvbare_pci_host::vfio::VfioGpu::open_with(
@@ -220,9 +220,9 @@ pub fn open_vfio(bdf: Bdf) -> Result<nvbare_pci_host::vfio::VfioGpu, crate::CliE
 }
 
 /// Connects to a remote PCI server and opens its GPU `index` (connect timeout
-/// [`CONNECT_TIMEOUT`], 3 s). Every command that takes `--device remote:...` goes through
-/// here.
-pub fn open_remote(host: &str, port: u16, index: u32) -> Result<RemoteGpu, crate::CliError> {
+/// [`CONNECT_TIMEOUT`], 3 s). Every `remote:` device (the library's and the CLI's) is
+/// opened here.
+pub fn open_remote(host: &str, port: u16, index: u32) -> Result<RemoteGpu, super::BackendError> {
     Ok(RemoteGpu::connect(host, port, index, CONNECT_TIMEOUT)?)
 }
 

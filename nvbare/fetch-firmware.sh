@@ -1,0 +1,1 @@
+../tools/fetch-firmware.sh
