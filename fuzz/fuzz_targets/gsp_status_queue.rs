@@ -45,7 +45,6 @@ fuzz_target!(|data: &[u8]| {
         reply_timeout: Duration::from_micros(40),
         send_timeout: Duration::from_micros(40),
         poll_interval: Duration::from_micros(1),
-        match_sequence: mode & 2 == 0,
         ..GspConfig::default()
     };
     let mut rpc = GspRpc::new(
