@@ -1,8 +1,8 @@
 //! Queue meta-data (QMD): the 256/384-byte descriptor a compute launch hands the GPU.
 //!
-//! One field table per layout, with NVIDIA's field names and `MW(hi:lo)` bit ranges (bit
-//! numbers over the whole QMD, little-endian 32-bit words), from open-gpu-doc
-//! `classes/compute/`:
+//! One declaration per layout ([`v03_00`], [`v04_00`], [`v05_00`], in `qmd/fields.rs`) with
+//! NVIDIA's field names and `MW(hi:lo)` bit ranges as the syntax (bit numbers over the whole
+//! QMD, little-endian 32-bit words), from open-gpu-doc `classes/compute/`:
 //!
 //! | layout | chips | header | size |
 //! |---|---|---|---|
@@ -10,13 +10,16 @@
 //! | [`QmdVersion::V04_00`] | Hopper | `clcbc0qmd.h` | 384 B |
 //! | [`QmdVersion::V05_00`] | Blackwell | `clcec0qmd.h` (= `clcdc0qmd.h`) | 384 B |
 //!
-//! Indexed header macros such as `CONSTANT_BUFFER_VALID(i)` appear expanded, as
-//! `"CONSTANT_BUFFER_VALID(0)"` ... `"CONSTANT_BUFFER_VALID(7)"`.
+//! Each declaration gives typed fields (`v04_00::GRID_WIDTH`, `v04_00::RELEASE_ENABLE[0]` for
+//! the header's `RELEASE_ENABLE(i)`) that the compiler checks against the layout (inside it,
+//! inside one 32-bit word, no overlaps), and the name table [`QmdVersion::fields`], where
+//! indexed fields appear expanded (`"CONSTANT_BUFFER_VALID(0)"` ... `"CONSTANT_BUFFER_VALID(7)"`).
 //!
-//! [`Qmd`] is the raw descriptor: [`Qmd::set`] / [`Qmd::get`] by field name (values that do
-//! not fit are rejected), [`Qmd::fields`] lists the non-zero fields for decoding. [`LaunchDesc`]
-//! is the launch as data; [`Qmd::build`] turns it into a QMD for any layout and
-//! [`Qmd::launch_desc`] reads it back.
+//! [`QmdLayout`] (implemented by [`V03`], [`V04`], [`V05`]) maps the parts of a launch to each
+//! layout's fields, with typed setters; [`LaunchDesc`] is the launch as data; [`Qmd::build`]
+//! turns it into a QMD for any layout and [`Qmd::launch_desc`] reads it back. The name table is
+//! for decoding only: [`Qmd::set`] / [`Qmd::get`] by field name (values that do not fit are
+//! rejected) and [`Qmd::fields`], the non-zero fields, serve `nvbare decode qmd` and tests.
 //!
 //! What [`Qmd::build`] sets besides the [`LaunchDesc`] (the choices tinygrad and Mesa NVK make):
 //! `QMD_MAJOR_VERSION`/minor, `QMD_GROUP_ID` 0x3f, `SM_GLOBAL_CACHING_ENABLE` (V03),
@@ -34,6 +37,13 @@ use core::fmt;
 pub use crate::chip::QmdVersion;
 
 mod fields;
+mod layout;
+
+pub use fields::{v03_00, v04_00, v05_00};
+pub(crate) use layout::with_layout;
+pub use layout::{
+    CwdMembar, DependentFields, QmdLayout, ReleaseFields, ReleaseMembar, V03, V04, V05,
+};
 
 /// One QMD field: NVIDIA's name and its bit range `MW(hi:lo)` over the whole QMD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,19 +114,20 @@ impl QmdVersion {
     pub fn fields(self) -> &'static [QmdField] {
         match self {
             QmdVersion::V02_02 => &[],
-            QmdVersion::V03_00 => fields::V03_00,
-            QmdVersion::V04_00 => fields::V04_00,
-            QmdVersion::V05_00 => fields::V05_00,
+            QmdVersion::V03_00 => V03::FIELDS,
+            QmdVersion::V04_00 => V04::FIELDS,
+            QmdVersion::V05_00 => V05::FIELDS,
         }
     }
 
-    /// The field called `name` (e.g. `"GRID_WIDTH"`, `"CONSTANT_BUFFER_VALID(2)"`).
+    /// The field called `name` (e.g. `"GRID_WIDTH"`, `"CONSTANT_BUFFER_VALID(2)"`), for the
+    /// decoder: launches use the typed fields.
     pub fn field(self, name: &str) -> Option<&'static QmdField> {
         self.fields().iter().find(|f| f.name == name)
     }
 
     /// `(QMD_MAJOR_VERSION, minor)` this layout carries.
-    pub fn major_minor(self) -> (u8, u8) {
+    pub const fn major_minor(self) -> (u8, u8) {
         match self {
             QmdVersion::V02_02 => (2, 2),
             QmdVersion::V03_00 => (3, 0),
@@ -161,6 +172,22 @@ pub enum QmdError {
         value: u64,
         /// The alignment it needs.
         align: u64,
+    },
+    /// An index past the layout's instances of a field (constant banks 0..8, releases 0..2).
+    NoSuchIndex {
+        /// What is indexed.
+        what: &'static str,
+        /// The index asked for.
+        index: usize,
+        /// How many there are.
+        count: usize,
+    },
+    /// A typed setter of one layout was given a QMD of another.
+    LayoutMismatch {
+        /// The QMD's layout.
+        qmd: QmdVersion,
+        /// The setter's layout.
+        layout: QmdVersion,
     },
     /// Raw QMD bytes of the wrong length.
     WrongSize {
@@ -207,6 +234,13 @@ impl fmt::Display for QmdError {
                 f,
                 "{value:#x} for QMD field {field} must be a multiple of {align:#x}"
             ),
+            Self::NoSuchIndex { what, index, count } => {
+                write!(f, "QMD {what} {index} does not exist (there are {count})")
+            }
+            Self::LayoutMismatch { qmd, layout } => write!(
+                f,
+                "a {qmd:?} QMD cannot be written through the {layout:?} layout's fields"
+            ),
             Self::WrongSize {
                 version,
                 expected,
@@ -235,7 +269,7 @@ impl fmt::Display for QmdError {
 impl core::error::Error for QmdError {}
 
 /// Largest QMD in 32-bit words (V04/V05: 384 bytes).
-const MAX_WORDS: usize = 96;
+pub(crate) const MAX_WORDS: usize = 96;
 
 /// A QMD of one layout: the raw words, always [`QmdVersion::size`] bytes long as seen through
 /// [`Qmd::as_bytes`].
@@ -271,9 +305,10 @@ fn get_bits(words: &[u32], hi: u16, lo: u16) -> u64 {
     ((acc >> (lo % 32)) & ((1u128 << width) - 1)) as u64
 }
 
-/// Sets `hi:lo` of little-endian 32-bit words to `value` (which fits). Launches patch QMDs
-/// field by field at their rate (nine fields per chained launch), so the one-word case, almost
-/// every field, avoids the general path's 128-bit arithmetic (~6 ns a field on x86-64).
+/// Sets `hi:lo` of little-endian 32-bit words to `value` (which fits). Every field of the
+/// three layouts lies in one word (`qmd_layout!` checks it), so that case avoids the general
+/// path's 128-bit arithmetic; with a constant field it is a masked store to a fixed word.
+#[inline]
 fn set_bits(words: &mut [u32], hi: u16, lo: u16, value: u64) {
     let (hi, lo) = (usize::from(hi), usize::from(lo));
     if hi / 32 == lo / 32 {
@@ -295,6 +330,9 @@ fn set_bits(words: &mut [u32], hi: u16, lo: u16, value: u64) {
     }
 }
 
+/// A field name as asked for (no heap): longer ones are cut.
+type Name = heapless::String<MAX_FIELD_NAME>;
+
 fn unknown(version: QmdVersion, field: &str) -> QmdError {
     let mut s = Name::new();
     for c in field.chars() {
@@ -309,21 +347,25 @@ impl Qmd {
     /// An all-zero QMD of layout `v` with its version fields set (`QMD_MAJOR_VERSION` and
     /// `QMD_VERSION` / `QMD_MINOR_VERSION`).
     pub fn new(v: QmdVersion) -> Qmd {
-        let mut q = Qmd {
+        let q: Result<Qmd, QmdError> = with_layout!(v, L => Ok(L::empty()));
+        q.unwrap_or(Qmd {
             version: v,
             words: [0; MAX_WORDS],
-        };
-        let (major, minor) = v.major_minor();
-        if let Some(f) = v.field("QMD_MAJOR_VERSION") {
-            set_bits(&mut q.words, f.hi, f.lo, major.into());
+        })
+    }
+
+    /// Sets field `f` to `value`, if it fits (the typed setters' one store).
+    #[inline]
+    fn put(&mut self, f: QmdField, value: u64) -> Result<(), QmdError> {
+        if value > f.max() {
+            return Err(QmdError::ValueTooLarge {
+                field: f.name,
+                value,
+                bits: f.bits(),
+            });
         }
-        if let Some(f) = v
-            .field("QMD_VERSION")
-            .or_else(|| v.field("QMD_MINOR_VERSION"))
-        {
-            set_bits(&mut q.words, f.hi, f.lo, minor.into());
-        }
-        q
+        set_bits(&mut self.words, f.hi, f.lo, value);
+        Ok(())
     }
 
     /// The layout.
@@ -480,389 +522,25 @@ pub struct LaunchDesc {
     pub sm_config: SmSharedConfig,
 }
 
-/// Field names that differ between layouts, for [`Qmd::build`] / [`Qmd::launch_desc`].
-struct Names {
-    register_count: &'static str,
-    grid: [&'static str; 3],
-    shared_size: &'static str,
-    shared_shift: u32,
-    local_low: &'static str,
-    local_high: &'static str,
-    local_shift: u32,
-    prog_lo: &'static str,
-    prog_hi: &'static str,
-    prog_shift: u32,
-    cb_lo: &'static str,
-    cb_hi: &'static str,
-    cb_shift: u32,
-    /// The field bounding constant-bank prefetch before launch (V04/V05 only).
-    cb_prefetch_pre_max: Option<&'static str>,
-}
-
-fn names(v: QmdVersion) -> Result<Names, QmdError> {
-    Ok(match v {
-        QmdVersion::V03_00 => Names {
-            register_count: "REGISTER_COUNT_V",
-            grid: ["CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH"],
-            shared_size: "SHARED_MEMORY_SIZE",
-            shared_shift: 0,
-            local_low: "SHADER_LOCAL_MEMORY_LOW_SIZE",
-            local_high: "SHADER_LOCAL_MEMORY_HIGH_SIZE",
-            local_shift: 0,
-            prog_lo: "PROGRAM_ADDRESS_LOWER",
-            prog_hi: "PROGRAM_ADDRESS_UPPER",
-            prog_shift: 0,
-            cb_lo: "CONSTANT_BUFFER_ADDR_LOWER",
-            cb_hi: "CONSTANT_BUFFER_ADDR_UPPER",
-            cb_shift: 0,
-            cb_prefetch_pre_max: None,
-        },
-        QmdVersion::V04_00 => Names {
-            register_count: "REGISTER_COUNT",
-            grid: ["GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"],
-            shared_size: "SHARED_MEMORY_SIZE",
-            shared_shift: 0,
-            local_low: "SHADER_LOCAL_MEMORY_LOW_SIZE",
-            local_high: "SHADER_LOCAL_MEMORY_HIGH_SIZE",
-            local_shift: 0,
-            prog_lo: "PROGRAM_ADDRESS_LOWER",
-            prog_hi: "PROGRAM_ADDRESS_UPPER",
-            prog_shift: 0,
-            cb_lo: "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6",
-            cb_hi: "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6",
-            cb_shift: 6,
-            cb_prefetch_pre_max: Some("CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8"),
-        },
-        QmdVersion::V05_00 => Names {
-            register_count: "REGISTER_COUNT",
-            grid: ["GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"],
-            shared_size: "SHARED_MEMORY_SIZE_SHIFTED7",
-            shared_shift: 7,
-            local_low: "SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4",
-            local_high: "SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4",
-            local_shift: 4,
-            prog_lo: "PROGRAM_ADDRESS_LOWER_SHIFTED4",
-            prog_hi: "PROGRAM_ADDRESS_UPPER_SHIFTED4",
-            prog_shift: 4,
-            cb_lo: "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6",
-            cb_hi: "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6",
-            cb_shift: 6,
-            cb_prefetch_pre_max: Some("CONSTANT_BANK_PREFETCH_PRE_MAX_SIZE_SHIFTED8"),
-        },
-        version => return Err(QmdError::UnsupportedVersion { version }),
-    })
-}
-
-/// A field name built at run time (no heap): every name here is far below the capacity.
-type Name = heapless::String<MAX_FIELD_NAME>;
-
-fn name(args: fmt::Arguments<'_>) -> Name {
-    let mut s = Name::new();
-    let _ = fmt::Write::write_fmt(&mut s, args);
-    s
-}
-
-/// `NAME(i)`, as indexed fields appear in the tables.
-fn indexed(base: &str, i: usize) -> Name {
-    name(format_args!("{base}({i})"))
-}
-
-/// Field names of release `i`: address lower/upper, payload lower/upper, enable, payload64b,
-/// structure size, membar type.
-fn release_names(v: QmdVersion, i: usize) -> [Name; 8] {
-    if v == QmdVersion::V03_00 {
-        let r = |s: &str| name(format_args!("RELEASE{i}_{s}"));
-        [
-            r("ADDRESS_LOWER"),
-            r("ADDRESS_UPPER"),
-            r("PAYLOAD_LOWER"),
-            r("PAYLOAD_UPPER"),
-            r("ENABLE"),
-            r("PAYLOAD64B"),
-            r("STRUCTURE_SIZE"),
-            r("MEMBAR_TYPE"),
-        ]
-    } else {
-        let r = |s: &str| name(format_args!("RELEASE_SEMAPHORE{i}_{s}"));
-        [
-            r("ADDR_LOWER"),
-            r("ADDR_UPPER"),
-            r("PAYLOAD_LOWER"),
-            r("PAYLOAD_UPPER"),
-            indexed("RELEASE_ENABLE", i),
-            indexed("RELEASE_PAYLOAD64B", i),
-            indexed("RELEASE_STRUCTURE_SIZE", i),
-            indexed("RELEASE_MEMBAR_TYPE", i),
-        ]
-    }
-}
-
-/// Field names of dependent QMD 0: pointer, enable, action, prefetch.
-fn dependent_names(v: QmdVersion) -> [Name; 4] {
-    let plain = |s: &str| name(format_args!("{s}"));
-    if v == QmdVersion::V04_00 {
-        [
-            plain("DEPENDENT_QMD0_POINTER"),
-            indexed("DEPENDENT_QMD_ENABLE", 0),
-            indexed("DEPENDENT_QMD_ACTION", 0),
-            indexed("DEPENDENT_QMD_PREFETCH", 0),
-        ]
-    } else {
-        [
-            plain("DEPENDENT_QMD0_POINTER"),
-            plain("DEPENDENT_QMD0_ENABLE"),
-            plain("DEPENDENT_QMD0_ACTION"),
-            plain("DEPENDENT_QMD0_PREFETCH"),
-        ]
-    }
-}
-
-/// `SEMAPHORE_FOUR_WORDS` release structure.
-const RELEASE_STRUCTURE_SIZE_FOUR_WORDS: u64 = 0;
-/// `FE_SYSMEMBAR` release membar.
-const RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR: u64 = 1;
-/// `QMD_SCHEDULE` dependent-QMD action.
-const DEPENDENT_QMD_ACTION_QMD_SCHEDULE: u64 = 1;
-/// `GRID_CTA` QMD type (V04/V05).
-const QMD_TYPE_GRID_CTA: u64 = 2;
-/// `L1_SYSMEMBAR` CWD membar type.
-const CWD_MEMBAR_TYPE_L1_SYSMEMBAR: u64 = 1;
-/// `CONSTANT_BUFFER_PREFETCH_PREFETCH_PRE` (V04/V05).
-const CONSTANT_BUFFER_PREFETCH_PRE: u64 = 1;
-/// Largest value of the 6-bit `..._PREFETCH_PRE_MAX_SIZE_SHIFTED8` (63 x 256 bytes).
-const CB_PREFETCH_MAX_SHIFTED8: u64 = 63;
-
-/// The table's `&'static` name for `field` (for errors), or "" if unknown.
-fn static_name(v: QmdVersion, field: &str) -> &'static str {
-    v.field(field).map_or("", |f| f.name)
-}
-
-fn aligned(field: &'static str, value: u64, shift: u32) -> Result<u64, QmdError> {
-    let align = 1u64 << shift;
-    if !value.is_multiple_of(align) {
-        return Err(QmdError::Misaligned {
-            field,
-            value,
-            align,
-        });
-    }
-    Ok(value >> shift)
-}
-
 impl Qmd {
-    /// Sets a 64-bit quantity split over a `_LOWER` (32-bit) and `_UPPER` field.
-    fn set_split(&mut self, lo: &str, hi: &str, value: u64) -> Result<(), QmdError> {
-        self.set(lo, value & 0xffff_ffff)?;
-        let hi_f = self
-            .version
-            .field(hi)
-            .ok_or_else(|| unknown(self.version, hi))?;
-        self.set_field(hi_f, value >> 32)
-    }
-
-    fn get_split(&self, lo: &str, hi: &str) -> Result<u64, QmdError> {
-        Ok(self.get(lo)? | (self.get(hi)? << 32))
-    }
-
-    /// The QMD for launch `d` in layout `v`. Every value is range-checked against its field
-    /// (a typed error names the field); addresses the layout stores shifted must be aligned.
+    /// The QMD for launch `d` in layout `v`, through that layout's typed setters
+    /// ([`QmdLayout::build`]). Every value is range-checked against its field (a typed error
+    /// names the field); addresses the layout stores shifted must be aligned.
     pub fn build(v: QmdVersion, d: &LaunchDesc) -> Result<Qmd, QmdError> {
-        let n = names(v)?;
-        let mut q = Qmd::new(v);
-        q.set("QMD_GROUP_ID", 0x3f)?;
-        if v == QmdVersion::V03_00 {
-            q.set("SM_GLOBAL_CACHING_ENABLE", 1)?;
-        } else {
-            q.set("QMD_TYPE", QMD_TYPE_GRID_CTA)?;
-        }
-        q.set("API_VISIBLE_CALL_LIMIT", 1)?; // NO_CHECK
-        q.set("SAMPLER_INDEX", 1)?; // VIA_HEADER_INDEX
-        q.set("CWD_MEMBAR_TYPE", CWD_MEMBAR_TYPE_L1_SYSMEMBAR)?;
-        for f in [
-            "INVALIDATE_TEXTURE_HEADER_CACHE",
-            "INVALIDATE_TEXTURE_SAMPLER_CACHE",
-            "INVALIDATE_TEXTURE_DATA_CACHE",
-            "INVALIDATE_SHADER_DATA_CACHE",
-        ] {
-            q.set(f, 1)?;
-        }
-
-        // Program.
-        let prog = aligned(n.prog_lo, d.program_address, n.prog_shift)?;
-        q.set_split(n.prog_lo, n.prog_hi, prog)?;
-        if d.program_size != 0 {
-            q.set(
-                "PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED",
-                (d.program_address >> 8) & 0xffff_ffff,
-            )?;
-            q.set(
-                "PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED",
-                d.program_address >> 40,
-            )?;
-            q.set(
-                "PROGRAM_PREFETCH_SIZE",
-                u64::from(d.program_size >> 8).min(0x1ff),
-            )?;
-        }
-        q.set(n.register_count, d.register_count.into())?;
-        q.set("BARRIER_COUNT", d.barrier_count.into())?;
-        q.set("SASS_VERSION", d.sass_version.into())?;
-
-        // Shape.
-        for (i, name) in [
-            "CTA_THREAD_DIMENSION0",
-            "CTA_THREAD_DIMENSION1",
-            "CTA_THREAD_DIMENSION2",
-        ]
-        .iter()
-        .enumerate()
-        {
-            q.set(name, d.block[i].into())?;
-        }
-        for (i, name) in n.grid.iter().enumerate() {
-            q.set(name, d.grid[i].into())?;
-        }
-
-        // Memory.
-        q.set(
-            n.shared_size,
-            aligned(n.shared_size, d.shared_memory_size.into(), n.shared_shift)?,
-        )?;
-        q.set("MIN_SM_CONFIG_SHARED_MEM_SIZE", d.sm_config.min.into())?;
-        q.set("MAX_SM_CONFIG_SHARED_MEM_SIZE", d.sm_config.max.into())?;
-        q.set(
-            "TARGET_SM_CONFIG_SHARED_MEM_SIZE",
-            d.sm_config.target.into(),
-        )?;
-        q.set(
-            n.local_low,
-            aligned(
-                n.local_low,
-                d.shader_local_memory_low_size.into(),
-                n.local_shift,
-            )?,
-        )?;
-        q.set(
-            n.local_high,
-            aligned(
-                n.local_high,
-                d.shader_local_memory_high_size.into(),
-                n.local_shift,
-            )?,
-        )?;
-
-        // Constant banks.
-        for (i, cb) in d.cbufs.iter().enumerate() {
-            let Some((addr, size)) = *cb else { continue };
-            let lo = indexed(n.cb_lo, i);
-            let hi = indexed(n.cb_hi, i);
-            let a = aligned(static_name(v, &lo), addr, n.cb_shift)?;
-            q.set_split(&lo, &hi, a)?;
-            let size16 = u64::from(size).div_ceil(16);
-            q.set(&indexed("CONSTANT_BUFFER_SIZE_SHIFTED4", i), size16)?;
-            q.set(&indexed("CONSTANT_BUFFER_VALID", i), 1)?;
-            q.set(&indexed("CONSTANT_BUFFER_INVALIDATE", i), 1)?;
-        }
-        // Hopper and Blackwell can fetch constant bank 0 (driver area and parameters, read by
-        // nearly every kernel's first instructions) while the launch is being set up instead of
-        // on the first CTA's first read: 0.12-0.22 µs of a launch + sync on the H200 in same-VM
-        // comparisons (docs/performance.md, "Constant-bank prefetch").
-        if let (Some(max_name), Some((_, size))) = (n.cb_prefetch_pre_max, d.cbufs[0]) {
-            q.set("CONSTANT_BUFFER_PREFETCH(0)", CONSTANT_BUFFER_PREFETCH_PRE)?;
-            q.set(
-                max_name,
-                u64::from(size).div_ceil(256).min(CB_PREFETCH_MAX_SHIFTED8),
-            )?;
-        }
-
-        // Completion.
-        for (i, rel) in d.release.iter().enumerate() {
-            let Some((addr, payload)) = *rel else {
-                continue;
-            };
-            let [alo, ahi, plo, phi, en, p64, st, mb] = release_names(v, i);
-            aligned(static_name(v, &alo), addr, 4)?;
-            q.set_split(&alo, &ahi, addr)?;
-            q.set_split(&plo, &phi, payload)?;
-            q.set(&en, 1)?;
-            q.set(&p64, 1)?;
-            q.set(&st, RELEASE_STRUCTURE_SIZE_FOUR_WORDS)?;
-            q.set(&mb, RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR)?;
-        }
-        if let Some(next) = d.dependent_qmd {
-            q.schedule_after(next)?;
-        }
-        Ok(q)
+        with_layout!(v, L => L::build(d))
     }
 
     /// Makes this QMD schedule the QMD at GPU VA `next` (256-byte aligned) when its grid
-    /// completes, prefetching it when this one is scheduled (dependent QMD 0: `QMD_SCHEDULE` +
-    /// `PREFETCH`, what a CUDA graph's kernels do). Sets only those four fields, so a QMD
+    /// completes ([`QmdLayout::schedule_after`]). Sets only those four fields, so a QMD
     /// already written to memory can be patched word by word.
     pub fn schedule_after(&mut self, next: u64) -> Result<(), QmdError> {
-        let v = self.version;
-        let [ptr, en, act, pf] = dependent_names(v);
-        self.set(&ptr, aligned(static_name(v, &ptr), next, 8)?)?;
-        self.set(&en, 1)?;
-        self.set(&act, DEPENDENT_QMD_ACTION_QMD_SCHEDULE)?;
-        self.set(&pf, 1)
+        with_layout!(self.version, L => L::schedule_after(self, next))
     }
 
     /// Reads the launch back out of the QMD (the inverse of [`Qmd::build`] for the fields
     /// [`LaunchDesc`] has; `program_size` comes back in whole 256-byte units).
     pub fn launch_desc(&self) -> Result<LaunchDesc, QmdError> {
-        let v = self.version;
-        let n = names(v)?;
-        self.check_version()?;
-        let u32_of = |x: u64| x as u32; // every field read here is at most 32 bits wide
-        let mut d = LaunchDesc {
-            program_address: self.get_split(n.prog_lo, n.prog_hi)? << n.prog_shift,
-            register_count: u32_of(self.get(n.register_count)?),
-            barrier_count: u32_of(self.get("BARRIER_COUNT")?),
-            sass_version: u32_of(self.get("SASS_VERSION")?),
-            shared_memory_size: u32_of(self.get(n.shared_size)? << n.shared_shift),
-            shader_local_memory_low_size: u32_of(self.get(n.local_low)? << n.local_shift),
-            shader_local_memory_high_size: u32_of(self.get(n.local_high)? << n.local_shift),
-            program_size: u32_of(self.get("PROGRAM_PREFETCH_SIZE")? << 8),
-            sm_config: SmSharedConfig {
-                min: u32_of(self.get("MIN_SM_CONFIG_SHARED_MEM_SIZE")?),
-                max: u32_of(self.get("MAX_SM_CONFIG_SHARED_MEM_SIZE")?),
-                target: u32_of(self.get("TARGET_SM_CONFIG_SHARED_MEM_SIZE")?),
-            },
-            ..LaunchDesc::default()
-        };
-        for (i, name) in [
-            "CTA_THREAD_DIMENSION0",
-            "CTA_THREAD_DIMENSION1",
-            "CTA_THREAD_DIMENSION2",
-        ]
-        .iter()
-        .enumerate()
-        {
-            d.block[i] = u32_of(self.get(name)?);
-        }
-        for (i, name) in n.grid.iter().enumerate() {
-            d.grid[i] = u32_of(self.get(name)?);
-        }
-        for i in 0..8 {
-            if self.get(&indexed("CONSTANT_BUFFER_VALID", i))? == 0 {
-                continue;
-            }
-            let addr = self.get_split(&indexed(n.cb_lo, i), &indexed(n.cb_hi, i))? << n.cb_shift;
-            let size = self.get(&indexed("CONSTANT_BUFFER_SIZE_SHIFTED4", i))? << 4;
-            d.cbufs[i] = Some((addr, u32_of(size)));
-        }
-        for i in 0..2 {
-            let [alo, ahi, plo, phi, en, ..] = release_names(v, i);
-            if self.get(&en)? != 0 {
-                d.release[i] = Some((self.get_split(&alo, &ahi)?, self.get_split(&plo, &phi)?));
-            }
-        }
-        let [ptr, en, ..] = dependent_names(v);
-        if self.get(&en)? != 0 {
-            d.dependent_qmd = Some(self.get(&ptr)? << 8);
-        }
-        Ok(d)
+        with_layout!(self.version, L => L::launch_desc(self))
     }
 }
 
@@ -870,6 +548,7 @@ impl Qmd {
 mod tests {
     extern crate std;
     use std::format;
+    use std::vec;
     use std::vec::Vec;
 
     use proptest::prelude::*;
@@ -877,6 +556,719 @@ mod tests {
     use super::*;
 
     const VERSIONS: [QmdVersion; 3] = [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00];
+
+    /// The name-based builder the typed setters replaced, kept as the reference they must
+    /// match bit for bit: every field set through the name table ([`Qmd::set`]).
+    mod by_name {
+        use super::*;
+
+        /// Field names that differ between layouts, for [`Qmd::build`] / [`Qmd::launch_desc`].
+        struct Names {
+            register_count: &'static str,
+            grid: [&'static str; 3],
+            shared_size: &'static str,
+            shared_shift: u32,
+            local_low: &'static str,
+            local_high: &'static str,
+            local_shift: u32,
+            prog_lo: &'static str,
+            prog_hi: &'static str,
+            prog_shift: u32,
+            cb_lo: &'static str,
+            cb_hi: &'static str,
+            cb_shift: u32,
+            /// The field bounding constant-bank prefetch before launch (V04/V05 only).
+            cb_prefetch_pre_max: Option<&'static str>,
+        }
+
+        fn names(v: QmdVersion) -> Result<Names, QmdError> {
+            Ok(match v {
+                QmdVersion::V03_00 => Names {
+                    register_count: "REGISTER_COUNT_V",
+                    grid: ["CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH"],
+                    shared_size: "SHARED_MEMORY_SIZE",
+                    shared_shift: 0,
+                    local_low: "SHADER_LOCAL_MEMORY_LOW_SIZE",
+                    local_high: "SHADER_LOCAL_MEMORY_HIGH_SIZE",
+                    local_shift: 0,
+                    prog_lo: "PROGRAM_ADDRESS_LOWER",
+                    prog_hi: "PROGRAM_ADDRESS_UPPER",
+                    prog_shift: 0,
+                    cb_lo: "CONSTANT_BUFFER_ADDR_LOWER",
+                    cb_hi: "CONSTANT_BUFFER_ADDR_UPPER",
+                    cb_shift: 0,
+                    cb_prefetch_pre_max: None,
+                },
+                QmdVersion::V04_00 => Names {
+                    register_count: "REGISTER_COUNT",
+                    grid: ["GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"],
+                    shared_size: "SHARED_MEMORY_SIZE",
+                    shared_shift: 0,
+                    local_low: "SHADER_LOCAL_MEMORY_LOW_SIZE",
+                    local_high: "SHADER_LOCAL_MEMORY_HIGH_SIZE",
+                    local_shift: 0,
+                    prog_lo: "PROGRAM_ADDRESS_LOWER",
+                    prog_hi: "PROGRAM_ADDRESS_UPPER",
+                    prog_shift: 0,
+                    cb_lo: "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6",
+                    cb_hi: "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6",
+                    cb_shift: 6,
+                    cb_prefetch_pre_max: Some("CONSTANT_BUFFER_PREFETCH_PRE_MAX_SIZE_SHIFTED8"),
+                },
+                QmdVersion::V05_00 => Names {
+                    register_count: "REGISTER_COUNT",
+                    grid: ["GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"],
+                    shared_size: "SHARED_MEMORY_SIZE_SHIFTED7",
+                    shared_shift: 7,
+                    local_low: "SHADER_LOCAL_MEMORY_LOW_SIZE_SHIFTED4",
+                    local_high: "SHADER_LOCAL_MEMORY_HIGH_SIZE_SHIFTED4",
+                    local_shift: 4,
+                    prog_lo: "PROGRAM_ADDRESS_LOWER_SHIFTED4",
+                    prog_hi: "PROGRAM_ADDRESS_UPPER_SHIFTED4",
+                    prog_shift: 4,
+                    cb_lo: "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6",
+                    cb_hi: "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6",
+                    cb_shift: 6,
+                    cb_prefetch_pre_max: Some("CONSTANT_BANK_PREFETCH_PRE_MAX_SIZE_SHIFTED8"),
+                },
+                version => return Err(QmdError::UnsupportedVersion { version }),
+            })
+        }
+
+        fn name(args: fmt::Arguments<'_>) -> Name {
+            let mut s = Name::new();
+            let _ = fmt::Write::write_fmt(&mut s, args);
+            s
+        }
+
+        /// `NAME(i)`, as indexed fields appear in the tables.
+        fn indexed(base: &str, i: usize) -> Name {
+            name(format_args!("{base}({i})"))
+        }
+
+        /// Field names of release `i`: address lower/upper, payload lower/upper, enable, payload64b,
+        /// structure size, membar type.
+        fn release_names(v: QmdVersion, i: usize) -> [Name; 8] {
+            if v == QmdVersion::V03_00 {
+                let r = |s: &str| name(format_args!("RELEASE{i}_{s}"));
+                [
+                    r("ADDRESS_LOWER"),
+                    r("ADDRESS_UPPER"),
+                    r("PAYLOAD_LOWER"),
+                    r("PAYLOAD_UPPER"),
+                    r("ENABLE"),
+                    r("PAYLOAD64B"),
+                    r("STRUCTURE_SIZE"),
+                    r("MEMBAR_TYPE"),
+                ]
+            } else {
+                let r = |s: &str| name(format_args!("RELEASE_SEMAPHORE{i}_{s}"));
+                [
+                    r("ADDR_LOWER"),
+                    r("ADDR_UPPER"),
+                    r("PAYLOAD_LOWER"),
+                    r("PAYLOAD_UPPER"),
+                    indexed("RELEASE_ENABLE", i),
+                    indexed("RELEASE_PAYLOAD64B", i),
+                    indexed("RELEASE_STRUCTURE_SIZE", i),
+                    indexed("RELEASE_MEMBAR_TYPE", i),
+                ]
+            }
+        }
+
+        /// Field names of dependent QMD 0: pointer, enable, action, prefetch.
+        fn dependent_names(v: QmdVersion) -> [Name; 4] {
+            let plain = |s: &str| name(format_args!("{s}"));
+            if v == QmdVersion::V04_00 {
+                [
+                    plain("DEPENDENT_QMD0_POINTER"),
+                    indexed("DEPENDENT_QMD_ENABLE", 0),
+                    indexed("DEPENDENT_QMD_ACTION", 0),
+                    indexed("DEPENDENT_QMD_PREFETCH", 0),
+                ]
+            } else {
+                [
+                    plain("DEPENDENT_QMD0_POINTER"),
+                    plain("DEPENDENT_QMD0_ENABLE"),
+                    plain("DEPENDENT_QMD0_ACTION"),
+                    plain("DEPENDENT_QMD0_PREFETCH"),
+                ]
+            }
+        }
+
+        /// `SEMAPHORE_FOUR_WORDS` release structure.
+        const RELEASE_STRUCTURE_SIZE_FOUR_WORDS: u64 = 0;
+        /// `FE_SYSMEMBAR` release membar.
+        const RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR: u64 = 1;
+        /// `QMD_SCHEDULE` dependent-QMD action.
+        const DEPENDENT_QMD_ACTION_QMD_SCHEDULE: u64 = 1;
+        /// `GRID_CTA` QMD type (V04/V05).
+        const QMD_TYPE_GRID_CTA: u64 = 2;
+        /// `L1_SYSMEMBAR` CWD membar type.
+        const CWD_MEMBAR_TYPE_L1_SYSMEMBAR: u64 = 1;
+        /// `CONSTANT_BUFFER_PREFETCH_PREFETCH_PRE` (V04/V05).
+        const CONSTANT_BUFFER_PREFETCH_PRE: u64 = 1;
+        /// Largest value of the 6-bit `..._PREFETCH_PRE_MAX_SIZE_SHIFTED8` (63 x 256 bytes).
+        const CB_PREFETCH_MAX_SHIFTED8: u64 = 63;
+
+        /// The table's `&'static` name for `field` (for errors), or "" if unknown.
+        fn static_name(v: QmdVersion, field: &str) -> &'static str {
+            v.field(field).map_or("", |f| f.name)
+        }
+
+        fn aligned(field: &'static str, value: u64, shift: u32) -> Result<u64, QmdError> {
+            let align = 1u64 << shift;
+            if !value.is_multiple_of(align) {
+                return Err(QmdError::Misaligned {
+                    field,
+                    value,
+                    align,
+                });
+            }
+            Ok(value >> shift)
+        }
+
+        /// Sets a 64-bit quantity split over a `_LOWER` (32-bit) and `_UPPER` field.
+        fn set_split(q: &mut Qmd, lo: &str, hi: &str, value: u64) -> Result<(), QmdError> {
+            q.set(lo, value & 0xffff_ffff)?;
+            let hi_f = q.version.field(hi).ok_or_else(|| unknown(q.version, hi))?;
+            q.set_field(hi_f, value >> 32)
+        }
+
+        fn get_split(q: &Qmd, lo: &str, hi: &str) -> Result<u64, QmdError> {
+            Ok(q.get(lo)? | (q.get(hi)? << 32))
+        }
+
+        /// The QMD for launch `d` in layout `v`. Every value is range-checked against its field
+        /// (a typed error names the field); addresses the layout stores shifted must be aligned.
+        pub(super) fn build(v: QmdVersion, d: &LaunchDesc) -> Result<Qmd, QmdError> {
+            let n = names(v)?;
+            let mut q = Qmd::new(v);
+            q.set("QMD_GROUP_ID", 0x3f)?;
+            if v == QmdVersion::V03_00 {
+                q.set("SM_GLOBAL_CACHING_ENABLE", 1)?;
+            } else {
+                q.set("QMD_TYPE", QMD_TYPE_GRID_CTA)?;
+            }
+            q.set("API_VISIBLE_CALL_LIMIT", 1)?; // NO_CHECK
+            q.set("SAMPLER_INDEX", 1)?; // VIA_HEADER_INDEX
+            q.set("CWD_MEMBAR_TYPE", CWD_MEMBAR_TYPE_L1_SYSMEMBAR)?;
+            for f in [
+                "INVALIDATE_TEXTURE_HEADER_CACHE",
+                "INVALIDATE_TEXTURE_SAMPLER_CACHE",
+                "INVALIDATE_TEXTURE_DATA_CACHE",
+                "INVALIDATE_SHADER_DATA_CACHE",
+            ] {
+                q.set(f, 1)?;
+            }
+
+            // Program.
+            let prog = aligned(n.prog_lo, d.program_address, n.prog_shift)?;
+            set_split(&mut q, n.prog_lo, n.prog_hi, prog)?;
+            if d.program_size != 0 {
+                q.set(
+                    "PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED",
+                    (d.program_address >> 8) & 0xffff_ffff,
+                )?;
+                q.set(
+                    "PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED",
+                    d.program_address >> 40,
+                )?;
+                q.set(
+                    "PROGRAM_PREFETCH_SIZE",
+                    u64::from(d.program_size >> 8).min(0x1ff),
+                )?;
+            }
+            q.set(n.register_count, d.register_count.into())?;
+            q.set("BARRIER_COUNT", d.barrier_count.into())?;
+            q.set("SASS_VERSION", d.sass_version.into())?;
+
+            // Shape.
+            for (i, name) in [
+                "CTA_THREAD_DIMENSION0",
+                "CTA_THREAD_DIMENSION1",
+                "CTA_THREAD_DIMENSION2",
+            ]
+            .iter()
+            .enumerate()
+            {
+                q.set(name, d.block[i].into())?;
+            }
+            for (i, name) in n.grid.iter().enumerate() {
+                q.set(name, d.grid[i].into())?;
+            }
+
+            // Memory.
+            q.set(
+                n.shared_size,
+                aligned(n.shared_size, d.shared_memory_size.into(), n.shared_shift)?,
+            )?;
+            q.set("MIN_SM_CONFIG_SHARED_MEM_SIZE", d.sm_config.min.into())?;
+            q.set("MAX_SM_CONFIG_SHARED_MEM_SIZE", d.sm_config.max.into())?;
+            q.set(
+                "TARGET_SM_CONFIG_SHARED_MEM_SIZE",
+                d.sm_config.target.into(),
+            )?;
+            q.set(
+                n.local_low,
+                aligned(
+                    n.local_low,
+                    d.shader_local_memory_low_size.into(),
+                    n.local_shift,
+                )?,
+            )?;
+            q.set(
+                n.local_high,
+                aligned(
+                    n.local_high,
+                    d.shader_local_memory_high_size.into(),
+                    n.local_shift,
+                )?,
+            )?;
+
+            // Constant banks.
+            for (i, cb) in d.cbufs.iter().enumerate() {
+                let Some((addr, size)) = *cb else { continue };
+                let lo = indexed(n.cb_lo, i);
+                let hi = indexed(n.cb_hi, i);
+                let a = aligned(static_name(v, &lo), addr, n.cb_shift)?;
+                set_split(&mut q, &lo, &hi, a)?;
+                let size16 = u64::from(size).div_ceil(16);
+                q.set(&indexed("CONSTANT_BUFFER_SIZE_SHIFTED4", i), size16)?;
+                q.set(&indexed("CONSTANT_BUFFER_VALID", i), 1)?;
+                q.set(&indexed("CONSTANT_BUFFER_INVALIDATE", i), 1)?;
+            }
+            // Hopper and Blackwell can fetch constant bank 0 (driver area and parameters, read by
+            // nearly every kernel's first instructions) while the launch is being set up instead of
+            // on the first CTA's first read: 0.12-0.22 µs of a launch + sync on the H200 in same-VM
+            // comparisons (docs/performance.md, "Constant-bank prefetch").
+            if let (Some(max_name), Some((_, size))) = (n.cb_prefetch_pre_max, d.cbufs[0]) {
+                q.set("CONSTANT_BUFFER_PREFETCH(0)", CONSTANT_BUFFER_PREFETCH_PRE)?;
+                q.set(
+                    max_name,
+                    u64::from(size).div_ceil(256).min(CB_PREFETCH_MAX_SHIFTED8),
+                )?;
+            }
+
+            // Completion.
+            for (i, rel) in d.release.iter().enumerate() {
+                let Some((addr, payload)) = *rel else {
+                    continue;
+                };
+                let [alo, ahi, plo, phi, en, p64, st, mb] = release_names(v, i);
+                aligned(static_name(v, &alo), addr, 4)?;
+                set_split(&mut q, &alo, &ahi, addr)?;
+                set_split(&mut q, &plo, &phi, payload)?;
+                q.set(&en, 1)?;
+                q.set(&p64, 1)?;
+                q.set(&st, RELEASE_STRUCTURE_SIZE_FOUR_WORDS)?;
+                q.set(&mb, RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR)?;
+            }
+            if let Some(next) = d.dependent_qmd {
+                schedule_after(&mut q, next)?;
+            }
+            Ok(q)
+        }
+
+        /// Makes this QMD schedule the QMD at GPU VA `next` (256-byte aligned) when its grid
+        /// completes, prefetching it when this one is scheduled (dependent QMD 0: `QMD_SCHEDULE` +
+        /// `PREFETCH`, what a CUDA graph's kernels do). Sets only those four fields, so a QMD
+        /// already written to memory can be patched word by word.
+        pub(super) fn schedule_after(q: &mut Qmd, next: u64) -> Result<(), QmdError> {
+            let v = q.version;
+            let [ptr, en, act, pf] = dependent_names(v);
+            q.set(&ptr, aligned(static_name(v, &ptr), next, 8)?)?;
+            q.set(&en, 1)?;
+            q.set(&act, DEPENDENT_QMD_ACTION_QMD_SCHEDULE)?;
+            q.set(&pf, 1)
+        }
+
+        /// Reads the launch back out of the QMD (the inverse of [`Qmd::build`] for the fields
+        /// [`LaunchDesc`] has; `program_size` comes back in whole 256-byte units).
+        pub(super) fn launch_desc(q: &Qmd) -> Result<LaunchDesc, QmdError> {
+            let v = q.version;
+            let n = names(v)?;
+            q.check_version()?;
+            let u32_of = |x: u64| x as u32; // every field read here is at most 32 bits wide
+            let mut d = LaunchDesc {
+                program_address: get_split(q, n.prog_lo, n.prog_hi)? << n.prog_shift,
+                register_count: u32_of(q.get(n.register_count)?),
+                barrier_count: u32_of(q.get("BARRIER_COUNT")?),
+                sass_version: u32_of(q.get("SASS_VERSION")?),
+                shared_memory_size: u32_of(q.get(n.shared_size)? << n.shared_shift),
+                shader_local_memory_low_size: u32_of(q.get(n.local_low)? << n.local_shift),
+                shader_local_memory_high_size: u32_of(q.get(n.local_high)? << n.local_shift),
+                program_size: u32_of(q.get("PROGRAM_PREFETCH_SIZE")? << 8),
+                sm_config: SmSharedConfig {
+                    min: u32_of(q.get("MIN_SM_CONFIG_SHARED_MEM_SIZE")?),
+                    max: u32_of(q.get("MAX_SM_CONFIG_SHARED_MEM_SIZE")?),
+                    target: u32_of(q.get("TARGET_SM_CONFIG_SHARED_MEM_SIZE")?),
+                },
+                ..LaunchDesc::default()
+            };
+            for (i, name) in [
+                "CTA_THREAD_DIMENSION0",
+                "CTA_THREAD_DIMENSION1",
+                "CTA_THREAD_DIMENSION2",
+            ]
+            .iter()
+            .enumerate()
+            {
+                d.block[i] = u32_of(q.get(name)?);
+            }
+            for (i, name) in n.grid.iter().enumerate() {
+                d.grid[i] = u32_of(q.get(name)?);
+            }
+            for i in 0..8 {
+                if q.get(&indexed("CONSTANT_BUFFER_VALID", i))? == 0 {
+                    continue;
+                }
+                let addr = get_split(q, &indexed(n.cb_lo, i), &indexed(n.cb_hi, i))? << n.cb_shift;
+                let size = q.get(&indexed("CONSTANT_BUFFER_SIZE_SHIFTED4", i))? << 4;
+                d.cbufs[i] = Some((addr, u32_of(size)));
+            }
+            for i in 0..2 {
+                let [alo, ahi, plo, phi, en, ..] = release_names(v, i);
+                if q.get(&en)? != 0 {
+                    d.release[i] = Some((get_split(q, &alo, &ahi)?, get_split(q, &plo, &phi)?));
+                }
+            }
+            let [ptr, en, ..] = dependent_names(v);
+            if q.get(&en)? != 0 {
+                d.dependent_qmd = Some(q.get(&ptr)? << 8);
+            }
+            Ok(d)
+        }
+    }
+
+    /// A launch description from proptest's numbers: mostly valid, sometimes not (misaligned,
+    /// too large), so errors are compared too.
+    fn arb_desc() -> impl Strategy<Value = LaunchDesc> {
+        let addr = prop_oneof![
+            (0u64..1 << 16).prop_map(|a| 0x10_0000_0000 + (a << 8)),
+            any::<u64>().prop_map(|a| a & ((1 << 49) - 1)),
+            any::<u64>(),
+        ];
+        (
+            (
+                addr.clone(),
+                0u32..600,
+                any::<u32>(),
+                0u32..2048,
+                0u32..0x3_0000,
+            ),
+            (
+                [1u32..1100, 1..70, 1..70],
+                [1u32..0x1_0000, 1..0x1_1000, 1..0x1_1000],
+            ),
+            proptest::collection::vec(proptest::option::of((addr.clone(), 0u32..0x1_2000)), 8),
+            (0u32..0x1000, 0u32..0x2000, 0u32..40, 0u32..0x140),
+            (
+                [
+                    proptest::option::of((addr.clone(), any::<u64>())),
+                    proptest::option::of((addr.clone(), any::<u64>())),
+                ],
+                proptest::option::of(addr),
+                [0u32..70, 0..70, 0..70],
+            ),
+        )
+            .prop_map(|(p, shape, cbufs, mem, (release, dependent_qmd, sm))| {
+                let mut d = LaunchDesc {
+                    program_address: p.0,
+                    register_count: p.1,
+                    program_size: p.2 % 0x3_0000,
+                    sass_version: p.3 % 300,
+                    shared_memory_size: p.4 & !0x7f | (p.4 & 1) << 6,
+                    block: shape.0,
+                    grid: shape.1,
+                    shader_local_memory_low_size: mem.0 & !0xf,
+                    shader_local_memory_high_size: mem.1,
+                    barrier_count: mem.2,
+                    release,
+                    dependent_qmd,
+                    sm_config: SmSharedConfig {
+                        min: sm[0],
+                        max: sm[1],
+                        target: sm[2],
+                    },
+                    ..LaunchDesc::default()
+                };
+                let _ = mem.3;
+                for (slot, cb) in d.cbufs.iter_mut().zip(cbufs) {
+                    *slot = cb;
+                }
+                d
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn typed_build_equals_the_name_table_builder(d in arb_desc()) {
+            for v in VERSIONS {
+                let typed = Qmd::build(v, &d);
+                prop_assert_eq!(&typed, &by_name::build(v, &d), "{:?}", v);
+                if let Ok(q) = typed {
+                    prop_assert_eq!(q.launch_desc(), by_name::launch_desc(&q), "{:?}", v);
+                    let mut a = q.clone();
+                    let mut b = q;
+                    let next = d.program_address & !0xff;
+                    prop_assert_eq!(a.schedule_after(next), by_name::schedule_after(&mut b, next));
+                    prop_assert_eq!(a, b, "{:?}", v);
+                }
+            }
+        }
+    }
+
+    /// The typed fields of layout `L`, by the role the setters give them.
+    fn roles<L: QmdLayout>() -> Vec<QmdField> {
+        let mut f = Vec::new();
+        f.extend([L::QMD_MAJOR_VERSION, L::QMD_MINOR_VERSION]);
+        f.extend(L::GRID);
+        f.extend(L::CTA_THREAD_DIMENSION);
+        f.extend([L::REGISTER_COUNT, L::BARRIER_COUNT, L::SASS_VERSION]);
+        f.push(L::SHARED_MEMORY_SIZE);
+        f.extend(L::SM_CONFIG_SHARED_MEM_SIZE);
+        f.extend(L::SHADER_LOCAL_MEMORY_SIZE);
+        f.extend(L::PROGRAM_ADDRESS);
+        f.extend(L::PROGRAM_PREFETCH);
+        f.extend(L::CONSTANT_BUFFER_ADDR_LOWER);
+        f.extend(L::CONSTANT_BUFFER_ADDR_UPPER);
+        f.extend(L::CONSTANT_BUFFER_SIZE_SHIFTED4);
+        f.extend(L::CONSTANT_BUFFER_VALID);
+        f.extend(L::CONSTANT_BUFFER_INVALIDATE);
+        if let Some((a, b)) = L::CONSTANT_BUFFER_PREFETCH_PRE {
+            f.extend([a, b]);
+        }
+        for r in L::RELEASE {
+            f.extend(r.address);
+            f.extend(r.payload);
+            f.extend([r.enable, r.payload64b, r.structure_size, r.membar_type]);
+        }
+        let d = L::DEPENDENT_QMD0;
+        f.extend([
+            d.pointer,
+            d.enable,
+            d.action,
+            d.prefetch,
+            L::CWD_MEMBAR_TYPE,
+        ]);
+        f.extend(L::CWD_MEMBAR_TASK_CHASING_ENABLE);
+        f.extend(L::FIXED.iter().map(|(f, _)| *f));
+        f
+    }
+
+    #[test]
+    fn every_typed_field_is_the_name_tables_field_of_that_name() {
+        fn check<L: QmdLayout>() {
+            for f in roles::<L>() {
+                assert_eq!(
+                    L::VERSION.field(f.name),
+                    Some(&f),
+                    "{:?} {}",
+                    L::VERSION,
+                    f.name
+                );
+            }
+            assert_eq!(L::VERSION.fields(), L::FIELDS);
+        }
+        check::<V03>();
+        check::<V04>();
+        check::<V05>();
+        // Spot checks of the generated constants against the headers.
+        assert_eq!((v04_00::GRID_WIDTH.hi, v04_00::GRID_WIDTH.lo), (1055, 1024));
+        assert_eq!(
+            (v04_00::RELEASE_ENABLE[1].hi, v04_00::RELEASE_ENABLE[1].lo),
+            (336, 336)
+        );
+        assert_eq!(v04_00::RELEASE_ENABLE[2].name, "RELEASE_ENABLE(2)");
+        assert_eq!(v03_00::CONSTANT_BUFFER_SIZE_SHIFTED4[7].hi, 1087 + 448);
+        assert_eq!(v05_00::TPC_DISABLE_MASK.len(), 8);
+        assert_eq!(v04_00::TPC_DISABLE_MASK[17].lo, 2976);
+        assert_eq!(v05_00::SHARED_MEMORY_SIZE_SHIFTED7.shift, 7);
+    }
+
+    /// Every bit outside `f` is as in `before`, and `f` holds `value`.
+    fn only_field_changed(before: &Qmd, after: &Qmd, f: &QmdField, value: u64) {
+        let mut want = before.clone();
+        want.set_field(f, value).unwrap();
+        assert_eq!(after, &want, "{}", f.name);
+    }
+
+    proptest! {
+        #[test]
+        fn each_typed_setter_writes_exactly_its_named_fields(
+            seed in any::<u32>(),
+            x in any::<u64>(),
+            y in any::<u64>(),
+            i in 0usize..8,
+        ) {
+            fn check<L: QmdLayout>(seed: u32, x: u64, y: u64, i: usize) {
+                // A QMD of this layout with every other bit random: a setter must not touch
+                // them.
+                let mut q = L::empty();
+                for (k, w) in q.words.iter_mut().enumerate().take(L::VERSION.size() / 4) {
+                    *w = seed.rotate_left(k as u32) ^ (k as u32).wrapping_mul(0x9e37_79b9);
+                }
+                let by = |q: &mut Qmd, writes: &[(QmdField, u64)]| {
+                    for (f, v) in writes {
+                        let t = L::VERSION.field(f.name).unwrap();
+                        q.set(t.name, *v).unwrap();
+                    }
+                };
+                let g = [x as u32 & 0xffff, (x >> 16) as u32 & 0xffff, (x >> 32) as u32 & 0xffff];
+                let mut a = q.clone();
+                L::set_grid(&mut a, g).unwrap();
+                let mut b = q.clone();
+                by(&mut b, &[(L::GRID[0], g[0].into()), (L::GRID[1], g[1].into()), (L::GRID[2], g[2].into())]);
+                assert_eq!(a, b);
+                let blk = [g[0] & 0xff, g[1] & 0xff, g[2] & 0xff];
+                let mut a = q.clone();
+                L::set_block(&mut a, blk).unwrap();
+                let mut b = q.clone();
+                let t = L::CTA_THREAD_DIMENSION;
+                by(&mut b, &[(t[0], blk[0].into()), (t[1], blk[1].into()), (t[2], blk[2].into())]);
+                assert_eq!(a, b);
+                let mut a = q.clone();
+                L::set_register_count(&mut a, (x & 0xff) as u32).unwrap();
+                only_field_changed(&q, &a, &L::REGISTER_COUNT, x & 0xff);
+                // Constant bank i: address, size, valid, invalidate (and bank 0's prefetch).
+                let addr = x & ((1 << 49) - 1) & !0x3f;
+                let size = (y & 0xffff) as u32;
+                let mut a = q.clone();
+                L::set_constant_bank(&mut a, i, addr, size).unwrap();
+                let mut b = q.clone();
+                let lo = L::CONSTANT_BUFFER_ADDR_LOWER[i];
+                let sh = addr >> lo.shift;
+                let mut w = vec![
+                    (lo, sh & 0xffff_ffff),
+                    (L::CONSTANT_BUFFER_ADDR_UPPER[i], sh >> 32),
+                    (L::CONSTANT_BUFFER_SIZE_SHIFTED4[i], u64::from(size).div_ceil(16)),
+                    (L::CONSTANT_BUFFER_VALID[i], 1),
+                    (L::CONSTANT_BUFFER_INVALIDATE[i], 1),
+                ];
+                if let (0, Some((p, m))) = (i, L::CONSTANT_BUFFER_PREFETCH_PRE) {
+                    w.extend([(p, 1), (m, u64::from(size).div_ceil(256).min(63))]);
+                }
+                by(&mut b, &w);
+                assert_eq!(a, b);
+                let mut a = q.clone();
+                L::set_constant_bank_address(&mut a, i, addr).unwrap();
+                let mut b = q.clone();
+                by(&mut b, &w[..2]);
+                assert_eq!(a, b);
+                // Release r: address, payload, enable, 64-bit payload, four words, membar.
+                let r = i % 2;
+                let rel = L::RELEASE[r];
+                let raddr = x & ((1 << 40) - 1) & !0xf;
+                let mut a = q.clone();
+                L::set_release(&mut a, r, raddr, y, ReleaseMembar::FeNone).unwrap();
+                let mut b = q.clone();
+                by(&mut b, &[
+                    (rel.address[0], raddr & 0xffff_ffff),
+                    (rel.address[1], raddr >> 32),
+                    (rel.payload[0], y & 0xffff_ffff),
+                    (rel.payload[1], y >> 32),
+                    (rel.enable, 1),
+                    (rel.payload64b, 1),
+                    (rel.structure_size, 0),
+                    (rel.membar_type, 0),
+                ]);
+                assert_eq!(a, b);
+                let mut a = q.clone();
+                L::set_release_payload(&mut a, r, y).unwrap();
+                let mut b = q.clone();
+                by(&mut b, &[(rel.payload[0], y & 0xffff_ffff), (rel.payload[1], y >> 32)]);
+                assert_eq!(a, b);
+                let mut a = q.clone();
+                L::set_release_enable(&mut a, r, false).unwrap();
+                only_field_changed(&q, &a, &rel.enable, 0);
+                let mut a = q.clone();
+                L::set_release_membar(&mut a, r, ReleaseMembar::FeSysmembar).unwrap();
+                only_field_changed(&q, &a, &rel.membar_type, 1);
+                // Dependent QMD 0 and the CTA-end membar.
+                let next = raddr & !0xff;
+                let mut a = q.clone();
+                L::schedule_after(&mut a, next).unwrap();
+                let dep = L::DEPENDENT_QMD0;
+                let mut c = q.clone();
+                by(&mut c, &[(dep.pointer, next >> 8), (dep.enable, 1), (dep.action, 1), (dep.prefetch, 1)]);
+                assert_eq!(a, c);
+                let mut a = q.clone();
+                L::set_cwd_membar(&mut a, CwdMembar::L1Membar, true).unwrap();
+                let mut b = q.clone();
+                let mut w = vec![(L::CWD_MEMBAR_TYPE, 3)];
+                w.extend(L::CWD_MEMBAR_TASK_CHASING_ENABLE.map(|f| (f, 1)));
+                by(&mut b, &w);
+                assert_eq!(a, b);
+                // Shared memory, carveout, local memory, program.
+                let mut a = q.clone();
+                L::set_shared_memory_size(&mut a, (y as u32 & 0x7ff) << 7).unwrap();
+                let f = L::SHARED_MEMORY_SIZE;
+                only_field_changed(&q, &a, &f, u64::from((y as u32 & 0x7ff) << 7) >> f.shift);
+                let mut a = q.clone();
+                let c = SmSharedConfig { min: (x & 0x3f) as u32, max: (y & 0x3f) as u32, target: 5 };
+                L::set_sm_config(&mut a, c).unwrap();
+                let mut b = q.clone();
+                let s = L::SM_CONFIG_SHARED_MEM_SIZE;
+                by(&mut b, &[(s[0], c.min.into()), (s[1], c.max.into()), (s[2], 5)]);
+                assert_eq!(a, b);
+                let mut a = q.clone();
+                let pa = x & ((1 << 49) - 1) & !0xf;
+                L::set_program(&mut a, pa, 0x2345).unwrap();
+                let mut b = q.clone();
+                let [lo, hi] = L::PROGRAM_ADDRESS;
+                let [plo, phi, psz] = L::PROGRAM_PREFETCH;
+                by(&mut b, &[
+                    (lo, (pa >> lo.shift) & 0xffff_ffff),
+                    (hi, (pa >> lo.shift) >> 32),
+                    (plo, (pa >> 8) & 0xffff_ffff),
+                    (phi, pa >> 40),
+                    (psz, 0x23),
+                ]);
+                assert_eq!(a, b);
+                // The wrong layout's QMD and a bank past the eighth are refused.
+                let other = if L::VERSION == QmdVersion::V04_00 { V05::empty() } else { V04::empty() };
+                let mut o = other.clone();
+                assert!(matches!(L::set_grid(&mut o, [1, 1, 1]), Err(QmdError::LayoutMismatch { .. })));
+                assert_eq!(o, other);
+                assert!(matches!(
+                    L::set_constant_bank(&mut q.clone(), 8, 0, 16),
+                    Err(QmdError::NoSuchIndex { index: 8, count: 8, .. })
+                ));
+            }
+            check::<V03>(seed, x, y, i);
+            check::<V04>(seed, x, y, i);
+            check::<V05>(seed, x, y, i);
+        }
+    }
+
+    /// QMDs of a few fixture launches, byte for byte, against the name-table builder.
+    #[test]
+    fn fixture_launches_build_the_bytes_they_always_did() {
+        let mut small = sample(QmdVersion::V04_00);
+        small.cbufs = [None; 8];
+        small.cbufs[0] = Some((0x10_0000_2000, 0x300));
+        small.release = [Some((0x10_0000_0000, 9)), None];
+        small.dependent_qmd = None;
+        let mut chained = small;
+        chained.dependent_qmd = Some(0x20_0000_1200);
+        let plain = LaunchDesc {
+            program_address: 0x10_0000_1000,
+            block: [1, 1, 1],
+            grid: [1, 1, 1],
+            ..LaunchDesc::default()
+        };
+        for v in VERSIONS {
+            for d in [sample(v), small, chained, plain] {
+                let q = Qmd::build(v, &d).unwrap();
+                assert_eq!(
+                    q.as_bytes(),
+                    by_name::build(v, &d).unwrap().as_bytes(),
+                    "{v:?}"
+                );
+            }
+        }
+    }
 
     fn range(v: QmdVersion, name: &str) -> (u16, u16) {
         let f = v

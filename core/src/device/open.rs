@@ -491,7 +491,7 @@ impl<B: Backend> Inner<B> {
             local: None,
             scratch: Vec::new(),
             qmd_patch: p.qmd_patch,
-            templates: Templates::default(),
+            templates: Templates::new(opts.tuning.qmd_templates),
             last_kernel: None,
             dead: None,
             recovering: false,

@@ -1,70 +1,29 @@
 //! QMD templates: a launch copies a prebuilt QMD and patches the few fields that change.
 //!
-//! Building a QMD from a [`LaunchDesc`] looks every field up by name (several microseconds);
-//! the fields that differ between launches of one kernel are only the grid, the block, the
+//! The fields that differ between launches of one kernel are only the grid, the block, the
 //! address of constant bank 0 and the release payload. So the first launch of a kernel with
 //! a given dynamic shared-memory size builds the QMD fully and keeps it, and later launches
-//! patch those fields through field handles resolved once per layout.
+//! patch those fields through the layout's typed setters ([`QmdLayout`]). A build is itself
+//! only the layout's base image and a few dozen stores; `Tuning::qmd_templates` = false builds
+//! every launch's QMD from scratch, to measure what the cache still earns.
 
 use alloc::vec::Vec;
 
-use crate::channel::qmd::{LaunchDesc, Qmd, QmdError, QmdField, SmSharedConfig};
+use crate::channel::qmd::{
+    LaunchDesc, Qmd, QmdError, QmdLayout, ReleaseMembar, SmSharedConfig, with_layout,
+};
 use crate::chip::QmdVersion;
 
-/// Field handles for the per-launch fields of one layout.
+/// The per-launch patch of a template, for one layout.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct QmdPatch {
-    grid: [&'static QmdField; 3],
-    block: [&'static QmdField; 3],
-    cb0_lo: &'static QmdField,
-    cb0_hi: &'static QmdField,
-    cb0_shift: u32,
-    release_lo: &'static QmdField,
-    release_hi: &'static QmdField,
-}
-
-/// The field `name` of layout `v`.
-pub(super) fn field(v: QmdVersion, name: &'static str) -> Result<&'static QmdField, QmdError> {
-    v.field(name)
-        .ok_or(QmdError::UnsupportedVersion { version: v })
+    version: QmdVersion,
 }
 
 impl QmdPatch {
-    /// Resolves the handles for layout `v` (names as in `clc6c0qmd.h` / `clcbc0qmd.h` /
-    /// `clcec0qmd.h`).
+    /// The patch for layout `v` (V03_00, V04_00 or V05_00).
     pub(super) fn new(v: QmdVersion) -> Result<Self, QmdError> {
-        let (grid, cb_lo, cb_hi, shift, rel_lo, rel_hi) = match v {
-            QmdVersion::V03_00 => (
-                ["CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH"],
-                "CONSTANT_BUFFER_ADDR_LOWER(0)",
-                "CONSTANT_BUFFER_ADDR_UPPER(0)",
-                0,
-                "RELEASE0_PAYLOAD_LOWER",
-                "RELEASE0_PAYLOAD_UPPER",
-            ),
-            QmdVersion::V04_00 | QmdVersion::V05_00 => (
-                ["GRID_WIDTH", "GRID_HEIGHT", "GRID_DEPTH"],
-                "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0)",
-                "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(0)",
-                6,
-                "RELEASE_SEMAPHORE0_PAYLOAD_LOWER",
-                "RELEASE_SEMAPHORE0_PAYLOAD_UPPER",
-            ),
-            QmdVersion::V02_02 => return Err(QmdError::UnsupportedVersion { version: v }),
-        };
-        Ok(QmdPatch {
-            grid: [field(v, grid[0])?, field(v, grid[1])?, field(v, grid[2])?],
-            block: [
-                field(v, "CTA_THREAD_DIMENSION0")?,
-                field(v, "CTA_THREAD_DIMENSION1")?,
-                field(v, "CTA_THREAD_DIMENSION2")?,
-            ],
-            cb0_lo: field(v, cb_lo)?,
-            cb0_hi: field(v, cb_hi)?,
-            cb0_shift: shift,
-            release_lo: field(v, rel_lo)?,
-            release_hi: field(v, rel_hi)?,
-        })
+        with_layout!(v, L => Ok(QmdPatch { version: L::VERSION }))
     }
 
     /// Sets the per-launch fields of `q`.
@@ -76,20 +35,17 @@ impl QmdPatch {
         cb0: u64,
         payload: u64,
     ) -> Result<(), QmdError> {
-        for i in 0..3 {
-            q.set_field(self.grid[i], grid[i].into())?;
-            q.set_field(self.block[i], block[i].into())?;
-        }
-        let a = cb0 >> self.cb0_shift;
-        q.set_field(self.cb0_lo, a & 0xffff_ffff)?;
-        q.set_field(self.cb0_hi, a >> 32)?;
-        self.set_payload(q, payload)
+        with_layout!(self.version, L => {
+            L::set_grid(q, grid)?;
+            L::set_block(q, block)?;
+            L::set_constant_bank_address(q, 0, cb0)?;
+            L::set_release_payload(q, 0, payload)
+        })
     }
 
     /// Sets only the release payload of `q` (QMDs that differ in nothing else).
     pub(super) fn set_payload(&self, q: &mut Qmd, payload: u64) -> Result<(), QmdError> {
-        q.set_field(self.release_lo, payload & 0xffff_ffff)?;
-        q.set_field(self.release_hi, payload >> 32)
+        with_layout!(self.version, L => L::set_release_payload(q, 0, payload))
     }
 }
 
@@ -99,15 +55,13 @@ impl QmdPatch {
 /// written, and the front-end membar cost a launch + sync 0.7 µs on the H200
 /// (docs/performance.md, "The release without `FE_SYSMEMBAR`").
 pub(super) fn build(v: QmdVersion, d: &LaunchDesc) -> Result<Qmd, QmdError> {
-    let mut q = Qmd::build(v, d)?;
-    if d.release[0].is_some() {
-        let field = match v {
-            QmdVersion::V03_00 => "RELEASE0_MEMBAR_TYPE",
-            _ => "RELEASE_MEMBAR_TYPE(0)",
-        };
-        q.set(field, 0)?;
-    }
-    Ok(q)
+    with_layout!(v, L => {
+        let mut q = L::build(d)?;
+        if d.release[0].is_some() {
+            L::set_release_membar(&mut q, 0, ReleaseMembar::FeNone)?;
+        }
+        Ok(q)
+    })
 }
 
 /// What makes two launches share a template.
@@ -126,14 +80,30 @@ const CACHE: usize = 16;
 /// on the block size, which launches of one key may change; see
 /// [`crate::channel::launch::sm_shared_config`]) and the release semaphore's address (each
 /// stream's compute channel releases its own timeline).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Templates {
     entries: Vec<(TemplateKey, SmSharedConfig, u64, Qmd)>,
+    /// Off: every QMD is built from scratch (`Tuning::qmd_templates`).
+    enabled: bool,
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Templates::new(true)
+    }
 }
 
 impl Templates {
-    /// The QMD for `d`: a cached template patched, or a fresh build cached for next time
-    /// ([`build`]).
+    /// No templates yet; `enabled` false keeps none.
+    pub(super) fn new(enabled: bool) -> Self {
+        Templates {
+            entries: Vec::new(),
+            enabled,
+        }
+    }
+
+    /// The QMD for `d`: a cached template patched, or a fresh build ([`build`]) cached for
+    /// next time; with templates off, always a fresh build.
     pub(super) fn qmd(
         &mut self,
         v: QmdVersion,
@@ -141,6 +111,9 @@ impl Templates {
         key: TemplateKey,
         d: &LaunchDesc,
     ) -> Result<Qmd, QmdError> {
+        if !self.enabled {
+            return build(v, d);
+        }
         let (cb0, _) = d.cbufs[0].unwrap_or((0, 0));
         let (release, payload) = d.release[0].unwrap_or((0, 0));
         if let Some((_, _, _, t)) = self
@@ -249,6 +222,9 @@ mod tests {
                 let d = desc(grid, block, cb0, payload);
                 let patched = t.qmd(v, &p, KEY, &d).unwrap();
                 assert_eq!(patched, build(v, &d).unwrap(), "{v:?} {grid:?}");
+                let mut off = Templates::new(false);
+                assert_eq!(off.qmd(v, &p, KEY, &d).unwrap(), patched, "{v:?} {grid:?}");
+                assert!(off.entries.is_empty());
                 assert_eq!(patched.launch_desc().unwrap().grid, grid);
             }
         }

@@ -53,7 +53,7 @@ use alloc::boxed::Box;
 
 use super::ahead::differing_runs;
 use crate::channel::pushbuf::PushBuffer;
-use crate::channel::qmd::{Qmd, QmdError, QmdField};
+use crate::channel::qmd::{CwdMembar, Qmd, QmdError, QmdLayout, with_layout};
 use crate::chip::QmdVersion;
 use crate::device::backend::{Backend, GpuMemory};
 use crate::device::chan::ARENA_ALIGN;
@@ -61,91 +61,32 @@ use crate::device::chan::ARENA_ALIGN;
 use crate::device::chan::Chan;
 use crate::device::launch::{Built, Head};
 use crate::device::ops::{COMPUTE, Inner};
-use crate::device::template::field;
 use crate::device::{DeviceError, DeviceInfo, DeviceOptions};
 
-/// Field handles of the chain's QMD changes for one layout, resolved once (looking fields up
-/// by name per chained launch cost the H200's CPU ~1 µs).
+/// The chain's changes to a QMD, through the typed setters of one layout.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ChainPatch {
-    /// Dependent QMD 0: pointer (shifted 8), enable, action, prefetch.
-    dependent: [&'static QmdField; 4],
-    /// `RELEASE_ENABLE` of release 0.
-    release_enable: &'static QmdField,
-    /// `CWD_MEMBAR_TYPE`, and `CWD_MEMBAR_TASK_CHASING_ENABLE` where the layout has it (V04+).
-    cwd_membar: &'static QmdField,
-    task_chasing: Option<&'static QmdField>,
+    version: QmdVersion,
 }
 
-/// `CWD_MEMBAR_TYPE_L1_MEMBAR` (`clc6c0qmd.h` / `clcbc0qmd.h`): a GPU-scope membar at CTA end.
-const CWD_MEMBAR_TYPE_L1_MEMBAR: u64 = 3;
-
 impl ChainPatch {
-    /// Resolves the handles for layout `v` (names as in `clc6c0qmd.h` / `clcbc0qmd.h` /
-    /// `clcec0qmd.h`).
+    /// The changes for layout `v` (V03_00, V04_00 or V05_00).
     pub(super) fn new(v: QmdVersion) -> Result<Self, QmdError> {
-        let dependent = match v {
-            QmdVersion::V04_00 => [
-                "DEPENDENT_QMD0_POINTER",
-                "DEPENDENT_QMD_ENABLE(0)",
-                "DEPENDENT_QMD_ACTION(0)",
-                "DEPENDENT_QMD_PREFETCH(0)",
-            ],
-            _ => [
-                "DEPENDENT_QMD0_POINTER",
-                "DEPENDENT_QMD0_ENABLE",
-                "DEPENDENT_QMD0_ACTION",
-                "DEPENDENT_QMD0_PREFETCH",
-            ],
-        };
-        let release_enable = match v {
-            QmdVersion::V03_00 => "RELEASE0_ENABLE",
-            _ => "RELEASE_ENABLE(0)",
-        };
-        Ok(ChainPatch {
-            dependent: [
-                field(v, dependent[0])?,
-                field(v, dependent[1])?,
-                field(v, dependent[2])?,
-                field(v, dependent[3])?,
-            ],
-            release_enable: field(v, release_enable)?,
-            cwd_membar: field(v, "CWD_MEMBAR_TYPE")?,
-            task_chasing: v.field("CWD_MEMBAR_TASK_CHASING_ENABLE"),
-        })
-    }
-
-    /// [`Qmd::schedule_after`] through the resolved handles.
-    fn schedule_after(&self, q: &mut Qmd, next: u64) -> Result<(), QmdError> {
-        if !next.is_multiple_of(256) {
-            return Err(QmdError::Misaligned {
-                field: self.dependent[0].name,
-                value: next,
-                align: 256,
-            });
-        }
-        let [ptr, en, act, pf] = self.dependent;
-        q.set_field(ptr, next >> 8)?;
-        q.set_field(en, 1)?;
-        // DEPENDENT_QMD_ACTION_QMD_SCHEDULE.
-        q.set_field(act, 1)?;
-        q.set_field(pf, 1)
+        with_layout!(v, L => Ok(ChainPatch { version: L::VERSION }))
     }
 
     /// Turns `q`, the last QMD of a chain so far, into an inner one whose grid the QMD at
-    /// `next` follows: it schedules `next` ([`ChainPatch::schedule_after`]), releases nothing
+    /// `next` follows: it schedules `next` ([`QmdLayout::schedule_after`]), releases nothing
     /// (the chain's last QMD releases its timeline value, which covers this one's) and ends its
     /// CTAs with a GPU-scope membar and task chasing instead of the system-scope one (what a
     /// CUDA graph gives all but its last kernel: the next grid sees this one's stores; the last
     /// QMD's system-scope membar makes them visible to the host before its release).
     pub(super) fn make_inner(&self, q: &mut Qmd, next: u64) -> Result<(), QmdError> {
-        self.schedule_after(q, next)?;
-        q.set_field(self.release_enable, 0)?;
-        q.set_field(self.cwd_membar, CWD_MEMBAR_TYPE_L1_MEMBAR)?;
-        if let Some(f) = self.task_chasing {
-            q.set_field(f, 1)?;
-        }
-        Ok(())
+        with_layout!(self.version, L => {
+            L::schedule_after(q, next)?;
+            L::set_release_enable(q, 0, false)?;
+            L::set_cwd_membar(q, CwdMembar::L1Membar, true)
+        })
     }
 }
 
@@ -476,31 +417,17 @@ mod tests {
     }
 
     #[test]
-    fn chaining_through_handles_equals_chaining_by_name() {
+    fn scheduling_after_a_built_qmd_equals_building_it_chained() {
         for v in [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00] {
-            let p = ChainPatch::new(v).unwrap();
             let d = desc();
-            let mut by_handle = Qmd::build(v, &d).unwrap();
-            let mut by_name = by_handle.clone();
-            p.schedule_after(&mut by_handle, 0x20_0000_1200).unwrap();
-            by_name.schedule_after(0x20_0000_1200).unwrap();
-            assert_eq!(by_handle, by_name, "{v:?}");
-            assert_ne!(
-                by_handle,
-                Qmd::build(v, &d).unwrap(),
-                "{v:?}: it changed something"
-            );
+            let mut q = Qmd::build(v, &d).unwrap();
+            q.schedule_after(0x20_0000_1200).unwrap();
+            assert_ne!(q, Qmd::build(v, &d).unwrap(), "{v:?}: it changed something");
             let mut chained = d;
             chained.dependent_qmd = Some(0x20_0000_1200);
-            assert_eq!(by_handle, Qmd::build(v, &chained).unwrap(), "{v:?}");
-            assert_eq!(
-                by_handle.launch_desc().unwrap().dependent_qmd,
-                Some(0x20_0000_1200)
-            );
-            assert!(
-                p.schedule_after(&mut by_handle, 0x20_0000_1280).is_err(),
-                "misaligned"
-            );
+            assert_eq!(q, Qmd::build(v, &chained).unwrap(), "{v:?}");
+            assert_eq!(q.launch_desc().unwrap().dependent_qmd, Some(0x20_0000_1200));
+            assert!(q.schedule_after(0x20_0000_1280).is_err(), "misaligned");
         }
     }
 
