@@ -5,7 +5,7 @@
 //! the server for its NVIDIA display-class devices (PROBE) and picks one. Its BARs are
 //! [`RemoteBar`]s ([`Mmio`]: MMIO_READ / MMIO_WRITE of 4 bytes), its config space is
 //! [`RemotePci`] ([`PciConfig`]: CFG_READ / CFG_WRITE, RESET), and host memory the GPU can
-//! reach is [`RemoteDma`] ([`DmaAllocator`]: MAP_SYSMEM, then SYSMEM_READ / SYSMEM_WRITE in
+//! reach is [`RemoteDma`] ([`DmaAllocator`](nvbare_core::hal::DmaAllocator): MAP_SYSMEM, then SYSMEM_READ / SYSMEM_WRITE in
 //! chunks of [`SYSMEM_CHUNK`] bytes).
 //!
 //! All of them share one connection and send one request at a time. A request that fails
@@ -26,19 +26,22 @@
 //! bytes per page asked for). The protocol has no authentication: connect only to servers you
 //! trust, over networks you trust (docs/remote.md).
 
-use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nvbare_core::hal::{
-    DmaAllocator, DmaBuffer, HalError, Mmio, PciConfig, check_mmio, check_range,
-};
+use nvbare_core::hal::{HalError, Mmio, PciConfig, check_mmio, check_range};
 
 use super::wire::{Cmd, RESPONSE_SIZE, Request, Response, encode_probe_filters};
 use crate::Bdf;
 use crate::clock::HostClock;
+
+mod dma;
+mod error;
+
+pub use self::dma::{RemoteBuffer, RemoteDma};
+pub use self::error::RemoteError;
 
 /// How long [`RemoteGpu::connect`] waits for the TCP connection by default (tinygrad's
 /// `REMOTE_TIMEOUT`).
@@ -60,232 +63,6 @@ pub const DISPLAY_CLASS: u64 = 0x03;
 
 /// Host memory comes in pages of this size (MAP_SYSMEM answers one bus address per page).
 pub const SYSMEM_PAGE: u64 = 4096;
-
-/// `EIO`: what a request the server refused reports as a [`HalError::Os`].
-const EIO: i32 = 5;
-
-/// Why talking to a remote GPU server failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RemoteError {
-    /// The host name did not resolve.
-    #[error("cannot resolve {addr}: {reason}")]
-    Resolve {
-        /// `HOST:PORT`.
-        addr: String,
-        /// What the resolver said.
-        reason: String,
-    },
-    /// No TCP connection could be made.
-    #[error(
-        "cannot connect to {addr} within {}: {reason}. Is a server running there (`nvbare \
-         serve` or tinygrad's extra/remote/serve.py), listening on that address and port, with \
-         no firewall in between?",
-        secs(*timeout)
-    )]
-    Connect {
-        /// `HOST:PORT`.
-        addr: String,
-        /// The connect timeout.
-        timeout: Duration,
-        /// What went wrong (for each address the name resolved to).
-        reason: String,
-    },
-    /// The server closed the connection.
-    #[error("{addr} closed the connection during {during}: the server stopped or dropped us")]
-    Closed {
-        /// `HOST:PORT`.
-        addr: String,
-        /// The request under way.
-        during: Cmd,
-    },
-    /// The server did not answer in time.
-    #[error(
-        "{addr} did not answer {during} within {}: the server hangs or the network is down",
-        secs(*timeout)
-    )]
-    Timeout {
-        /// `HOST:PORT`.
-        addr: String,
-        /// The request under way.
-        during: Cmd,
-        /// The I/O timeout.
-        timeout: Duration,
-    },
-    /// Reading or writing the socket failed.
-    #[error("the connection to {addr} failed during {during}: {reason}")]
-    Io {
-        /// `HOST:PORT`.
-        addr: String,
-        /// The request under way.
-        during: Cmd,
-        /// The OS error.
-        reason: String,
-    },
-    /// The server answered with an error (status != 0).
-    #[error("{addr} refused {cmd}: {message}")]
-    Server {
-        /// `HOST:PORT`.
-        addr: String,
-        /// The request.
-        cmd: Cmd,
-        /// The server's error text (lossy UTF-8; "unknown error" when it sent none).
-        message: String,
-    },
-    /// An answer was longer than the client accepts.
-    #[error(
-        "{addr} answered {cmd} with {len} bytes of {what}, more than the {limit} nvbare accepts \
-         (docs/limits.md): not a server of tinygrad's remote PCI protocol, or a broken one"
-    )]
-    TooLarge {
-        /// `HOST:PORT`.
-        addr: String,
-        /// The request.
-        cmd: Cmd,
-        /// What was too large.
-        what: &'static str,
-        /// Bytes announced.
-        len: u64,
-        /// Bytes accepted.
-        limit: u64,
-    },
-    /// An answer's length was not the one the request called for.
-    #[error(
-        "{addr} answered {cmd} with {len} bytes of {what} where {expected} were due: not a \
-         server of tinygrad's remote PCI protocol, or a broken one"
-    )]
-    WrongLength {
-        /// `HOST:PORT`.
-        addr: String,
-        /// The request.
-        cmd: Cmd,
-        /// What was announced.
-        what: &'static str,
-        /// Bytes announced.
-        len: u64,
-        /// Bytes due.
-        expected: u64,
-    },
-    /// An answer made no sense.
-    #[error("{addr} answered {cmd} wrongly: {reason}")]
-    BadAnswer {
-        /// `HOST:PORT`.
-        addr: String,
-        /// The request.
-        cmd: Cmd,
-        /// What was wrong.
-        reason: String,
-    },
-    /// The server has no NVIDIA GPU at the index asked for.
-    #[error(
-        "{addr} has no NVIDIA GPU {index}: {}",
-        if available.is_empty() {
-            "it offers none (is the GPU bound where the server looks for it?)".to_string()
-        } else {
-            format!(
-                "it offers {} ({}); use remote:HOST:PORT:N with N below {}",
-                available.len(),
-                available
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| format!("{i}: {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                available.len()
-            )
-        }
-    )]
-    NoDevice {
-        /// `HOST:PORT`.
-        addr: String,
-        /// The index asked for.
-        index: u32,
-        /// The server's names for the devices it has.
-        available: Vec<String>,
-    },
-    /// MAP_SYSMEM returned pages that are not one contiguous bus range.
-    #[error(
-        "{addr} returned {size} bytes of host memory whose pages are not contiguous in bus \
-         address (page {page} at {got:#x}, not {expected:#x}): nvbare's DMA buffers need one \
-         device address each. A server without an IOMMU hands out physical pages, contiguous \
-         only up to 2 MiB (tinygrad's serve.py); run the server with the IOMMU on (`nvbare \
-         serve --device vfio:BDF`, which maps every buffer at one IOVA range)"
-    )]
-    NotContiguous {
-        /// `HOST:PORT`.
-        addr: String,
-        /// Bytes asked for.
-        size: u64,
-        /// The first page out of place.
-        page: u64,
-        /// Its bus address.
-        got: u64,
-        /// Where it should have been.
-        expected: u64,
-    },
-}
-
-fn secs(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{:.3} s", d.as_secs_f64())
-    }
-}
-
-impl RemoteError {
-    /// Whether the connection is unusable after this error: it broke, or the stream is out of
-    /// step (everything but a refusal by the server, a NoDevice answer, a bad value in an
-    /// otherwise complete answer and a non-contiguous allocation).
-    pub fn is_fatal(&self) -> bool {
-        matches!(
-            self,
-            RemoteError::Resolve { .. }
-                | RemoteError::Connect { .. }
-                | RemoteError::Closed { .. }
-                | RemoteError::Timeout { .. }
-                | RemoteError::Io { .. }
-                | RemoteError::TooLarge { .. }
-                | RemoteError::WrongLength { .. }
-        )
-    }
-
-    /// The [`HalError`] a `hal` call reports for this error: [`HalError::DeviceLost`] when the
-    /// connection is gone, [`HalError::Os`] (EIO) naming the request when the server refused
-    /// it. [`RemoteGpu::last_error`] keeps the whole text.
-    pub fn to_hal(&self) -> HalError {
-        if self.is_fatal() {
-            return HalError::DeviceLost;
-        }
-        let cmd = match self {
-            RemoteError::Server { cmd, .. } | RemoteError::BadAnswer { cmd, .. } => *cmd,
-            RemoteError::NotContiguous { .. } => Cmd::MapSysmem,
-            _ => Cmd::Ping,
-        };
-        HalError::Os {
-            op: refused_op(cmd),
-            errno: EIO,
-        }
-    }
-}
-
-/// How a refused request is named in a [`HalError::Os`].
-fn refused_op(cmd: Cmd) -> &'static str {
-    match cmd {
-        Cmd::Probe => "PROBE on the remote GPU server",
-        Cmd::MapBar => "MAP_BAR on the remote GPU server",
-        Cmd::MapSysmemFd => "MAP_SYSMEM_FD on the remote GPU server",
-        Cmd::CfgRead => "CFG_READ (config space) on the remote GPU server",
-        Cmd::CfgWrite => "CFG_WRITE (config space) on the remote GPU server",
-        Cmd::Reset => "RESET (function reset) on the remote GPU server",
-        Cmd::MmioRead => "MMIO_READ on the remote GPU server",
-        Cmd::MmioWrite => "MMIO_WRITE on the remote GPU server",
-        Cmd::MapSysmem => "MAP_SYSMEM (DMA memory) on the remote GPU server",
-        Cmd::SysmemRead => "SYSMEM_READ (DMA memory) on the remote GPU server",
-        Cmd::SysmemWrite => "SYSMEM_WRITE (DMA memory) on the remote GPU server",
-        Cmd::ResizeBar => "RESIZE_BAR on the remote GPU server",
-        Cmd::Ping => "PING on the remote GPU server",
-    }
-}
 
 /// `HOST:PORT`, IPv6 addresses in brackets.
 pub fn format_addr(host: &str, port: u16) -> String {
@@ -704,7 +481,7 @@ impl RemoteGpu {
         RemoteBar::map(&self.shared, index)
     }
 
-    /// DMA memory the GPU can reach (a [`DmaAllocator`]).
+    /// DMA memory the GPU can reach (a [`DmaAllocator`](nvbare_core::hal::DmaAllocator)).
     pub fn dma(&self) -> RemoteDma {
         RemoteDma {
             shared: self.shared.clone(),
@@ -949,233 +726,6 @@ impl PciConfig for RemotePci {
             Ok(_) => Ok(()),
             Err(e) if e.is_fatal() => Err(HalError::DeviceLost),
             Err(_) => Err(HalError::Unsupported("PCI function reset")),
-        }
-    }
-}
-
-/// Host memory of a remote GPU's server (MAP_SYSMEM, contiguous).
-#[derive(Debug, Clone)]
-pub struct RemoteDma {
-    shared: Arc<Shared>,
-}
-
-impl RemoteDma {
-    /// Allocates `size` bytes (rounded up to 4 KiB), with the error's whole text.
-    pub fn alloc(&self, size: usize) -> Result<RemoteBuffer, RemoteError> {
-        let pages = (size.max(1) as u64).div_ceil(SYSMEM_PAGE);
-        let len = usize::try_from(pages * SYSMEM_PAGE).map_err(|_| RemoteError::BadAnswer {
-            addr: self.shared.addr.clone(),
-            cmd: Cmd::MapSysmem,
-            reason: format!("{size} bytes do not fit this host"),
-        })?;
-        let reused = {
-            let mut c = self.shared.lock();
-            c.free
-                .iter()
-                .position(|f| f.len == len)
-                .map(|i| c.free.swap_remove(i))
-        };
-        if let Some(f) = reused {
-            let b = RemoteBuffer {
-                shared: self.shared.clone(),
-                handle: f.handle,
-                dev_addr: f.dev_addr,
-                len,
-            };
-            b.fill_chunked(0, len, 0)?;
-            return Ok(b);
-        }
-        let (handle, dev_addr) = self
-            .shared
-            .run(Report::Now, |c, s| map_sysmem(c, s, pages))?;
-        Ok(RemoteBuffer {
-            shared: self.shared.clone(),
-            handle,
-            dev_addr,
-            len,
-        })
-    }
-}
-
-/// MAP_SYSMEM of `pages` contiguous pages: reads the whole address list (in pieces, so the
-/// stream stays in step) and checks it.
-fn map_sysmem(c: &mut Conn, s: &Shared, pages: u64) -> Result<(u32, u64), RemoteError> {
-    let size = pages * SYSMEM_PAGE;
-    let r = c.call(s, Cmd::MapSysmem, 0, [size, 1, 0], &[])?;
-    let want = pages * 8;
-    if r.r0 != want {
-        // The stream cannot be resynchronised without reading what the server announced.
-        return Err(RemoteError::WrongLength {
-            addr: s.addr.clone(),
-            cmd: Cmd::MapSysmem,
-            what: "bus addresses (8 per 4 KiB page asked for)",
-            len: r.r0,
-            expected: want,
-        });
-    }
-    let mut first = None;
-    let mut misplaced = None;
-    let mut page = 0u64;
-    let mut chunk = vec![0u8; 4096];
-    while page < pages {
-        let n = (pages - page).min(512) as usize;
-        let piece = &mut chunk[..n * 8];
-        c.read_exact(s, Cmd::MapSysmem, piece)?;
-        for w in piece.chunks_exact(8) {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(w);
-            let got = u64::from_le_bytes(a);
-            let base = *first.get_or_insert(got);
-            let expected = base.wrapping_add(page * SYSMEM_PAGE);
-            if misplaced.is_none() && got != expected {
-                misplaced = Some((page, got, expected));
-            }
-            page += 1;
-        }
-    }
-    let base = first.unwrap_or(0);
-    let bad = |reason: String| RemoteError::BadAnswer {
-        addr: s.addr.clone(),
-        cmd: Cmd::MapSysmem,
-        reason,
-    };
-    if let Some((page, got, expected)) = misplaced {
-        return Err(RemoteError::NotContiguous {
-            addr: s.addr.clone(),
-            size,
-            page,
-            got,
-            expected,
-        });
-    }
-    if !base.is_multiple_of(SYSMEM_PAGE) || base.checked_add(size).is_none() {
-        return Err(bad(format!(
-            "bus address {base:#x} for {size} bytes is not a 4 KiB-aligned range"
-        )));
-    }
-    let handle = u32::try_from(r.r1)
-        .map_err(|_| bad(format!("handle {:#x} does not fit the request's u32", r.r1)))?;
-    Ok((handle, base))
-}
-
-impl DmaAllocator for RemoteDma {
-    type Buffer = RemoteBuffer;
-
-    fn alloc_dma(&self, size: usize) -> Result<RemoteBuffer, HalError> {
-        self.alloc(size).map_err(|e| match e {
-            e if e.is_fatal() => HalError::DeviceLost,
-            RemoteError::Server { .. } | RemoteError::NotContiguous { .. } => HalError::NoMemory {
-                requested: size as u64,
-            },
-            e => e.to_hal(),
-        })
-    }
-}
-
-/// Host memory on the server, contiguous at [`DmaBuffer::dev_addr`]; read and written with
-/// SYSMEM_READ / SYSMEM_WRITE of at most [`SYSMEM_CHUNK`] bytes each. Dropped, it is kept
-/// for a later allocation of the same size (the protocol cannot free it).
-pub struct RemoteBuffer {
-    shared: Arc<Shared>,
-    handle: u32,
-    dev_addr: u64,
-    len: usize,
-}
-
-impl fmt::Debug for RemoteBuffer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RemoteBuffer")
-            .field("addr", &self.shared.addr)
-            .field("handle", &self.handle)
-            .field("dev_addr", &format_args!("{:#x}", self.dev_addr))
-            .field("len", &self.len)
-            .finish()
-    }
-}
-
-impl RemoteBuffer {
-    /// The server's handle for it (the `bar` of SYSMEM_READ / SYSMEM_WRITE).
-    pub fn handle(&self) -> u32 {
-        self.handle
-    }
-
-    fn write_chunks(&self, offset: usize, src: &[u8]) -> Result<(), RemoteError> {
-        self.shared.run(Report::Now, |c, s| {
-            for (i, piece) in src.chunks(SYSMEM_CHUNK).enumerate() {
-                let at = (offset + i * SYSMEM_CHUNK) as u64;
-                let req = Request::new(
-                    Cmd::SysmemWrite,
-                    s.dev_id,
-                    self.handle,
-                    [at, piece.len() as u64, 0],
-                );
-                c.send(s, req, piece)?;
-            }
-            Ok(())
-        })
-    }
-
-    fn fill_chunked(&self, offset: usize, len: usize, byte: u8) -> Result<(), RemoteError> {
-        let chunk = vec![byte; len.min(SYSMEM_CHUNK)];
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(chunk.len());
-            self.write_chunks(offset + done, &chunk[..n])?;
-            done += n;
-        }
-        Ok(())
-    }
-}
-
-impl DmaBuffer for RemoteBuffer {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn dev_addr(&self) -> u64 {
-        self.dev_addr
-    }
-
-    fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HalError> {
-        check_range(offset as u64, dst.len() as u64, self.len as u64)?;
-        self.shared
-            .run(Report::Now, |c, s| {
-                for (i, piece) in dst.chunks_mut(SYSMEM_CHUNK).enumerate() {
-                    let at = (offset + i * SYSMEM_CHUNK) as u64;
-                    c.call(
-                        s,
-                        Cmd::SysmemRead,
-                        self.handle,
-                        [at, piece.len() as u64, 0],
-                        &[],
-                    )?;
-                    c.read_exact(s, Cmd::SysmemRead, piece)?;
-                }
-                Ok(())
-            })
-            .map_err(|e| e.to_hal())
-    }
-
-    fn write(&self, offset: usize, src: &[u8]) -> Result<(), HalError> {
-        check_range(offset as u64, src.len() as u64, self.len as u64)?;
-        self.write_chunks(offset, src).map_err(|e| e.to_hal())
-    }
-
-    fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), HalError> {
-        check_range(offset as u64, len as u64, self.len as u64)?;
-        self.fill_chunked(offset, len, byte).map_err(|e| e.to_hal())
-    }
-}
-
-impl Drop for RemoteBuffer {
-    fn drop(&mut self) {
-        let mut c = self.shared.lock();
-        if c.broken.is_none() {
-            c.free.push(FreeBuffer {
-                handle: self.handle,
-                dev_addr: self.dev_addr,
-                len: self.len,
-            });
         }
     }
 }

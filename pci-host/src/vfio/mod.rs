@@ -12,6 +12,8 @@
 //! [`DmaAllocator`]: nvbare_core::hal::DmaAllocator
 
 mod bar;
+mod config;
+mod error;
 pub mod peer;
 pub mod sys;
 
@@ -26,193 +28,21 @@ use vfio_bindings::bindings::vfio::{
 };
 use vfio_ioctls::{VfioContainer, VfioDevice, VfioRegionInfoCap};
 
-use crate::bind::human;
 use crate::clock::HostClock;
 use crate::config::{PCI_COMMAND, PCI_COMMAND_MASTER, PCI_COMMAND_MEMORY, update_command};
-use crate::dma::{Addressing, DmaError, DmaPool, Iommu, IovaSpace, PoolOptions};
+use crate::dma::{Addressing, DmaPool, Iommu, IovaSpace, PoolOptions};
 use crate::sysfs::driver_keeps_group_viable;
-use crate::{Bdf, NVIDIA_VENDOR_ID, PciFunction, Sysfs, SysfsError};
+use crate::{Bdf, NVIDIA_VENDOR_ID, PciFunction, Sysfs};
 
 pub use bar::BarMmio;
+pub use config::VfioConfig;
+pub use error::VfioError;
 
 /// Where vfio-ioctls opens the container and groups.
 const VFIO_DEV: &str = "/dev/vfio";
 
 /// The environment variable that allows VFIO's unsafe no-IOMMU mode.
 pub const NOIOMMU_ENV: &str = "NVBARE_VFIO_NOIOMMU";
-
-/// What to do next when VFIO is missing (shared by several errors).
-const ENABLE_VFIO: &str = "Load the driver with `modprobe vfio-pci`. VFIO also needs the \
-IOMMU: enable VT-d (Intel) or AMD-Vi (AMD) in the firmware setup and boot with \
-`intel_iommu=on iommu=pt` or `amd_iommu=on iommu=pt`. Then move the GPU to vfio-pci with \
-`nvbare bind BDF` (see docs/vfio.md).";
-
-/// Why a GPU could not be opened through VFIO.
-#[derive(Debug, thiserror::Error)]
-pub enum VfioError {
-    /// `/dev/vfio/vfio` does not exist.
-    #[error("VFIO is not available: {} does not exist. {ENABLE_VFIO}", path.display())]
-    NoVfio {
-        /// The container node looked for.
-        path: PathBuf,
-    },
-    /// The device is not an NVIDIA GPU.
-    #[error("{bdf} is not an NVIDIA GPU (vendor {vendor:04x}, {class}); see `nvbare list`")]
-    NotNvidiaGpu {
-        /// The function.
-        bdf: Bdf,
-        /// Its vendor.
-        vendor: u16,
-        /// What it is.
-        class: &'static str,
-    },
-    /// The device is bound to another driver (or none).
-    #[error(
-        "{bdf} is bound to {}, not vfio-pci: run `nvbare bind {bdf}` first \
-         (`--dry-run` shows what it will do)",
-        driver.as_deref().unwrap_or("no driver")
-    )]
-    NotBound {
-        /// The function.
-        bdf: Bdf,
-        /// Its driver.
-        driver: Option<String>,
-    },
-    /// The device has no IOMMU group.
-    #[error(
-        "{bdf} has no IOMMU group: the IOMMU is off. Enable VT-d / AMD-Vi in the firmware \
-         setup and boot with `intel_iommu=on iommu=pt` (Intel) or `amd_iommu=on iommu=pt` (AMD). \
-         nvbare does not fall back to VFIO's unsafe no-IOMMU mode unless you set \
-         {NOIOMMU_ENV}=1 (see docs/vfio.md)"
-    )]
-    NoIommuGroup {
-        /// The function.
-        bdf: Bdf,
-    },
-    /// The group exists only as an unsafe no-IOMMU group.
-    #[error(
-        "{bdf} is in VFIO's unsafe no-IOMMU group {}: the GPU could reach all host memory. \
-         Enable the IOMMU instead, or set {NOIOMMU_ENV}=1 if you accept the risk",
-        node.display()
-    )]
-    NoIommuRefused {
-        /// The function.
-        bdf: Bdf,
-        /// The `noiommu-N` node.
-        node: PathBuf,
-    },
-    /// The group's device node does not exist.
-    #[error(
-        "{} does not exist: {bdf} (IOMMU group {group}) is not bound to vfio-pci yet; run \
-         `nvbare bind {bdf}`",
-        node.display()
-    )]
-    GroupNodeMissing {
-        /// The function.
-        bdf: Bdf,
-        /// Its group.
-        group: u32,
-        /// The node looked for.
-        node: PathBuf,
-    },
-    /// Some device in the group is bound to a driver that is not vfio-pci.
-    #[error(
-        "IOMMU group {group} is not viable: {} bound to other drivers. VFIO needs every device \
-         in the group on vfio-pci (or on no driver): run `nvbare bind {bdf}`, which moves the \
-         GPU's own functions and explains what to do about foreign ones",
-        offenders.iter().map(|(b, d)| format!("{b} ({d})")).collect::<Vec<_>>().join(", ")
-    )]
-    GroupNotViable {
-        /// The GPU.
-        bdf: Bdf,
-        /// Its group.
-        group: u32,
-        /// `(device, driver)` of each offender.
-        offenders: Vec<(Bdf, String)>,
-    },
-    /// A VFIO node could not be opened for lack of permission.
-    #[error(
-        "cannot open {}: permission denied. Run as root, or give your user the group's node \
-         (`sudo chown $USER {}`, or a udev rule `SUBSYSTEM==\"vfio\", OWNER=\"$USER\"`) and \
-         raise the locked-memory limit (`ulimit -l unlimited`): VFIO pins DMA memory",
-        path.display(), path.display()
-    )]
-    Permission {
-        /// The node.
-        path: PathBuf,
-    },
-    /// Another process holds the group.
-    #[error(
-        "{} is busy: another process (a VM, another nvbare) has the group open; stop it first",
-        path.display()
-    )]
-    GroupBusy {
-        /// The node.
-        path: PathBuf,
-    },
-    /// A BAR is missing or cannot be mapped.
-    #[error("BAR{index} of {bdf}: {reason}")]
-    Bar {
-        /// The function.
-        bdf: Bdf,
-        /// BAR index.
-        index: u8,
-        /// What went wrong.
-        reason: String,
-    },
-    /// BAR1 is smaller than the caller needs.
-    #[error(
-        "BAR1 of {bdf} is {} but {} is needed. {}",
-        human(*size), human(*needed),
-        match resizable {
-            Some(max) if max > needed => format!(
-                "The GPU can grow it to {}: run `nvbare unbind {bdf}` then `nvbare bind {bdf}` \
-                 (bind resizes BAR1 while no driver holds the GPU)", human(*max)),
-            _ => "The GPU offers no larger size: enable \"Above 4G decoding\" and \"Resizable \
-                  BAR\" in the firmware setup, then rebind".into(),
-        }
-    )]
-    Bar1TooSmall {
-        /// The function.
-        bdf: Bdf,
-        /// BAR1 size now.
-        size: u64,
-        /// Size needed.
-        needed: u64,
-        /// The largest size the kernel offers (`resource1_resize`).
-        resizable: Option<u64>,
-    },
-    /// GPUs cannot be opened together as a peer group.
-    #[error("peer group {bdfs}: {reason}")]
-    PeerGroup {
-        /// The functions, comma-separated.
-        bdfs: String,
-        /// Why, and what to do.
-        reason: String,
-    },
-    /// Reading sysfs failed.
-    #[error(transparent)]
-    Sysfs(#[from] SysfsError),
-    /// DMA memory could not be set up.
-    #[error(transparent)]
-    Dma(#[from] DmaError),
-    /// vfio-ioctls reported an error not covered above.
-    #[error("VFIO: {0}")]
-    Vfio(#[from] vfio_ioctls::VfioError),
-    /// The no-IOMMU path failed.
-    #[error("VFIO no-IOMMU mode: {0}")]
-    NoIommu(#[from] sys::NoIommuError),
-    /// An operation on the device failed.
-    #[error("{op} on {bdf} failed: {source}")]
-    Io {
-        /// The function.
-        bdf: Bdf,
-        /// What was done.
-        op: &'static str,
-        /// The OS error.
-        source: io::Error,
-    },
-}
 
 /// Options for [`VfioGpu::open_with`].
 #[derive(Debug, Clone)]
@@ -324,111 +154,6 @@ impl Iommu for ContainerIommu {
 
     fn unmap(&self, iova: u64, len: usize) -> Result<(), String> {
         self.0.vfio_dma_unmap(iova, len).map_err(|e| e.to_string())
-    }
-}
-
-/// Config space through the VFIO config region.
-#[derive(Debug)]
-pub struct VfioConfig {
-    device: Arc<DeviceHandle>,
-    offset: u64,
-    size: u64,
-}
-
-/// Where in the device fd an access of `size` bytes at `offset` of config space goes, for a
-/// config region of `region_size` bytes at `region_offset`: 1, 2 or 4 bytes, aligned to their
-/// size, inside the region and its first 4 KiB (PCIe config space).
-fn config_access(
-    region_offset: u64,
-    region_size: u64,
-    offset: u16,
-    size: u8,
-) -> Result<u64, HalError> {
-    if !matches!(size, 1 | 2 | 4) {
-        return Err(HalError::Unsupported(
-            "a config access of other than 1, 2 or 4 bytes",
-        ));
-    }
-    if !offset.is_multiple_of(size.into()) {
-        return Err(HalError::Misaligned {
-            offset: offset.into(),
-            align: size.into(),
-        });
-    }
-    nvbare_core::hal::check_range(offset.into(), size.into(), region_size.min(4096))?;
-    region_offset
-        .checked_add(offset.into())
-        .ok_or(HalError::OutOfRange {
-            offset: offset.into(),
-            len: size.into(),
-            limit: region_size.min(4096),
-        })
-}
-
-impl VfioConfig {
-    fn check(&self, offset: u16) -> Result<u64, HalError> {
-        config_access(self.offset, self.size, offset, 4)
-    }
-
-    /// Reads `size` (1, 2 or 4) bytes at `offset`, aligned to `size`, in one access of that
-    /// width (what `nvbare serve` answers CFG_READ with).
-    pub fn read_sized(&self, offset: u16, size: u8) -> Result<u32, HalError> {
-        let at = config_access(self.offset, self.size, offset, size)?;
-        let mut b = [0u8; 4];
-        let n = usize::from(size);
-        match rustix::io::pread(self.device.fd(), &mut b[..n], at) {
-            Ok(got) if got == n => Ok(u32::from_le_bytes(b)),
-            Ok(_) => Err(HalError::DeviceLost),
-            Err(e) => Err(os("reading PCI config space through VFIO", e)),
-        }
-    }
-
-    /// Writes the low `size` (1, 2 or 4) bytes of `value` at `offset`, aligned to `size`, in
-    /// one access of that width: the neighbouring bytes are not rewritten (a read-modify-write
-    /// of the whole dword would write back status bits that clear when written as 1).
-    pub fn write_sized(&self, offset: u16, size: u8, value: u32) -> Result<(), HalError> {
-        let at = config_access(self.offset, self.size, offset, size)?;
-        let n = usize::from(size);
-        match rustix::io::pwrite(self.device.fd(), &value.to_le_bytes()[..n], at) {
-            Ok(got) if got == n => Ok(()),
-            Ok(_) => Err(HalError::DeviceLost),
-            Err(e) => Err(os("writing PCI config space through VFIO", e)),
-        }
-    }
-}
-
-fn os(op: &'static str, e: rustix::io::Errno) -> HalError {
-    HalError::Os {
-        op,
-        errno: e.raw_os_error(),
-    }
-}
-
-impl PciConfig for VfioConfig {
-    fn read_config32(&self, offset: u16) -> Result<u32, HalError> {
-        let at = self.check(offset)?;
-        let mut b = [0u8; 4];
-        match rustix::io::pread(self.device.fd(), &mut b, at) {
-            Ok(4) => Ok(u32::from_le_bytes(b)),
-            Ok(_) => Err(HalError::DeviceLost),
-            Err(e) => Err(os("reading PCI config space through VFIO", e)),
-        }
-    }
-
-    fn write_config32(&self, offset: u16, value: u32) -> Result<(), HalError> {
-        let at = self.check(offset)?;
-        match rustix::io::pwrite(self.device.fd(), &value.to_le_bytes(), at) {
-            Ok(4) => Ok(()),
-            Ok(_) => Err(HalError::DeviceLost),
-            Err(e) => Err(os("writing PCI config space through VFIO", e)),
-        }
-    }
-
-    fn reset_function(&self) -> Result<(), HalError> {
-        sys::device_reset(self.device.fd()).map_err(|e| HalError::Os {
-            op: "VFIO_DEVICE_RESET",
-            errno: e.raw_os_error().unwrap_or(0),
-        })
     }
 }
 
@@ -843,6 +568,7 @@ impl AsFdBorrowed for VfioContainer {
 
 #[cfg(test)]
 mod tests {
+    use super::config::config_access;
     use super::*;
 
     #[test]
