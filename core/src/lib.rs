@@ -7,6 +7,7 @@
 //! * [`chip`]: chip identification from `NV_PMC_BOOT_0`/`NV_PMC_BOOT_42` and the per-chip table.
 //! * [`rm`]: the Resource Manager API as data and the [`rm::Rm`] trait.
 //! * [`channel`]: GPFIFO, pushbuffers, semaphores, the doorbell, QMDs and launch helpers.
+//! * `kernel` (feature `alloc`): a kernel's launch metadata, whatever file it came from.
 //! * `device` (feature `device`, needs a heap): the device layer over a `Backend`.
 //! * [`falcon`]: falcon and RISC-V engine control (GSP, SEC2): reset, IMEM/DMEM loads, HS boot.
 //! * [`gsp`]: the GSP-RM message queue and RPCs, and [`gsp::boot`], the bare-metal boot
@@ -28,6 +29,8 @@ pub mod device;
 pub mod falcon;
 pub mod gsp;
 pub mod hal;
+#[cfg(feature = "alloc")]
+pub mod kernel;
 pub mod mm;
 pub mod regs;
 pub mod rm;

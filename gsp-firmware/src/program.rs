@@ -16,12 +16,9 @@ use alloc::string::ToString;
 use alloc::vec::Vec;
 use core::fmt;
 
-use nvbare_core::device::{
-    Backend, ConstBankDesc, Device, DeviceError, KernelDesc, Module, ParamDesc, Program,
-    ProgramError,
-};
+use nvbare_core::device::{Backend, Device, DeviceError, Module, Program, ProgramError};
 
-use crate::cubin::{Cubin, CubinError};
+use crate::cubin::{Cubin, CubinError, Kernel};
 
 impl Program for Cubin {
     fn sm(&self) -> u32 {
@@ -41,43 +38,8 @@ impl Program for Cubin {
             .map_err(|e| ProgramError(e.to_string()))
     }
 
-    fn kernels(&self) -> Vec<KernelDesc> {
-        self.kernels
-            .iter()
-            .map(|k| KernelDesc {
-                name: k.name.clone(),
-                code_offset: k.code_offset,
-                code_size: k.code_size,
-                regcount: k.regcount,
-                param_base: k.param_base,
-                param_size: k.param_size,
-                params: k
-                    .params
-                    .iter()
-                    .map(|p| ParamDesc {
-                        ordinal: p.ordinal,
-                        offset: p.offset,
-                        size: p.size,
-                    })
-                    .collect(),
-                shared_size: k.shared_size,
-                local_size: k.local_size,
-                stack_unknown: k.stack_unknown,
-                cluster_dims: k.cluster_dims,
-                max_threads: k.max_threads,
-                required_block: k.required_block,
-                num_barriers: k.num_barriers,
-                const_banks: k
-                    .const_banks
-                    .iter()
-                    .map(|b| ConstBankDesc {
-                        bank: b.bank,
-                        image_offset: b.image_offset,
-                        size: b.size,
-                    })
-                    .collect(),
-            })
-            .collect()
+    fn kernels(&self) -> Vec<Kernel> {
+        self.kernels.clone()
     }
 }
 

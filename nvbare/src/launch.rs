@@ -230,33 +230,26 @@ fn scalar(b: &[u8; 8], size: usize) -> Arg<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nvbare_core::device::{KernelInfo, ParamDesc};
+    use nvbare_core::device::{Kernel, KernelInfo, KernelParam};
 
     fn kernel(params: &[(u32, u32)]) -> KernelInfo {
         KernelInfo {
-            name: "k".into(),
             program_address: 0,
-            code_size: 0,
-            regcount: 0,
-            param_base: 0x210,
-            param_size: params.iter().map(|(o, s)| o + s).max().unwrap_or(0),
-            params: params
-                .iter()
-                .enumerate()
-                .map(|(i, &(offset, size))| ParamDesc {
-                    ordinal: i as u32,
-                    offset,
-                    size,
-                })
-                .collect(),
-            shared_size: 0,
-            local_size: 0,
-            stack_unknown: false,
-            cluster_dims: None,
-            max_threads: None,
-            required_block: None,
-            num_barriers: 0,
-            const_banks: Vec::new(),
+            kernel: Kernel {
+                name: "k".into(),
+                param_base: 0x210,
+                param_size: params.iter().map(|(o, s)| o + s).max().unwrap_or(0),
+                params: params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(offset, size))| KernelParam {
+                        ordinal: i as u32,
+                        offset,
+                        size,
+                    })
+                    .collect(),
+                ..Kernel::default()
+            },
         }
     }
 

@@ -1,8 +1,8 @@
 //! Pure helpers for a compute launch: limits, constant bank 0 (driver area + kernel
 //! parameters), shared-memory carveout and local-memory (SLM) sizing.
 //!
-//! A launch of a cubin kernel `k` (`nvbare_gsp_firmware::cubin::Kernel`) on a chip with
-//! shader model `sm`, with the pieces from this module:
+//! A launch of a kernel `k` (`nvbare_core::kernel::Kernel`, as the cubin parser gives it) on a
+//! chip with shader model `sm`, with the pieces from this module:
 //!
 //! 1. [`validate_launch`]`(block, grid, k.regcount, k.max_threads)`.
 //! 2. Constant bank 0: a buffer of [`cbuf0_size`]`(area, k.param_base, k.param_size)` bytes

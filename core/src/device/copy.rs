@@ -98,7 +98,7 @@ impl<B: Backend> Inner<B> {
                     generation,
                     sass_version: program.sass_version(),
                     index,
-                    info: KernelInfo::from_desc(base, k),
+                    info: KernelInfo::loaded(base, k),
                 });
                 Ok(())
             }

@@ -387,7 +387,7 @@ impl<B: Backend> Device<B> {
                 .load_module(&self.info, &self.options, program)?;
         let kernels: Vec<KernelInfo> = descs
             .into_iter()
-            .map(|k| KernelInfo::from_desc(base, k))
+            .map(|k| KernelInfo::loaded(base, k))
             .collect();
         Ok(Module {
             dev: self,

@@ -105,10 +105,11 @@ pub use memory::{DeviceBuffer, DeviceRepr, RawBuffer};
 pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module, RawModule};
 pub use open::MAX_STREAMS;
 pub use peer::{Event, PeerBuffer, PeerLink, PeerMode, PeerPath, PeerSemaphore};
-pub use program::{ConstBankDesc, KernelDesc, ParamDesc, Program, ProgramError};
+pub use program::{Program, ProgramError};
 
 pub use crate::channel::gpfifo::DoorbellFence;
 use crate::chip::{ChipInfo, Chipset, QmdVersion};
+pub use crate::kernel::{ConstBank, Kernel, KernelParam, STACK_SIZE_UNKNOWN};
 use crate::rm::Handle;
 use crate::rm::class::{BLACKWELL_COMPUTE_A, ClassKind, HOPPER_COMPUTE_A, class_kind};
 

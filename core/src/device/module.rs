@@ -1,13 +1,12 @@
 //! Loaded programs, kernels, launch configurations and kernel arguments.
 
-use alloc::string::String;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::fmt;
+use core::ops::Deref;
 
 use super::Device;
 use super::backend::Backend;
-use super::program::{ConstBankDesc, ParamDesc};
+use crate::kernel::Kernel;
 
 /// Grid, block and dynamic shared memory of a launch (as in CUDA's `<<<grid, block, shmem>>>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,62 +140,34 @@ macro_rules! arg_from {
 }
 arg_from!(u8 => U8, u16 => U16, u32 => U32, i32 => I32, u64 => U64, i64 => I64, f32 => F32, f64 => F64);
 
-/// What the device layer keeps of a kernel.
-#[derive(Debug, Clone)]
+/// A kernel as the device layer keeps it once loaded: its metadata and where its code is.
+///
+/// Derefs to the [`Kernel`], so `info.params`, `info.regcount`, ... read the metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelInfo {
-    /// Name.
-    pub name: String,
     /// GPU VA of its first instruction.
     pub program_address: u64,
-    /// Code size, bytes.
-    pub code_size: u64,
-    /// Registers per thread.
-    pub regcount: u32,
-    /// Offset of the parameters in constant bank 0.
-    pub param_base: u32,
-    /// Parameter bytes.
-    pub param_size: u32,
-    /// Parameters.
-    pub params: Vec<ParamDesc>,
-    /// Static shared memory, bytes.
-    pub shared_size: u32,
-    /// Local memory per thread the compiler needs.
-    pub local_size: u32,
-    /// The compiler could not size the stack (recursion).
-    pub stack_unknown: bool,
-    /// Compile-time thread-block cluster shape (`__cluster_dims__`).
-    pub cluster_dims: Option<[u32; 3]>,
-    /// `.maxntid` / `EIATTR_MAX_THREADS`.
-    pub max_threads: Option<u32>,
-    /// `.reqntid`.
-    pub required_block: Option<[u32; 3]>,
-    /// Named barriers.
-    pub num_barriers: u32,
-    /// Constant banks other than 0 (image offset, size), by bank.
-    pub const_banks: Vec<ConstBankDesc>,
+    /// The metadata, as the program gave it, without constant bank 0 (the driver builds bank
+    /// 0 per launch).
+    pub kernel: Kernel,
 }
 
 impl KernelInfo {
-    /// The kernel `k` of a program loaded at GPU VA `base` (bank 0 is the driver's, so only the
-    /// other constant banks are kept).
-    pub(super) fn from_desc(base: u64, k: super::program::KernelDesc) -> KernelInfo {
+    /// The kernel `k` of a program loaded at GPU VA `base`.
+    pub(super) fn loaded(base: u64, mut k: Kernel) -> KernelInfo {
+        k.const_banks.retain(|b| b.bank != 0);
         KernelInfo {
             program_address: base + k.code_offset,
-            code_size: k.code_size,
-            regcount: k.regcount,
-            param_base: k.param_base,
-            param_size: k.param_size,
-            shared_size: k.shared_size,
-            local_size: k.local_size,
-            stack_unknown: k.stack_unknown,
-            cluster_dims: k.cluster_dims,
-            max_threads: k.max_threads,
-            required_block: k.required_block,
-            num_barriers: k.num_barriers,
-            const_banks: k.const_banks.into_iter().filter(|b| b.bank != 0).collect(),
-            params: k.params,
-            name: k.name,
+            kernel: k,
         }
+    }
+}
+
+impl Deref for KernelInfo {
+    type Target = Kernel;
+
+    fn deref(&self) -> &Kernel {
+        &self.kernel
     }
 }
 

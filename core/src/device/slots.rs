@@ -6,10 +6,11 @@ use alloc::vec::Vec;
 use super::backend::{Backend, GpuMemory, Location, MemoryRequest, Purpose};
 use super::error::DeviceError;
 use super::ops::{Inner, Slot};
-use super::program::{KernelDesc, Program};
+use super::program::Program;
 use super::{DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::GP_ADDRESS_LIMIT;
 use crate::channel::launch::{self, SlmGeometry};
+use crate::kernel::Kernel;
 
 /// Alignment of program images (QMD program and constant-bank addresses need 256).
 const IMAGE_ALIGN: u64 = 256;
@@ -144,7 +145,7 @@ impl<B: Backend> Inner<B> {
         info: &DeviceInfo,
         opts: &DeviceOptions,
         program: &P,
-    ) -> Result<(usize, u32, u64, Vec<KernelDesc>), DeviceError> {
+    ) -> Result<(usize, u32, u64, Vec<Kernel>), DeviceError> {
         self.check_alive()?;
         let sm = program.sm();
         if sm / 10 != info.sm / 10 || sm % 10 > info.sm % 10 {

@@ -9,8 +9,8 @@ use std::time::Duration;
 use nvbare_core::channel::launch::{DriverArea, local_memory_per_thread};
 use nvbare_core::channel::qmd::LaunchDesc;
 use nvbare_core::device::{
-    ConstBankDesc, DEFAULT_STACK_SIZE, Device, DeviceError, DeviceOptions, KernelDesc,
-    LaunchConfig, Program, ProgramError,
+    ConstBank, DEFAULT_STACK_SIZE, Device, DeviceError, DeviceOptions, Kernel, LaunchConfig,
+    Program, ProgramError,
 };
 use nvbare_gsp_firmware::cubin::Cubin;
 use nvbare_integration::{kernels_cubin as kernels, tuned};
@@ -37,7 +37,7 @@ fn open(model: ChipModel, stack_size: u32) -> Device<SimBackend> {
 /// A fixture cubin whose kernel table says something else about its kernels.
 struct Tweaked {
     cubin: Cubin,
-    tweak: fn(&mut KernelDesc),
+    tweak: fn(&mut Kernel),
 }
 
 impl Program for Tweaked {
@@ -50,14 +50,14 @@ impl Program for Tweaked {
     fn image(&self, base_va: u64) -> Result<Vec<u8>, ProgramError> {
         Program::image(&self.cubin, base_va)
     }
-    fn kernels(&self) -> Vec<KernelDesc> {
+    fn kernels(&self) -> Vec<Kernel> {
         let mut ks = Program::kernels(&self.cubin);
         ks.iter_mut().for_each(self.tweak);
         ks
     }
 }
 
-fn tweaked(sm: u32, tweak: fn(&mut KernelDesc)) -> Tweaked {
+fn tweaked(sm: u32, tweak: fn(&mut Kernel)) -> Tweaked {
     Tweaked {
         cubin: Cubin::parse(&kernels(sm, 13)).unwrap(),
         tweak,
@@ -86,7 +86,7 @@ fn constant_bank_3_address_is_in_the_driver_area() {
         let dev = open(model, DEFAULT_STACK_SIZE);
         // add1 with a 64-byte constant bank 3 at image offset 0 (the module's first bytes).
         let p = tweaked(sm, |k| {
-            k.const_banks.push(ConstBankDesc {
+            k.const_banks.push(ConstBank {
                 bank: 3,
                 image_offset: 0,
                 size: 64,
