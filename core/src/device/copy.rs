@@ -21,7 +21,7 @@ use super::memory::{DeviceBuffer, DeviceRepr};
 use super::module::{Arg, KernelInfo};
 use super::ops::Inner;
 use super::program::Program;
-use super::template::TemplateKey;
+use super::qmd::LaunchKey;
 use super::{Device, DeviceError, DeviceInfo, DeviceOptions};
 
 /// The name of the copy kernel in a runtime program. Its parameters are
@@ -183,7 +183,7 @@ impl CopyKernel {
     /// A launch of the copy kernel over `grid` CTAs of `block` threads.
     pub(super) fn call<'a>(&self, grid: u32, block: u32, args: &'a [Arg<'a>]) -> CallInputs<'a> {
         CallInputs {
-            key: TemplateKey {
+            key: LaunchKey {
                 slot: self.slot,
                 generation: self.generation,
                 kernel: self.index,

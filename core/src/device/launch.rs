@@ -1,5 +1,5 @@
 //! The plain launch path: check the call against the kernel, assemble constant bank 0, build
-//! the QMD from its template and submit both with the launch's pushbuffer.
+//! the QMD and submit both with the launch's pushbuffer.
 //!
 //! The latency machinery (`device/fast/`) is asked at two named points whether it can make
 //! the launch more cheaply ([`fast::launch_repeat`] before anything is built,
@@ -12,7 +12,7 @@ use super::chan::ARENA_ALIGN;
 use super::fast;
 use super::module::{Arg, KernelInfo};
 use super::ops::Inner;
-use super::template::{QmdPatch, TemplateKey, Templates};
+use super::qmd::LaunchKey;
 use super::{DeviceError, DeviceInfo, DeviceOptions};
 use crate::channel::launch::{
     self, DEFAULT_LOCAL_WINDOW, DEFAULT_SHARED_WINDOW, DriverArea, DriverAreaValues,
@@ -20,10 +20,10 @@ use crate::channel::launch::{
 use crate::channel::qmd::{LaunchDesc, Qmd};
 use crate::chip::QmdVersion;
 
-/// What a launch call was given: the kernel (template key: module slot and generation, kernel
+/// What a launch call was given: the kernel (launch key: module slot and generation, kernel
 /// index, dynamic shared memory), the shape and the arguments.
 pub(super) struct CallInputs<'a> {
-    pub key: TemplateKey,
+    pub key: LaunchKey,
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub args: &'a [Arg<'a>],
@@ -31,12 +31,12 @@ pub(super) struct CallInputs<'a> {
     pub device_id: u32,
 }
 
-/// A launch as built: its template key, the QMD's description without the parts that differ
+/// A launch as built: its launch key, the QMD's description without the parts that differ
 /// per submission (constant bank 0's address and the release are `None`), and constant bank
 /// 0's bound size and the bytes the kernel can read.
 #[derive(Clone, Copy)]
 pub(super) struct Built<'a> {
-    pub key: TemplateKey,
+    pub key: LaunchKey,
     pub desc: &'a LaunchDesc,
     pub cb_size: u32,
     pub cb: &'a [u8],
@@ -67,12 +67,9 @@ pub(super) struct Head {
     pub sked_off: u64,
 }
 
-/// The QMD of `l` with its constant bank 0 at `cb_va`, releasing `value` at `sem` (a template
-/// patched, or built once).
+/// The QMD of `l` with its constant bank 0 at `cb_va`, releasing `value` at `sem`.
 fn qmd_of(
-    templates: &mut Templates,
     version: QmdVersion,
-    patch: &QmdPatch,
     l: &Built<'_>,
     cb_va: u64,
     (sem, value): (u64, u64),
@@ -80,7 +77,7 @@ fn qmd_of(
     let mut desc = *l.desc;
     desc.cbufs[0] = Some((cb_va, l.cb_size));
     desc.release[0] = Some((sem, value));
-    Ok(templates.qmd(version, patch, l.key, &desc)?)
+    Ok(super::qmd::build(version, &desc)?)
 }
 
 impl<B: Backend> Inner<B> {
@@ -315,8 +312,6 @@ impl<B: Backend> Inner<B> {
         let extra = cb_size + (info.qmd.size() as u64).next_multiple_of(ARENA_ALIGN);
         let sem = self.sem.gpu_va() + self.chans[self.compute_ci()].sem_offset;
         let dirty = self.caches_dirty();
-        let patch = self.qmd_patch;
-        let mut templates = core::mem::take(&mut self.templates);
         let mut head = None;
         let r = self.submit(
             info,
@@ -324,7 +319,7 @@ impl<B: Backend> Inner<B> {
             self.compute_ci(),
             extra,
             |pb, va, (cmds, off, value, at)| {
-                let qmd = qmd_of(&mut templates, info.qmd, &patch, l, va, (sem, value))?;
+                let qmd = qmd_of(info.qmd, l, va, (sem, value))?;
                 let qmd_va = va + cb_size;
                 cmds.write(off, l.cb)?;
                 cmds.write(off + cb_size, qmd.as_bytes())?;
@@ -349,7 +344,6 @@ impl<B: Backend> Inner<B> {
                 Ok(true)
             },
         );
-        self.templates = templates;
         r.map(|_| head)
     }
 
@@ -363,13 +357,6 @@ impl<B: Backend> Inner<B> {
         value: u64,
     ) -> Result<Qmd, DeviceError> {
         let sem = self.sem.gpu_va() + self.chans[self.compute_ci()].sem_offset;
-        qmd_of(
-            &mut self.templates,
-            info.qmd,
-            &self.qmd_patch,
-            l,
-            cb_va,
-            (sem, value),
-        )
+        qmd_of(info.qmd, l, cb_va, (sem, value))
     }
 }

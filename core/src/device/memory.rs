@@ -12,7 +12,7 @@ use super::copy::CopyPath;
 use super::launch::CallInputs;
 use super::module::{Arg, Function, KernelInfo, LaunchConfig, Module};
 use super::program::Program;
-use super::template::TemplateKey;
+use super::qmd::LaunchKey;
 use super::{Device, DeviceError};
 
 /// Element types a device buffer can hold: plain data with no padding (any bit pattern valid).
@@ -415,7 +415,7 @@ impl<B: Backend> Device<B> {
         }
         let k = f.info();
         let call = CallInputs {
-            key: TemplateKey {
+            key: LaunchKey {
                 slot: m.slot,
                 generation: m.generation,
                 kernel: f.index,

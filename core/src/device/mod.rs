@@ -82,8 +82,8 @@ mod open;
 mod ops;
 mod peer;
 mod program;
+mod qmd;
 mod slots;
-mod template;
 mod transfer;
 mod wait;
 
@@ -228,10 +228,6 @@ pub struct Tuning {
     /// CTAs per SM of the copy kernel: its grid is at most this many times the SM count (each
     /// thread loops over the vectors beyond that).
     pub copy_kernel_ctas_per_sm: u32,
-    /// Keep each kernel's QMD as a template and patch the fields a launch changes
-    /// (`device/template.rs`). Off, every launch builds its QMD from scratch with the
-    /// layout's typed setters, to measure what the cache still earns.
-    pub qmd_templates: bool,
 }
 
 impl Tuning {
@@ -261,7 +257,6 @@ impl Default for Tuning {
             // CTAs, enough of them that a 1 GiB copy needs no grid-stride loop.
             copy_kernel_block: 256,
             copy_kernel_ctas_per_sm: 2048,
-            qmd_templates: true,
         }
     }
 }

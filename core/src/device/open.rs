@@ -12,8 +12,8 @@ use super::chan::{Arena, Chan};
 use super::error::{ChannelKind, DeviceError};
 use super::fast::{self, Fast};
 use super::ops::{COMPUTE, COPY, DoorbellRetries, Inner, channel_fifo};
+use super::qmd::QmdPatch;
 use super::slots::alloc_mem;
-use super::template::{QmdPatch, Templates};
 use super::{Classes, DeviceInfo, DeviceOptions, GrInfo, newest_class, qmd_version_for};
 use crate::channel::gpfifo::{GpFifo, USERD_SIZE};
 use crate::channel::launch::{self, DEFAULT_LOCAL_WINDOW, DEFAULT_SHARED_WINDOW};
@@ -491,7 +491,6 @@ impl<B: Backend> Inner<B> {
             local: None,
             scratch: Vec::new(),
             qmd_patch: p.qmd_patch,
-            templates: Templates::new(opts.tuning.qmd_templates),
             last_kernel: None,
             dead: None,
             recovering: false,

@@ -16,7 +16,7 @@ use super::backend::{Backend, GpuMemory, RmEvent, RmObjects};
 use super::chan::{ARENA_ALIGN, Chan};
 use super::error::{ChannelKind, DeviceError};
 use super::fast::Fast;
-use super::template::{QmdPatch, Templates};
+use super::qmd::QmdPatch;
 use super::{Classes, DeviceInfo, DeviceOptions};
 use crate::channel::gpfifo::{GpEntry, GpFifo, GpFifoError};
 use crate::channel::pushbuf::PushBuffer;
@@ -58,7 +58,6 @@ pub(crate) struct Inner<B: Backend> {
     /// Constant bank 0 of the launch being built (reused: the launch path allocates nothing).
     pub(super) scratch: Vec<u8>,
     pub(super) qmd_patch: QmdPatch,
-    pub(super) templates: Templates,
     /// The last kernel launched (module slot, kernel index), which fault reports name.
     pub(super) last_kernel: Option<(usize, usize)>,
     pub(super) dead: Option<String>,

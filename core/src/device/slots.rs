@@ -100,7 +100,6 @@ impl<B: Backend> Inner<B> {
         if self.last_kernel.is_some_and(|(s, _)| s == slot) {
             self.last_kernel = None;
         }
-        self.templates.forget_slot(slot);
         if let Some(m) = self.slots.get_mut(slot).and_then(|s| s.mem.take())
             && let Err(e) = self.backend.free_memory(m)
         {

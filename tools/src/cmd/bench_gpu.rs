@@ -111,10 +111,6 @@ pub struct GpuBenchArgs {
     /// (Tuning::write_ahead, on by default), to measure what that buys.
     #[arg(long)]
     pub no_write_ahead: bool,
-    /// Build every launch's QMD from scratch instead of patching a cached template
-    /// (Tuning::qmd_templates = false), to measure what the cache earns.
-    #[arg(long)]
-    pub no_qmd_templates: bool,
     /// Ring a channel's doorbell again when a wait sees no progress for this many µs
     /// (Tuning::doorbell_retry, default 100; 0 never does).
     #[arg(long)]
@@ -172,7 +168,6 @@ impl GpuBenchArgs {
                 },
                 copy_kernel_block: self.copy_block.unwrap_or(t.copy_kernel_block),
                 copy_kernel_ctas_per_sm: self.copy_ctas_per_sm.unwrap_or(t.copy_kernel_ctas_per_sm),
-                qmd_templates: !self.no_qmd_templates,
                 ..t
             },
             ..d
@@ -982,7 +977,6 @@ mod tests {
             runtime_cubin: None,
             verify: true,
             no_write_ahead: false,
-            no_qmd_templates: false,
             no_early_prefetch: false,
             doorbell_retry_us: None,
             command_kib: None,

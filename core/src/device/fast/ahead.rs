@@ -56,14 +56,14 @@ use crate::device::chan::ARENA_ALIGN;
 use crate::device::launch::{Built, CallInputs};
 use crate::device::module::{Arg, KernelInfo};
 use crate::device::ops::{COMPUTE, Inner};
-use crate::device::template::TemplateKey;
+use crate::device::qmd::LaunchKey;
 use crate::device::{DeviceError, DeviceInfo, DeviceOptions};
 
-/// A launch as it can be repeated: the QMD template, the description without the parts that
+/// A launch as it can be repeated: its launch key, the description without the parts that
 /// differ per region (constant bank 0's address, the release), the bank's size and bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Image {
-    pub key: TemplateKey,
+    pub key: LaunchKey,
     pub desc: LaunchDesc,
     pub cb_size: u32,
     pub cb: Vec<u8>,
@@ -184,7 +184,7 @@ pub(super) const PREFETCH_AREA: u64 = PREFETCH_SLOTS as u64 * PREFETCH_SLOT_BYTE
 /// region written ahead.
 #[derive(Debug, Default)]
 struct Call {
-    key: Option<TemplateKey>,
+    key: Option<LaunchKey>,
     grid: [u32; 3],
     block: [u32; 3],
     /// Per argument: its size (4 bytes, little-endian), then its bytes.
@@ -676,7 +676,7 @@ mod tests {
 
     #[test]
     fn a_call_compares_by_kernel_shape_argument_sizes_and_values() {
-        let key = TemplateKey {
+        let key = LaunchKey {
             slot: 1,
             generation: 2,
             kernel: 0,
@@ -731,7 +731,7 @@ mod tests {
         }
         // Another record, kernel or shape.
         assert_eq!(cmp(&c, 6, key, one, &made), CallMatch::Other);
-        let k2 = TemplateKey { kernel: 1, ..key };
+        let k2 = LaunchKey { kernel: 1, ..key };
         assert_eq!(cmp(&c, 5, k2, one, &made), CallMatch::Other);
         assert_eq!(cmp(&c, 5, key, [2, 1, 1], &made), CallMatch::Other);
         // Nothing remembered.

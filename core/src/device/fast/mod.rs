@@ -9,7 +9,7 @@
 //! | no early QMD prefetch (`ahead.rs`, [`launch_form`]) | 3.22-3.28 | 0.49 |
 //! | no automatic deferral, so no chaining (`flusher.rs`, `chain.rs`) | 2.89-3.05 | 0.89-1.43 |
 //!
-//! (QMD templates, which every launch uses, belong to the plain path: `device/template.rs`.)
+//! (Building a launch's QMD belongs to the plain path: `device/qmd.rs`.)
 //!
 //! This module is the boundary. It depends on the plain path (`ops.rs`, `launch.rs`,
 //! `chan.rs`); the plain path reaches it only through [`Fast`], its one field of the device's
