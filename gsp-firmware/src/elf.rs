@@ -168,94 +168,101 @@ struct Shdr {
     info: u32,
 }
 
+/// The ELF identification and header of `data`, checked: class, encoding, version, section
+/// header size and count, and the section-name table's index.
+fn header(data: &[u8]) -> Result<(Class, Header), Error> {
+    let ident: &[u8; 16] = read(data, "ELF identification", 0)?;
+    if ident[..4] != ELF_MAGIC {
+        let mut m = [0u8; 4];
+        m.copy_from_slice(&ident[..4]);
+        return Err(Error::BadMagic {
+            what: "ELF magic",
+            found: u32::from_be_bytes(m) as u64,
+            expected: u32::from_be_bytes(ELF_MAGIC) as u64,
+        });
+    }
+    let class = match ident[4] {
+        1 => Class::Elf32,
+        2 => Class::Elf64,
+        c => {
+            return Err(Error::Invalid {
+                what: "ELF class (EI_CLASS)",
+                value: c as u64,
+                why: "must be 1 (ELF32) or 2 (ELF64)",
+            });
+        }
+    };
+    if ident[5] != 1 {
+        return Err(Error::Invalid {
+            what: "ELF data encoding (EI_DATA)",
+            value: ident[5] as u64,
+            why: "firmware containers are little-endian (1)",
+        });
+    }
+    let h = match class {
+        Class::Elf32 => {
+            let e: &Elf32Ehdr = read(data, "ELF32 header", 0)?;
+            Header {
+                shoff: e.e_shoff.get() as u64,
+                shentsize: e.e_shentsize.get(),
+                shnum: e.e_shnum.get(),
+                shstrndx: e.e_shstrndx.get(),
+                e_type: e.e_type.get(),
+                machine: e.e_machine.get(),
+                version: e.e_version.get(),
+            }
+        }
+        Class::Elf64 => {
+            let e: &Elf64Ehdr = read(data, "ELF64 header", 0)?;
+            Header {
+                shoff: e.e_shoff.get(),
+                shentsize: e.e_shentsize.get(),
+                shnum: e.e_shnum.get(),
+                shstrndx: e.e_shstrndx.get(),
+                e_type: e.e_type.get(),
+                machine: e.e_machine.get(),
+                version: e.e_version.get(),
+            }
+        }
+    };
+    if h.version != 1 {
+        return Err(Error::UnsupportedVersion {
+            what: "ELF (e_version)",
+            version: h.version as u64,
+        });
+    }
+    let want_entsize = match class {
+        Class::Elf32 => core::mem::size_of::<Elf32Shdr>(),
+        Class::Elf64 => core::mem::size_of::<Elf64Shdr>(),
+    } as u16;
+    if h.shentsize != want_entsize {
+        return Err(Error::Invalid {
+            what: "ELF section header size (e_shentsize)",
+            value: h.shentsize as u64,
+            why: "must be 40 (ELF32) or 64 (ELF64)",
+        });
+    }
+    if h.shnum == 0 || h.shnum >= SHN_LORESERVE {
+        return Err(Error::Invalid {
+            what: "ELF section count (e_shnum)",
+            value: h.shnum as u64,
+            why: "a firmware container has between 1 and 0xfeff sections",
+        });
+    }
+    if h.shstrndx >= h.shnum {
+        return Err(Error::Invalid {
+            what: "ELF section-name table index (e_shstrndx)",
+            value: h.shstrndx as u64,
+            why: "must name one of the sections",
+        });
+    }
+    Ok((class, h))
+}
+
 impl<'a> Elf<'a> {
     /// Parses the ELF header and every section header of `data`.
     pub fn parse(data: &'a [u8]) -> Result<Self, Error> {
-        let ident: &[u8; 16] = read(data, "ELF identification", 0)?;
-        if ident[..4] != ELF_MAGIC {
-            let mut m = [0u8; 4];
-            m.copy_from_slice(&ident[..4]);
-            return Err(Error::BadMagic {
-                what: "ELF magic",
-                found: u32::from_be_bytes(m) as u64,
-                expected: u32::from_be_bytes(ELF_MAGIC) as u64,
-            });
-        }
-        let class = match ident[4] {
-            1 => Class::Elf32,
-            2 => Class::Elf64,
-            c => {
-                return Err(Error::Invalid {
-                    what: "ELF class (EI_CLASS)",
-                    value: c as u64,
-                    why: "must be 1 (ELF32) or 2 (ELF64)",
-                });
-            }
-        };
-        if ident[5] != 1 {
-            return Err(Error::Invalid {
-                what: "ELF data encoding (EI_DATA)",
-                value: ident[5] as u64,
-                why: "firmware containers are little-endian (1)",
-            });
-        }
-        let h = match class {
-            Class::Elf32 => {
-                let e: &Elf32Ehdr = read(data, "ELF32 header", 0)?;
-                Header {
-                    shoff: e.e_shoff.get() as u64,
-                    shentsize: e.e_shentsize.get(),
-                    shnum: e.e_shnum.get(),
-                    shstrndx: e.e_shstrndx.get(),
-                    e_type: e.e_type.get(),
-                    machine: e.e_machine.get(),
-                    version: e.e_version.get(),
-                }
-            }
-            Class::Elf64 => {
-                let e: &Elf64Ehdr = read(data, "ELF64 header", 0)?;
-                Header {
-                    shoff: e.e_shoff.get(),
-                    shentsize: e.e_shentsize.get(),
-                    shnum: e.e_shnum.get(),
-                    shstrndx: e.e_shstrndx.get(),
-                    e_type: e.e_type.get(),
-                    machine: e.e_machine.get(),
-                    version: e.e_version.get(),
-                }
-            }
-        };
-        if h.version != 1 {
-            return Err(Error::UnsupportedVersion {
-                what: "ELF (e_version)",
-                version: h.version as u64,
-            });
-        }
-        let want_entsize = match class {
-            Class::Elf32 => core::mem::size_of::<Elf32Shdr>(),
-            Class::Elf64 => core::mem::size_of::<Elf64Shdr>(),
-        } as u16;
-        if h.shentsize != want_entsize {
-            return Err(Error::Invalid {
-                what: "ELF section header size (e_shentsize)",
-                value: h.shentsize as u64,
-                why: "must be 40 (ELF32) or 64 (ELF64)",
-            });
-        }
-        if h.shnum == 0 || h.shnum >= SHN_LORESERVE {
-            return Err(Error::Invalid {
-                what: "ELF section count (e_shnum)",
-                value: h.shnum as u64,
-                why: "a firmware container has between 1 and 0xfeff sections",
-            });
-        }
-        if h.shstrndx >= h.shnum {
-            return Err(Error::Invalid {
-                what: "ELF section-name table index (e_shstrndx)",
-                value: h.shstrndx as u64,
-                why: "must name one of the sections",
-            });
-        }
+        let (class, h) = header(data)?;
         // The whole table must be in the file before anything is allocated for it.
         let table_len = h.shnum as u64 * h.shentsize as u64;
         slice(data, "ELF section header table", h.shoff, table_len)?;

@@ -167,6 +167,41 @@ fn human(bytes: u64) -> String {
     }
 }
 
+/// The mappings `bench mm` times (no 512 MiB pages on GMMU v2).
+fn mapper_cases(fmt: MmuFormat, args: &MmArgs) -> Vec<Case> {
+    let huge = args.huge;
+    let mut cases = vec![
+        Case {
+            name: "2 MiB".into(),
+            bytes: huge,
+            max_page: PageSize::Size2M,
+            per_call: None,
+        },
+        Case {
+            name: "4 KiB".into(),
+            bytes: args.small,
+            max_page: PageSize::Size4K,
+            per_call: None,
+        },
+        Case {
+            name: "largest pages".into(),
+            bytes: huge,
+            max_page: PageSize::Size512M,
+            per_call: None,
+        },
+        Case {
+            name: "4 KiB, 1 call/page".into(),
+            bytes: 16 << 20,
+            max_page: PageSize::Size4K,
+            per_call: Some(4096),
+        },
+    ];
+    if fmt == MmuFormat::V2_TURING {
+        cases.retain(|c| c.max_page != PageSize::Size512M);
+    }
+    cases
+}
+
 fn bench_mapper(out: &mut dyn Write, model: ChipModel, args: &MmArgs) -> Result<(), CliError> {
     let gpu = SimGpu::new(SimConfig::new(model));
     let mmu = SimMmu::install(&gpu, MmuConfig::default());
@@ -198,36 +233,7 @@ fn bench_mapper(out: &mut dyn Write, model: ChipModel, args: &MmArgs) -> Result<
         },
     );
 
-    let huge = args.huge;
-    let mut cases = vec![
-        Case {
-            name: "2 MiB".into(),
-            bytes: huge,
-            max_page: PageSize::Size2M,
-            per_call: None,
-        },
-        Case {
-            name: "4 KiB".into(),
-            bytes: args.small,
-            max_page: PageSize::Size4K,
-            per_call: None,
-        },
-        Case {
-            name: "largest pages".into(),
-            bytes: huge,
-            max_page: PageSize::Size512M,
-            per_call: None,
-        },
-        Case {
-            name: "4 KiB, 1 call/page".into(),
-            bytes: 16 << 20,
-            max_page: PageSize::Size4K,
-            per_call: Some(4096),
-        },
-    ];
-    if fmt == MmuFormat::V2_TURING {
-        cases.retain(|c| c.max_page != PageSize::Size512M);
-    }
+    let cases = mapper_cases(fmt, args);
 
     writeln!(
         out,

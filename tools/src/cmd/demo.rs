@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use nvbare_core::device::{Device, DeviceError, DeviceOptions, LaunchConfig};
+use nvbare_core::device::{Device, DeviceBuffer, DeviceError, DeviceOptions, LaunchConfig, Module};
 use nvbare_core::rm::class::class_name;
 use nvbare_gsp_firmware::program::LoadCubin;
 
@@ -142,7 +142,7 @@ fn demo_on<B: CliBackend>(
 fn launch_timings<B: CliBackend>(
     out: &mut dyn Write,
     dev: &Device<B>,
-    m: &nvbare_core::device::Module<'_, B>,
+    m: &Module<'_, B>,
 ) -> Result<(), CliError> {
     let empty = m.function("empty").map_err(dev_err("empty"))?;
     let one = LaunchConfig::for_num_elems(1);
@@ -293,47 +293,7 @@ fn demo_body<B: CliBackend>(
     launch_timings(out, dev, &m)?;
 
     if o.faults {
-        writeln!(out, "[7/7] kernels that go wrong").map_err(io)?;
-        let oob = m.function("oob_write").map_err(dev_err("oob_write"))?;
-        dev.launch(&oob, LaunchConfig::for_num_elems(1), &[buf.arg()])
-            .map_err(dev_err("launching oob_write"))?;
-        match dev.synchronize() {
-            Err(e @ DeviceError::Fault(_)) => writeln!(out, "      oob_write: {e}").map_err(io)?,
-            other => {
-                return Err(CliError::Runtime(format!(
-                    "oob_write should fault, got {other:?}"
-                )));
-            }
-        }
-        let spin = m
-            .function("spin_forever")
-            .map_err(dev_err("spin_forever"))?;
-        dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
-            .map_err(dev_err("launching spin_forever"))?;
-        let t = Instant::now();
-        match dev.synchronize() {
-            Err(e @ DeviceError::Timeout { .. }) => {
-                writeln!(out, "      spin_forever ({} later): {e}", us(t.elapsed())).map_err(io)?
-            }
-            other => {
-                return Err(CliError::Runtime(format!(
-                    "spin_forever should time out, got {other:?}"
-                )));
-            }
-        }
-        dev.launch(&add1, cfg, &[buf.arg(), n.into()])
-            .map_err(dev_err("add1 after recovery"))?;
-        let again = dev.dtoh_copy(&buf).map_err(dev_err("copy out"))?;
-        let ok = again
-            .iter()
-            .zip(&host)
-            .all(|(g, h)| *g == h.wrapping_add(2));
-        if !ok {
-            return Err(CliError::Runtime(
-                "add1 after recovery gave wrong results".into(),
-            ));
-        }
-        writeln!(out, "      add1 after recovery: all {n} elements verified").map_err(io)?;
+        demo_faults(out, dev, &m, &buf, &host)?;
     } else {
         writeln!(
             out,
@@ -344,6 +304,59 @@ fn demo_body<B: CliBackend>(
     if let Some(l) = dev.with_backend(|b| b.page_table_stats()).ok().flatten() {
         writeln!(out, "      {l}").map_err(io)?;
     }
+    Ok(())
+}
+
+/// Step 7 with `--faults`: a kernel that faults, one that never ends, and `add1` again on
+/// the recovered device.
+fn demo_faults<B: CliBackend>(
+    out: &mut dyn Write,
+    dev: &Device<B>,
+    m: &Module<'_, B>,
+    buf: &DeviceBuffer<'_, B, u32>,
+    host: &[u32],
+) -> Result<(), CliError> {
+    let n = host.len() as u32;
+    let add1 = m.function("add1").map_err(dev_err("add1"))?;
+    let cfg = LaunchConfig::for_num_elems(n);
+    writeln!(out, "[7/7] kernels that go wrong").map_err(io)?;
+    let oob = m.function("oob_write").map_err(dev_err("oob_write"))?;
+    dev.launch(&oob, LaunchConfig::for_num_elems(1), &[buf.arg()])
+        .map_err(dev_err("launching oob_write"))?;
+    match dev.synchronize() {
+        Err(e @ DeviceError::Fault(_)) => writeln!(out, "      oob_write: {e}").map_err(io)?,
+        other => {
+            return Err(CliError::Runtime(format!(
+                "oob_write should fault, got {other:?}"
+            )));
+        }
+    }
+    let spin = m
+        .function("spin_forever")
+        .map_err(dev_err("spin_forever"))?;
+    dev.launch(&spin, LaunchConfig::for_num_elems(1), &[])
+        .map_err(dev_err("launching spin_forever"))?;
+    let t = Instant::now();
+    match dev.synchronize() {
+        Err(e @ DeviceError::Timeout { .. }) => {
+            writeln!(out, "      spin_forever ({} later): {e}", us(t.elapsed())).map_err(io)?
+        }
+        other => {
+            return Err(CliError::Runtime(format!(
+                "spin_forever should time out, got {other:?}"
+            )));
+        }
+    }
+    dev.launch(&add1, cfg, &[buf.arg(), n.into()])
+        .map_err(dev_err("add1 after recovery"))?;
+    let again = dev.dtoh_copy(buf).map_err(dev_err("copy out"))?;
+    let ok = again.iter().zip(host).all(|(g, h)| *g == h.wrapping_add(2));
+    if !ok {
+        return Err(CliError::Runtime(
+            "add1 after recovery gave wrong results".into(),
+        ));
+    }
+    writeln!(out, "      add1 after recovery: all {n} elements verified").map_err(io)?;
     Ok(())
 }
 
