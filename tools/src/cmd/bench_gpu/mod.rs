@@ -33,6 +33,8 @@ use nvbare_pci_host::clock::spin_for;
 use crate::open::{CliBackend, demo_cubin, open_device_with};
 use crate::{CliError, DeviceSpec, input, with_device};
 
+mod report;
+
 /// Options of `nvbare bench` without a subcommand.
 #[derive(Args, Debug, Clone)]
 pub struct GpuBenchArgs {
@@ -674,245 +676,6 @@ fn measure<B: CliBackend>(
     })
 }
 
-fn num(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x:.4}")
-    } else {
-        "null".into()
-    }
-}
-
-/// `s` as a JSON string literal (the bench commands write their JSON by hand).
-pub(super) fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-impl GpuBench {
-    /// The JSON object of `tools/bench/README.md`.
-    pub fn to_json(&self) -> String {
-        let l = &self.launch_sync;
-        format!(
-            "{{\"backend\":\"nvbare\",\"device\":{},\"launch_sync_us\":{{\"median\":{},\"p10\":{},\
-             \"p90\":{},\"n\":{}}},\"back_to_back_us_per_launch\":{},\"launches\":{},\
-             \"submit_us_per_launch\":{},\"copy_bytes\":{},\"h2d_gbps\":{},\"d2h_gbps\":{},\"d2d_gbps\":{},\
-             \"copy4_h2d_us\":{},\"open_s\":{}",
-            json_str(&self.device),
-            num(l.median),
-            num(l.p10),
-            num(l.p90),
-            l.n,
-            num(self.back_to_back_us),
-            self.launches,
-            num(self.submit_us),
-            self.copy_bytes,
-            num(self.h2d_gbps),
-            num(self.d2h_gbps),
-            num(self.d2d_gbps),
-            num(self.copy4_h2d_us),
-            num(self.open_s)
-        ) + &self.extra_json()
-    }
-
-    /// Keys beyond the shared schema (tools/bench/README.md), as `,"key":value...}`.
-    fn extra_json(&self) -> String {
-        let spread = |key: &str, c: &Spread| {
-            format!(
-                ",\"{key}\":{{\"median\":{},\"p10\":{},\"p90\":{},\"n\":{}}}",
-                num(c.median),
-                num(c.p10),
-                num(c.p90),
-                c.n
-            )
-        };
-        let changing = spread("launch_sync_add1_us", &self.launch_sync_add1)
-            + &spread("launch_sync_changing_us", &self.launch_sync_changing)
-            + &format!(
-                ",\"launch_call_add1_us\":{},\"launch_call_changing_us\":{},\
-                 \"argument_only_round_trips\":{}",
-                num(self.launch_call_add1_us[0]),
-                num(self.launch_call_add1_us[1]),
-                self.argument_only_round_trips
-            );
-        let mut s = format!(
-            ",\"launch_call_us\":{},\"doorbell_retries\":{},\"doorbell_retries_unfetched\":{},\
-             \"d2d_ce_gbps\":{},\"d2d_path\":{}",
-            num(self.launch_call_us),
-            self.stats.doorbell_retries,
-            self.stats.doorbell_retries_unfetched,
-            num(self.d2d_ce_gbps),
-            json_str(if self.d2d_kernel {
-                "kernel"
-            } else {
-                "copy engine"
-            })
-        );
-        s.push_str(&changing);
-        s.push_str(&format!(
-            ",\"h2d_pageable_gbps\":{},\"d2h_pageable_gbps\":{}",
-            num(self.h2d_pageable_gbps),
-            num(self.d2h_pageable_gbps)
-        ));
-        s.push_str(&format!(
-            ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
-             \"chained_back_to_back\":{},\"flusher_batches\":{},\"pair_then_poll_us\":{},\"pair_total_us\":{},\
-             \"deferred_submits\":{},\"auto_defer_active\":{},\"auto_min_batch\":{},\
-             \"launch_gap_ns\":{},\"prefetched_back_to_back\":{},\"prefetched_round_trips\":{}",
-            self.written_ahead_round_trips,
-            self.repeated_round_trips,
-            self.chained_back_to_back,
-            self.flusher_batches,
-            num(self.pair_then_poll_us),
-            num(self.pair_total_us),
-            self.deferred_submits,
-            self.auto_defer_active,
-            self.auto_min_batch,
-            self.launch_gap_ns,
-            self.prefetched_back_to_back,
-            self.prefetched_round_trips
-        ));
-        s.push('}');
-        s
-    }
-
-    /// A human-readable table.
-    pub fn table(&self) -> String {
-        let l = &self.launch_sync;
-        let mut s = String::new();
-        s.push_str(&format!("nvbare bench on {}\n", self.device));
-        s.push_str(&format!(
-            "  launch + sync round trip   median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {})\n",
-            l.median, l.p10, l.p90, l.n
-        ));
-        for (what, c, call) in [
-            (
-                "add1, same arguments",
-                &self.launch_sync_add1,
-                self.launch_call_add1_us[0],
-            ),
-            (
-                "add1, arguments change",
-                &self.launch_sync_changing,
-                self.launch_call_add1_us[1],
-            ),
-        ] {
-            s.push_str(&format!(
-                "    {what:<22} median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {}; launch call {:.2})\n",
-                c.median, c.p10, c.p90, c.n, call
-            ));
-        }
-        let gap = if self.launch_gap_ns > 0 {
-            format!("; {} ns of CPU work after each", self.launch_gap_ns)
-        } else {
-            String::new()
-        };
-        s.push_str(&format!(
-            "  back-to-back launches      {:.3} µs/launch ({} launches; CPU {:.3} µs/launch{gap})\n",
-            self.back_to_back_us, self.launches, self.submit_us
-        ));
-        if !self.auto_defer_active && self.deferred_submits == 0 {
-            s.push_str(
-                "  automatic deferral         off (--no-auto-defer, or no flusher thread: the \
-                 process may use one CPU only)\n",
-            );
-        }
-        s.push_str(&format!(
-            "  H2D / D2H / D2D            {:.1} / {:.1} / {:.1} GB/s ({} bytes, pinned host)\n",
-            self.h2d_gbps, self.d2h_gbps, self.d2d_gbps, self.copy_bytes
-        ));
-        s.push_str(&format!(
-            "  H2D / D2H pageable         {:.1} / {:.1} GB/s (a Vec, through staging)\n",
-            self.h2d_pageable_gbps, self.d2h_pageable_gbps
-        ));
-        s.push_str(&format!(
-            "  D2D path                   {} (copy engine alone: {:.1} GB/s)\n",
-            if self.d2d_kernel {
-                "copy kernel"
-            } else {
-                "copy engine"
-            },
-            self.d2d_ce_gbps
-        ));
-        s.push_str(&format!(
-            "  launch call (CPU)          {:.2} µs median in the round-trip loop\n",
-            self.launch_call_us
-        ));
-        if self.argument_only_round_trips > 0 {
-            s.push_str(&format!(
-                "  arguments only             {} of the {} add1 round trips with changing \
-                 arguments wrote only those\n",
-                self.argument_only_round_trips, self.launch_sync_changing.n
-            ));
-        }
-        if self.written_ahead_round_trips > 0 {
-            s.push_str(&format!(
-                "  written ahead              {} of the {} timed round trips' launches ({} \
-                 repeated the call before)\n",
-                self.written_ahead_round_trips, self.launch_sync.n, self.repeated_round_trips
-            ));
-        }
-        if self.prefetched_back_to_back + self.prefetched_round_trips > 0 {
-            s.push_str(&format!(
-                "  QMD prefetched early       {} of the {} timed round trips (by the wait \
-                 before), {} of the {} back-to-back launches\n",
-                self.prefetched_round_trips,
-                self.launch_sync.n,
-                self.prefetched_back_to_back,
-                self.launches
-            ));
-        }
-        s.push_str(&format!(
-            "  two launches, then polled  {:.2} us until both ran (median; no wait; {:.2} from \
-             the first launch call)\n",
-            self.pair_then_poll_us, self.pair_total_us
-        ));
-        if self.chained_back_to_back > 0 {
-            s.push_str(&format!(
-                "  chained launches           {} of the {} back-to-back launches (scheduled by \
-                 the QMD before; {})\n",
-                self.chained_back_to_back,
-                self.launches,
-                if self.deferred_submits > 0 {
-                    "--defer".to_string()
-                } else {
-                    format!(
-                        "held by automatic deferral, {} batches published by the flusher",
-                        self.flusher_batches
-                    )
-                }
-            ));
-        }
-        let r = self.stats;
-        if r.doorbell_retries > 0 {
-            s.push_str(&format!(
-                "  doorbells rung again       {} (waits saw no progress), {} with work unfetched \
-                 (a lost doorbell, or another process on the GPU); the rest while long copies \
-                 ran\n",
-                r.doorbell_retries, r.doorbell_retries_unfetched
-            ));
-        }
-        s.push_str(&format!(
-            "  4-byte H2D copy            {:.2} µs\n",
-            self.copy4_h2d_us
-        ));
-        s.push_str(&format!(
-            "  device open                {:.4} s\n",
-            self.open_s
-        ));
-        s
-    }
-}
-
 /// Runs `nvbare bench [--device DEV] [--json]`.
 pub fn run(out: &mut dyn Write, args: GpuBenchArgs) -> Result<(), CliError> {
     let opts = args.device_options()?;
@@ -1031,6 +794,16 @@ mod tests {
         }
         assert!(s.trim_end().ends_with('}') && !s.contains("NaN"), "{s}");
         assert!(!s.contains("null"), "{s}");
+        // One line, one object that parses, with the consumers' keys (tools/bench).
+        assert_eq!(s.lines().count(), 1, "{s}");
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["backend"], "nvbare");
+        assert_eq!(v["launch_sync_us"]["n"], 50);
+        for key in ["median", "p10", "p90"] {
+            assert!(v["launch_sync_us"][key].is_f64(), "{key} in {s}");
+        }
+        assert_eq!(v["copy_bytes"], 1_048_576);
+        assert_eq!(v["d2d_path"], "kernel");
     }
 
     #[test]
@@ -1185,10 +958,5 @@ mod tests {
             s.contains("\"written_ahead_round_trips\":0,\"repeated_round_trips\":0"),
             "{s}"
         );
-    }
-
-    #[test]
-    fn json_strings_are_escaped() {
-        assert_eq!(json_str("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
     }
 }
