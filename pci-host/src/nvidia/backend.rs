@@ -32,10 +32,9 @@
 use std::sync::{Arc, Mutex};
 
 use nvbare_core::device::{
-    Backend, BackendError, GpuMemory, Location, MemoryRequest as DeviceMemoryRequest, PeerMapping,
+    Backend, BackendError, Location, MemoryRequest as DeviceMemoryRequest, PeerMapping,
     PeerPathInfo, Purpose, RmObjects,
 };
-use nvbare_core::hal::{HalError, check_range};
 use nvbare_core::mm::{FitPolicy, RangeAllocator};
 use nvbare_core::rm::alloc::{
     NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS, NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING,
@@ -53,13 +52,17 @@ use super::abi::{
 use super::error::KmodError;
 use super::gpu::KernelGpu;
 use super::memory::{
-    CpuMapping, DmaMapping, GpuPageSize, HostMemory, MemoryLocation, MemoryRequest, PAGE_SIZE,
-    VaReservation,
+    GpuPageSize, HostMemory, MemoryLocation, MemoryRequest, PAGE_SIZE, VaReservation,
 };
 use super::usermode::UsermodeWindow;
 use super::uvm::{GpuUuid, Uvm};
 use super::vaspace::{VA_SPACE_BASE, VA_SPACE_SIZE};
 use crate::clock::HostClock;
+
+mod allocation;
+
+pub use allocation::KernelMemory;
+use allocation::{GpuMap, HostBacking};
 
 /// First GPU VA the backend hands out (64 GiB, tinygrad's low range): clear of the low
 /// addresses RM and the CPU use.
@@ -109,109 +112,6 @@ impl std::fmt::Display for VaMode {
             VaMode::Rm => "RM-managed VA",
             VaMode::Uvm => "UVM external ranges",
         })
-    }
-}
-
-/// What gives the CPU access to an allocation.
-#[derive(Debug)]
-enum HostBacking {
-    /// Our own pages, registered with RM as an OS descriptor.
-    Pages(HostMemory),
-    /// An RM mapping: `NV01_MEMORY_SYSTEM` through a control file, or video memory through
-    /// BAR1 (write-combined).
-    Mapped(CpuMapping),
-}
-
-impl HostBacking {
-    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), HalError> {
-        let off = usize::try_from(offset).map_err(|_| HalError::OutOfRange {
-            offset,
-            len: dst.len() as u64,
-            limit: self.len() as u64,
-        })?;
-        match self {
-            HostBacking::Pages(h) => h.read(off, dst),
-            HostBacking::Mapped(m) => m.read(off, dst),
-        }
-    }
-
-    fn write(&self, offset: u64, src: &[u8]) -> Result<(), HalError> {
-        let off = usize::try_from(offset).map_err(|_| HalError::OutOfRange {
-            offset,
-            len: src.len() as u64,
-            limit: self.len() as u64,
-        })?;
-        match self {
-            HostBacking::Pages(h) => h.write(off, src),
-            HostBacking::Mapped(m) => m.write(off, src),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            HostBacking::Pages(h) => h.len(),
-            HostBacking::Mapped(m) => m.len(),
-        }
-    }
-}
-
-/// How an allocation is mapped into the GPU VA space.
-#[derive(Debug, Clone, Copy)]
-enum GpuMap {
-    /// `NV_ESC_RM_MAP_MEMORY_DMA` into the window object.
-    Rm(DmaMapping),
-    /// A UVM external range at this VA (allocated from the backend's window).
-    Uvm,
-}
-
-/// One allocation: an RM memory object mapped at a GPU VA, with CPU access for host memory.
-#[derive(Debug)]
-pub struct KernelMemory {
-    handle: Handle,
-    va: u64,
-    size: u64,
-    location: Location,
-    map: GpuMap,
-    // Our own pages are dropped after the RM object is freed (RM pinned them for the OS
-    // descriptor); an RM CPU mapping is dropped before its object.
-    host: Option<HostBacking>,
-}
-
-impl GpuMemory for KernelMemory {
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn gpu_va(&self) -> u64 {
-        self.va
-    }
-
-    fn location(&self) -> Location {
-        self.location
-    }
-
-    fn rm_handle(&self) -> Option<Handle> {
-        Some(self.handle)
-    }
-
-    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), HalError> {
-        check_range(offset, dst.len() as u64, self.size)?;
-        match &self.host {
-            Some(h) => h.read(offset, dst),
-            None => Err(HalError::Unsupported(
-                "CPU access to video memory (the device layer copies it with the copy engine)",
-            )),
-        }
-    }
-
-    fn write(&self, offset: u64, src: &[u8]) -> Result<(), HalError> {
-        check_range(offset, src.len() as u64, self.size)?;
-        match &self.host {
-            Some(h) => h.write(offset, src),
-            None => Err(HalError::Unsupported(
-                "CPU access to video memory (the device layer copies it with the copy engine)",
-            )),
-        }
     }
 }
 
@@ -1052,93 +952,4 @@ fn reserve_window() -> Option<VaReservation> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placements_put_only_rings_and_commands_in_video_memory() {
-        use Purpose::*;
-        let all = [
-            Buffer,
-            Program,
-            Ring,
-            Commands,
-            Notifier,
-            Staging,
-            LocalMemory,
-        ];
-        for (v, want) in [
-            (VramFor::Both, &[Ring, Commands][..]),
-            (VramFor::Rings, &[Ring][..]),
-            (VramFor::Commands, &[Commands][..]),
-            (VramFor::Neither, &[][..]),
-        ] {
-            for p in all {
-                assert_eq!(v.covers(p), want.contains(&p), "{v:?} {p:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn placement_values_and_a_bad_one() {
-        use GpuPageSize::*;
-        for (v, want) in [
-            (None, (VramFor::Both, Big)),
-            (Some(""), (VramFor::Both, Big)),
-            (Some("vram"), (VramFor::Both, Big)),
-            (Some("vram4k"), (VramFor::Both, Small)),
-            (Some("vram2m"), (VramFor::Both, Huge)),
-            (Some("host"), (VramFor::Neither, Small)),
-            (Some("ring-host"), (VramFor::Commands, Big)),
-            (Some("cmds-host"), (VramFor::Rings, Big)),
-        ] {
-            assert_eq!(placement(v).unwrap(), want, "{v:?}");
-        }
-        let e = placement(Some("VRAM")).unwrap_err().to_string();
-        assert!(
-            e.contains("NVBARE_KMOD_CMDS=\"VRAM\"") && e.contains("`ring-host`"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn the_window_is_below_2_40_and_page_aligned() {
-        const { assert!(VA_WINDOW_END <= 1 << 40) };
-        assert_eq!(VA_WINDOW_BASE % (2 << 20), 0);
-        assert_eq!(VA_WINDOW_END % (2 << 20), 0);
-    }
-
-    #[test]
-    fn group_windows_are_disjoint_aligned_and_inside_the_window() {
-        for n in 1..=8u64 {
-            let w: Vec<_> = group_windows(n).collect();
-            assert_eq!(w.len() as u64, n);
-            for (i, &(base, len)) in w.iter().enumerate() {
-                assert!(len >= 2 << 20 && len % (2 << 20) == 0);
-                assert!(base >= VA_WINDOW_BASE && base + len <= VA_WINDOW_END);
-                if let Some(&(next, _)) = w.get(i + 1) {
-                    assert!(base + len <= next);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn va_mode_values() {
-        assert_eq!(VaMode::parse(None).unwrap(), VaMode::Rm);
-        assert_eq!(VaMode::parse(Some("")).unwrap(), VaMode::Rm);
-        assert_eq!(VaMode::parse(Some("rm")).unwrap(), VaMode::Rm);
-        assert_eq!(VaMode::parse(Some("uvm")).unwrap(), VaMode::Uvm);
-        let e = VaMode::parse(Some("UVM")).unwrap_err().to_string();
-        assert!(e.contains("NVBARE_KMOD_VA") && e.contains("uvm"), "{e}");
-    }
-
-    #[test]
-    fn host_mappings_are_snooped_4k_and_gpu_uncached() {
-        let flags = (NVOS46_FLAGS_PAGE_SIZE_4KB << NVOS46_FLAGS_PAGE_SIZE_SHIFT)
-            | (NVOS46_FLAGS_CACHE_SNOOP_ENABLE << NVOS46_FLAGS_CACHE_SNOOP_SHIFT)
-            | NVOS46_FLAGS_GPU_CACHEABLE_NO;
-        // nvos.h: CACHE_SNOOP 4:4, PAGE_SIZE 11:8 (4KB = 1), GPU_CACHEABLE 18:17 (NO = 2).
-        assert_eq!(flags, (1 << 4) | (1 << 8) | (2 << 17));
-    }
-}
+mod tests;

@@ -26,9 +26,10 @@ use nvbare_core::device::{
     Backend, Device, DeviceBuffer, DeviceError, DeviceOptions, PeerLink, PeerMode, PeerPath,
 };
 use nvbare_sim::system::Topology;
+use serde::Serialize;
 
 use super::bench::parse_size;
-use super::bench_gpu::json_str;
+use super::json::{places3, places6};
 use crate::{CliError, DeviceSpec};
 
 /// How the two devices may exchange data.
@@ -422,6 +423,74 @@ impl Dir {
     }
 }
 
+/// `nvbare bench p2p --json`: one object (tools/bench/README.md, "Peer to peer"), keys in
+/// the order it has always had.
+#[derive(Serialize)]
+struct P2pJson<'a> {
+    backend: &'static str,
+    devices: [&'a str; 2],
+    path: &'static str,
+    path_detail: String,
+    #[serde(serialize_with = "places6")]
+    enable_s: f64,
+    #[serde(serialize_with = "places6")]
+    open_s: f64,
+    checks: ChecksJson<'a>,
+    /// The timed copies' keys, at the top level; absent when none ran.
+    #[serde(flatten)]
+    copies: Option<P2pCopiesJson>,
+}
+
+/// The checks as `{"name": passed, ...}`, in the order they ran.
+struct ChecksJson<'a>(&'a [Check]);
+
+impl Serialize for ChecksJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|c| (c.name, c.result.is_ok())))
+    }
+}
+
+/// The timed copies of `nvbare bench p2p --json`.
+#[derive(Serialize)]
+struct P2pCopiesJson {
+    copy_bytes: u64,
+    reps: u32,
+    engine: &'static str,
+    copy_path: &'static str,
+    #[serde(serialize_with = "places3")]
+    p2p_a_to_b_gbps: f64,
+    #[serde(serialize_with = "places3")]
+    p2p_b_to_a_gbps: f64,
+    p2p_a_to_b: DirJson,
+    p2p_b_to_a: DirJson,
+    verified: bool,
+}
+
+/// One direction's timings in the JSON.
+#[derive(Serialize)]
+struct DirJson {
+    #[serde(serialize_with = "places3")]
+    median_gbps: f64,
+    #[serde(serialize_with = "places3")]
+    min_gbps: f64,
+    #[serde(serialize_with = "places3")]
+    max_gbps: f64,
+    #[serde(serialize_with = "places6")]
+    median_s: f64,
+}
+
+impl DirJson {
+    fn of(d: &Dir, bytes: u64) -> DirJson {
+        let (min_gbps, max_gbps) = d.min_max_gbps(bytes);
+        DirJson {
+            median_gbps: d.gbps(bytes),
+            min_gbps,
+            max_gbps,
+            median_s: d.median(),
+        }
+    }
+}
+
 /// One timed copy from `src` (on device `s`) to `dst` (on the other), waited for on both.
 fn timed_copy<B: Backend>(
     link: &PeerLink<'_, B>,
@@ -643,51 +712,35 @@ fn bench<B: Backend>(
             PeerPath::Direct(_) => "direct",
             PeerPath::HostStaging { .. } => "host_staging",
         };
-        let mut j = format!(
-            "{{\"backend\":\"nvbare\",\"devices\":[{},{}],\"path\":{},\"path_detail\":{},\
-             \"enable_s\":{enable_s:.6},\"open_s\":{:.6}",
-            json_str(&na),
-            json_str(&nb),
-            json_str(path),
-            json_str(&link.path().to_string()),
-            opened.as_secs_f64()
-        );
-        j.push_str(",\"checks\":{");
-        for (i, c) in checks.iter().enumerate() {
-            if i > 0 {
-                j.push(',');
-            }
-            j.push_str(&format!("{}:{}", json_str(c.name), c.result.is_ok()));
-        }
-        j.push('}');
-        if let Some((ab, ba, ok)) = &bw {
+        let copies = bw.as_ref().map(|(ab, ba, ok)| {
             let bytes = size / 4 * 4;
-            let dir = |d: &Dir| {
-                let (lo, hi) = d.min_max_gbps(bytes);
-                format!(
-                    "{{\"median_gbps\":{:.3},\"min_gbps\":{lo:.3},\"max_gbps\":{hi:.3},\
-                     \"median_s\":{:.6}}}",
-                    d.gbps(bytes),
-                    d.median()
-                )
-            };
-            j.push_str(&format!(
-                ",\"copy_bytes\":{bytes},\"reps\":{},\"engine\":{},\"copy_path\":{},\
-                 \"p2p_a_to_b_gbps\":{:.3},\
-                 \"p2p_b_to_a_gbps\":{:.3},\"p2p_a_to_b\":{},\"p2p_b_to_a\":{},\"verified\":{ok}",
-                args.reps,
-                json_str(match args.engine {
+            P2pCopiesJson {
+                copy_bytes: bytes,
+                reps: args.reps,
+                engine: match args.engine {
                     EngineArg::Src => "source",
                     EngineArg::Dst => "destination",
-                }),
-                json_str(if kernel_path { "kernel" } else { "copy engine" }),
-                ab.gbps(bytes),
-                ba.gbps(bytes),
-                dir(ab),
-                dir(ba),
-            ));
-        }
-        j.push('}');
+                },
+                copy_path: if kernel_path { "kernel" } else { "copy engine" },
+                p2p_a_to_b_gbps: ab.gbps(bytes),
+                p2p_b_to_a_gbps: ba.gbps(bytes),
+                p2p_a_to_b: DirJson::of(ab, bytes),
+                p2p_b_to_a: DirJson::of(ba, bytes),
+                verified: *ok,
+            }
+        });
+        let j = P2pJson {
+            backend: "nvbare",
+            devices: [&na, &nb],
+            path,
+            path_detail: link.path().to_string(),
+            enable_s,
+            open_s: opened.as_secs_f64(),
+            checks: ChecksJson(&checks),
+            copies,
+        };
+        let j = serde_json::to_string(&j)
+            .map_err(|e| CliError::Runtime(format!("writing the JSON: {e}")))?;
         writeln!(out, "{j}").map_err(io)?;
     }
     drop(link);

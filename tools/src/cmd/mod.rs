@@ -12,6 +12,7 @@ pub mod demo;
 pub mod device_info;
 pub mod fw;
 pub mod info;
+mod json;
 pub mod list;
 pub mod run;
 pub mod serve;

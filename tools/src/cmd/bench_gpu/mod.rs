@@ -33,6 +33,8 @@ use nvbare_pci_host::clock::spin_for;
 use crate::open::{CliBackend, demo_cubin, open_device_with};
 use crate::{CliError, DeviceSpec, input, with_device};
 
+mod report;
+
 /// Options of `nvbare bench` without a subcommand.
 #[derive(Args, Debug, Clone)]
 pub struct GpuBenchArgs {
@@ -467,6 +469,94 @@ fn measure<B: CliBackend>(
         "launch + sync of add1, same and changing arguments: {changing_n} timed each"
     ));
     let add1 = m.function("add1").map_err(rt("add1"))?;
+    let (launch_sync_add1, launch_sync_changing, launch_call_add1_us, argument_only_round_trips) =
+        add1_round_trips(dev, &add1, changing_n)?;
+
+    progress(&format!("back-to-back: {launches} launches"));
+    let before = dev.stats();
+    let t = Instant::now();
+    let gap = Duration::from_nanos(args.launch_gap_ns.into());
+    for _ in 0..launches {
+        dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
+        spin_for(gap);
+    }
+    let submit_us = us(t.elapsed()) / f64::from(launches);
+    dev.synchronize().map_err(rt("synchronize"))?;
+    let back_to_back_us = us(t.elapsed()) / f64::from(launches);
+    let after = dev.stats();
+    let chained_back_to_back = after.chained - before.chained;
+    let flusher_batches = after.flusher_published - before.flusher_published;
+    let auto_defer_active = dev.auto_deferral_active();
+    let prefetched_back_to_back = after.early_prefetched - before.early_prefetched;
+
+    // Two launches, then the timeline polled (no wait or copy) until both ran: what automatic
+    // deferral costs a program that waits for a held launch by other means. With --defer the
+    // program must flush first, and does.
+    progress("two launches, then polled to completion");
+    let (pair_then_poll_us, pair_total_us) = pair_polls(dev, &empty)?;
+
+    let c = copy_rates(dev, copy_bytes)?;
+
+    progress(&format!("4-byte host-to-device copies: {small}"));
+    let src = dev.alloc_host::<u32>(1).map_err(rt("pinned host memory"))?;
+    let mut dst = dev.alloc::<u32>(1).map_err(rt("device memory"))?;
+    let mut lat = Vec::with_capacity(small as usize);
+    for _ in 0..small {
+        let t = Instant::now();
+        dev.dtod_copy(&src, &mut dst).map_err(rt("copy"))?;
+        dev.synchronize().map_err(rt("copy"))?;
+        lat.push(us(t.elapsed()));
+    }
+    let copy4_h2d_us = median(lat);
+    drop((src, dst));
+
+    Ok(GpuBench {
+        device: dev.info().backend.clone(),
+        launch_sync,
+        launch_sync_add1,
+        launch_sync_changing,
+        launch_call_add1_us,
+        argument_only_round_trips,
+        back_to_back_us,
+        launches,
+        submit_us,
+        copy_bytes,
+        h2d_gbps: c.h2d_gbps,
+        d2h_gbps: c.d2h_gbps,
+        h2d_pageable_gbps: c.h2d_pageable_gbps,
+        d2h_pageable_gbps: c.d2h_pageable_gbps,
+        d2d_gbps: c.d2d_gbps,
+        copy4_h2d_us,
+        open_s,
+        launch_call_us,
+        chained_back_to_back,
+        flusher_batches,
+        pair_then_poll_us,
+        pair_total_us,
+        deferred_submits: dev.options().tuning.deferred_submits,
+        auto_defer_active,
+        auto_min_batch: dev.options().tuning.auto_defer_min_batch,
+        launch_gap_ns: args.launch_gap_ns,
+        prefetched_back_to_back,
+        prefetched_round_trips,
+        written_ahead_round_trips,
+        repeated_round_trips,
+        stats: dev.stats(),
+        d2d_ce_gbps: c.d2d_ce_gbps,
+        d2d_kernel: c.d2d_kernel,
+    })
+}
+
+/// Round trips of `add1` on one element, `n` timed with the same arguments every time, then
+/// `n` with arguments that change at every launch (either of two buffers), checked: the two
+/// spreads, the launch call's median in each, and how many of the changing ones wrote only
+/// their arguments.
+fn add1_round_trips<B: CliBackend>(
+    dev: &Device<B>,
+    add1: &nvbare_core::device::Function<'_, '_, B>,
+    changing_n: u32,
+) -> Result<(Spread, Spread, [f64; 2], u64), CliError> {
+    let one = LaunchConfig::for_num_elems(1);
     let bufs = [
         dev.alloc_zeros::<u32>(1).map_err(rt("device memory"))?,
         dev.alloc_zeros::<u32>(1).map_err(rt("device memory"))?,
@@ -482,7 +572,7 @@ fn measure<B: CliBackend>(
             same += 1;
             &bufs[0]
         };
-        RoundTrip::time(dev, &add1, one, &[buf.arg(), 1u32.into()])
+        RoundTrip::time(dev, add1, one, &[buf.arg(), 1u32.into()])
     };
     // Per loop: the spread, the launch call's median, and how many timed launches wrote only
     // their changed arguments.
@@ -512,35 +602,27 @@ fn measure<B: CliBackend>(
              counted {got:?}: a launch ran with another launch's arguments"
         )));
     }
-    drop(bufs);
+    Ok((
+        launch_sync_add1,
+        launch_sync_changing,
+        [call_same, call_changing],
+        argument_only_round_trips,
+    ))
+}
 
-    progress(&format!("back-to-back: {launches} launches"));
-    let before = dev.stats();
-    let t = Instant::now();
-    let gap = Duration::from_nanos(args.launch_gap_ns.into());
-    for _ in 0..launches {
-        dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
-        spin_for(gap);
-    }
-    let submit_us = us(t.elapsed()) / f64::from(launches);
-    dev.synchronize().map_err(rt("synchronize"))?;
-    let back_to_back_us = us(t.elapsed()) / f64::from(launches);
-    let after = dev.stats();
-    let chained_back_to_back = after.chained - before.chained;
-    let flusher_batches = after.flusher_published - before.flusher_published;
-    let auto_defer_active = dev.auto_deferral_active();
-    let prefetched_back_to_back = after.early_prefetched - before.early_prefetched;
-
-    // Two launches, then the timeline polled (no wait or copy) until both ran: what automatic
-    // deferral costs a program that waits for a held launch by other means. With --defer the
-    // program must flush first, and does.
-    progress("two launches, then polled to completion");
+/// Two launches of `empty`, then the compute timeline polled until both ran, `PAIR_POLLS`
+/// times: the medians from the second launch's return and from before the first, µs.
+fn pair_polls<B: CliBackend>(
+    dev: &Device<B>,
+    empty: &nvbare_core::device::Function<'_, '_, B>,
+) -> Result<(f64, f64), CliError> {
+    let one = LaunchConfig::for_num_elems(1);
     let mut pair = Vec::with_capacity(PAIR_POLLS);
     let mut pair_total = Vec::with_capacity(PAIR_POLLS);
     for _ in 0..PAIR_POLLS {
         let t0 = Instant::now();
-        dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
-        dev.launch(&empty, one, &[]).map_err(rt("launch"))?;
+        dev.launch(empty, one, &[]).map_err(rt("launch"))?;
+        dev.launch(empty, one, &[]).map_err(rt("launch"))?;
         if dev.options().tuning.deferred_submits > 0 {
             dev.flush().map_err(rt("flush"))?;
         }
@@ -561,9 +643,23 @@ fn measure<B: CliBackend>(
         pair.push(us(t.elapsed()));
         pair_total.push(us(t0.elapsed()));
     }
-    let pair_then_poll_us = median(pair);
-    let pair_total_us = median(pair_total);
 
+    Ok((median(pair), median(pair_total)))
+}
+
+/// Copy rates of `nvbare bench`, GB/s.
+struct CopyRates {
+    h2d_gbps: f64,
+    d2h_gbps: f64,
+    d2d_gbps: f64,
+    d2d_ce_gbps: f64,
+    d2d_kernel: bool,
+    h2d_pageable_gbps: f64,
+    d2h_pageable_gbps: f64,
+}
+
+/// Bandwidth copies of `copy_bytes`: pinned host memory and device memory, then pageable.
+fn copy_rates<B: CliBackend>(dev: &Device<B>, copy_bytes: u64) -> Result<CopyRates, CliError> {
     progress(&format!(
         "copies of {copy_bytes} bytes (pinned host memory)"
     ));
@@ -619,293 +715,15 @@ fn measure<B: CliBackend>(
     let d2h_pageable_gbps = rates(false)?;
     drop((pageable, a));
 
-    progress(&format!("4-byte host-to-device copies: {small}"));
-    let src = dev.alloc_host::<u32>(1).map_err(rt("pinned host memory"))?;
-    let mut dst = dev.alloc::<u32>(1).map_err(rt("device memory"))?;
-    let mut lat = Vec::with_capacity(small as usize);
-    for _ in 0..small {
-        let t = Instant::now();
-        dev.dtod_copy(&src, &mut dst).map_err(rt("copy"))?;
-        dev.synchronize().map_err(rt("copy"))?;
-        lat.push(us(t.elapsed()));
-    }
-    let copy4_h2d_us = median(lat);
-    drop((src, dst));
-
-    Ok(GpuBench {
-        device: dev.info().backend.clone(),
-        launch_sync,
-        launch_sync_add1,
-        launch_sync_changing,
-        launch_call_add1_us: [call_same, call_changing],
-        argument_only_round_trips,
-        back_to_back_us,
-        launches,
-        submit_us,
-        copy_bytes,
+    Ok(CopyRates {
         h2d_gbps,
         d2h_gbps,
-        h2d_pageable_gbps,
-        d2h_pageable_gbps,
         d2d_gbps,
-        copy4_h2d_us,
-        open_s,
-        launch_call_us,
-        chained_back_to_back,
-        flusher_batches,
-        pair_then_poll_us,
-        pair_total_us,
-        deferred_submits: dev.options().tuning.deferred_submits,
-        auto_defer_active,
-        auto_min_batch: dev.options().tuning.auto_defer_min_batch,
-        launch_gap_ns: args.launch_gap_ns,
-        prefetched_back_to_back,
-        prefetched_round_trips,
-        written_ahead_round_trips,
-        repeated_round_trips,
-        stats: dev.stats(),
         d2d_ce_gbps,
         d2d_kernel,
+        h2d_pageable_gbps,
+        d2h_pageable_gbps,
     })
-}
-
-fn num(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x:.4}")
-    } else {
-        "null".into()
-    }
-}
-
-/// `s` as a JSON string literal (the bench commands write their JSON by hand).
-pub(super) fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-impl GpuBench {
-    /// The JSON object of `tools/bench/README.md`.
-    pub fn to_json(&self) -> String {
-        let l = &self.launch_sync;
-        format!(
-            "{{\"backend\":\"nvbare\",\"device\":{},\"launch_sync_us\":{{\"median\":{},\"p10\":{},\
-             \"p90\":{},\"n\":{}}},\"back_to_back_us_per_launch\":{},\"launches\":{},\
-             \"submit_us_per_launch\":{},\"copy_bytes\":{},\"h2d_gbps\":{},\"d2h_gbps\":{},\"d2d_gbps\":{},\
-             \"copy4_h2d_us\":{},\"open_s\":{}",
-            json_str(&self.device),
-            num(l.median),
-            num(l.p10),
-            num(l.p90),
-            l.n,
-            num(self.back_to_back_us),
-            self.launches,
-            num(self.submit_us),
-            self.copy_bytes,
-            num(self.h2d_gbps),
-            num(self.d2h_gbps),
-            num(self.d2d_gbps),
-            num(self.copy4_h2d_us),
-            num(self.open_s)
-        ) + &self.extra_json()
-    }
-
-    /// Keys beyond the shared schema (tools/bench/README.md), as `,"key":value...}`.
-    fn extra_json(&self) -> String {
-        let spread = |key: &str, c: &Spread| {
-            format!(
-                ",\"{key}\":{{\"median\":{},\"p10\":{},\"p90\":{},\"n\":{}}}",
-                num(c.median),
-                num(c.p10),
-                num(c.p90),
-                c.n
-            )
-        };
-        let changing = spread("launch_sync_add1_us", &self.launch_sync_add1)
-            + &spread("launch_sync_changing_us", &self.launch_sync_changing)
-            + &format!(
-                ",\"launch_call_add1_us\":{},\"launch_call_changing_us\":{},\
-                 \"argument_only_round_trips\":{}",
-                num(self.launch_call_add1_us[0]),
-                num(self.launch_call_add1_us[1]),
-                self.argument_only_round_trips
-            );
-        let mut s = format!(
-            ",\"launch_call_us\":{},\"doorbell_retries\":{},\"doorbell_retries_unfetched\":{},\
-             \"d2d_ce_gbps\":{},\"d2d_path\":{}",
-            num(self.launch_call_us),
-            self.stats.doorbell_retries,
-            self.stats.doorbell_retries_unfetched,
-            num(self.d2d_ce_gbps),
-            json_str(if self.d2d_kernel {
-                "kernel"
-            } else {
-                "copy engine"
-            })
-        );
-        s.push_str(&changing);
-        s.push_str(&format!(
-            ",\"h2d_pageable_gbps\":{},\"d2h_pageable_gbps\":{}",
-            num(self.h2d_pageable_gbps),
-            num(self.d2h_pageable_gbps)
-        ));
-        s.push_str(&format!(
-            ",\"written_ahead_round_trips\":{},\"repeated_round_trips\":{},\
-             \"chained_back_to_back\":{},\"flusher_batches\":{},\"pair_then_poll_us\":{},\"pair_total_us\":{},\
-             \"deferred_submits\":{},\"auto_defer_active\":{},\"auto_min_batch\":{},\
-             \"launch_gap_ns\":{},\"prefetched_back_to_back\":{},\"prefetched_round_trips\":{}",
-            self.written_ahead_round_trips,
-            self.repeated_round_trips,
-            self.chained_back_to_back,
-            self.flusher_batches,
-            num(self.pair_then_poll_us),
-            num(self.pair_total_us),
-            self.deferred_submits,
-            self.auto_defer_active,
-            self.auto_min_batch,
-            self.launch_gap_ns,
-            self.prefetched_back_to_back,
-            self.prefetched_round_trips
-        ));
-        s.push('}');
-        s
-    }
-
-    /// A human-readable table.
-    pub fn table(&self) -> String {
-        let l = &self.launch_sync;
-        let mut s = String::new();
-        s.push_str(&format!("nvbare bench on {}\n", self.device));
-        s.push_str(&format!(
-            "  launch + sync round trip   median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {})\n",
-            l.median, l.p10, l.p90, l.n
-        ));
-        for (what, c, call) in [
-            (
-                "add1, same arguments",
-                &self.launch_sync_add1,
-                self.launch_call_add1_us[0],
-            ),
-            (
-                "add1, arguments change",
-                &self.launch_sync_changing,
-                self.launch_call_add1_us[1],
-            ),
-        ] {
-            s.push_str(&format!(
-                "    {what:<22} median {:.2} µs  (p10 {:.2}, p90 {:.2}, n {}; launch call {:.2})\n",
-                c.median, c.p10, c.p90, c.n, call
-            ));
-        }
-        let gap = if self.launch_gap_ns > 0 {
-            format!("; {} ns of CPU work after each", self.launch_gap_ns)
-        } else {
-            String::new()
-        };
-        s.push_str(&format!(
-            "  back-to-back launches      {:.3} µs/launch ({} launches; CPU {:.3} µs/launch{gap})\n",
-            self.back_to_back_us, self.launches, self.submit_us
-        ));
-        if !self.auto_defer_active && self.deferred_submits == 0 {
-            s.push_str(
-                "  automatic deferral         off (--no-auto-defer, or no flusher thread: the \
-                 process may use one CPU only)\n",
-            );
-        }
-        s.push_str(&format!(
-            "  H2D / D2H / D2D            {:.1} / {:.1} / {:.1} GB/s ({} bytes, pinned host)\n",
-            self.h2d_gbps, self.d2h_gbps, self.d2d_gbps, self.copy_bytes
-        ));
-        s.push_str(&format!(
-            "  H2D / D2H pageable         {:.1} / {:.1} GB/s (a Vec, through staging)\n",
-            self.h2d_pageable_gbps, self.d2h_pageable_gbps
-        ));
-        s.push_str(&format!(
-            "  D2D path                   {} (copy engine alone: {:.1} GB/s)\n",
-            if self.d2d_kernel {
-                "copy kernel"
-            } else {
-                "copy engine"
-            },
-            self.d2d_ce_gbps
-        ));
-        s.push_str(&format!(
-            "  launch call (CPU)          {:.2} µs median in the round-trip loop\n",
-            self.launch_call_us
-        ));
-        if self.argument_only_round_trips > 0 {
-            s.push_str(&format!(
-                "  arguments only             {} of the {} add1 round trips with changing \
-                 arguments wrote only those\n",
-                self.argument_only_round_trips, self.launch_sync_changing.n
-            ));
-        }
-        if self.written_ahead_round_trips > 0 {
-            s.push_str(&format!(
-                "  written ahead              {} of the {} timed round trips' launches ({} \
-                 repeated the call before)\n",
-                self.written_ahead_round_trips, self.launch_sync.n, self.repeated_round_trips
-            ));
-        }
-        if self.prefetched_back_to_back + self.prefetched_round_trips > 0 {
-            s.push_str(&format!(
-                "  QMD prefetched early       {} of the {} timed round trips (by the wait \
-                 before), {} of the {} back-to-back launches\n",
-                self.prefetched_round_trips,
-                self.launch_sync.n,
-                self.prefetched_back_to_back,
-                self.launches
-            ));
-        }
-        s.push_str(&format!(
-            "  two launches, then polled  {:.2} us until both ran (median; no wait; {:.2} from \
-             the first launch call)\n",
-            self.pair_then_poll_us, self.pair_total_us
-        ));
-        if self.chained_back_to_back > 0 {
-            s.push_str(&format!(
-                "  chained launches           {} of the {} back-to-back launches (scheduled by \
-                 the QMD before; {})\n",
-                self.chained_back_to_back,
-                self.launches,
-                if self.deferred_submits > 0 {
-                    "--defer".to_string()
-                } else {
-                    format!(
-                        "held by automatic deferral, {} batches published by the flusher",
-                        self.flusher_batches
-                    )
-                }
-            ));
-        }
-        let r = self.stats;
-        if r.doorbell_retries > 0 {
-            s.push_str(&format!(
-                "  doorbells rung again       {} (waits saw no progress), {} with work unfetched \
-                 (a lost doorbell, or another process on the GPU); the rest while long copies \
-                 ran\n",
-                r.doorbell_retries, r.doorbell_retries_unfetched
-            ));
-        }
-        s.push_str(&format!(
-            "  4-byte H2D copy            {:.2} µs\n",
-            self.copy4_h2d_us
-        ));
-        s.push_str(&format!(
-            "  device open                {:.4} s\n",
-            self.open_s
-        ));
-        s
-    }
 }
 
 /// Runs `nvbare bench [--device DEV] [--json]`.
@@ -941,248 +759,4 @@ pub fn run(out: &mut dyn Write, args: GpuBenchArgs) -> Result<(), CliError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let mut v: Vec<f64> = (1..=100).rev().map(f64::from).collect();
-        let s = Spread::of(&mut v).unwrap();
-        assert_eq!((s.median, s.p10, s.p90, s.n), (50.0, 10.0, 90.0, 100));
-        let mut one = vec![3.5];
-        let s = Spread::of(&mut one).unwrap();
-        assert_eq!((s.median, s.p10, s.p90), (3.5, 3.5, 3.5));
-        assert_eq!(Spread::of(&mut []), None);
-    }
-
-    fn sim_args() -> GpuBenchArgs {
-        GpuBenchArgs {
-            device: DeviceSpec::default(),
-            json: true,
-            round_trips: Some(50),
-            launches: Some(200),
-            launch_gap_ns: 0,
-            copy_bytes: Some(1 << 20),
-            small_copies: Some(20),
-            timeout_ms: 2000,
-            fence: FenceArg::Store2,
-            defer: 0,
-            no_chain: false,
-            no_auto_defer: false,
-            auto_min_batch: None,
-            auto_batch_wait_us: None,
-            copy_block: None,
-            copy_ctas_per_sm: None,
-            no_runtime: false,
-            runtime_cubin: None,
-            verify: true,
-            no_write_ahead: false,
-            no_early_prefetch: false,
-            doorbell_retry_us: None,
-            command_kib: None,
-            streams: None,
-        }
-    }
-
-    #[test]
-    fn bench_runs_on_the_simulator_and_prints_the_schema() {
-        let mut out = Vec::new();
-        run(&mut out, sim_args()).unwrap();
-        let s = String::from_utf8(out).unwrap();
-        for key in [
-            "\"backend\":\"nvbare\"",
-            "\"launch_sync_us\":{\"median\":",
-            "\"launch_sync_add1_us\":{\"median\":",
-            "\"launch_sync_changing_us\":{\"median\":",
-            "\"launch_call_add1_us\":",
-            "\"launch_call_changing_us\":",
-            // Every timed round trip with changing arguments writes only those.
-            "\"argument_only_round_trips\":12",
-            "\"n\":50",
-            "\"back_to_back_us_per_launch\":",
-            "\"launches\":200",
-            "\"copy_bytes\":1048576",
-            "\"h2d_gbps\":",
-            "\"d2h_gbps\":",
-            "\"d2d_gbps\":",
-            "\"copy4_h2d_us\":",
-            "\"open_s\":",
-            "\"launch_call_us\":",
-            // Every timed round trip repeats the launch before it.
-            "\"written_ahead_round_trips\":50,\"repeated_round_trips\":50,\
-             \"chained_back_to_back\":0,\"flusher_batches\":0,\"pair_then_poll_us\":",
-            "\"pair_total_us\":",
-            "\"deferred_submits\":0,\"auto_defer_active\":",
-            "\"auto_min_batch\":64,\"launch_gap_ns\":0,",
-            "\"prefetched_back_to_back\":199,\"prefetched_round_trips\":50",
-            "\"d2d_ce_gbps\":",
-            "\"h2d_pageable_gbps\":",
-            "\"d2h_pageable_gbps\":",
-            "\"d2d_path\":\"kernel\"",
-            "\"doorbell_retries\":0,\"doorbell_retries_unfetched\":0,",
-        ] {
-            assert!(s.contains(key), "{key} missing in {s}");
-        }
-        assert!(s.trim_end().ends_with('}') && !s.contains("NaN"), "{s}");
-        assert!(!s.contains("null"), "{s}");
-    }
-
-    #[test]
-    fn without_the_runtime_kernels_device_copies_run_on_the_copy_engine() {
-        let mut a = sim_args();
-        a.no_runtime = true;
-        a.verify = false;
-        let mut out = Vec::new();
-        run(&mut out, a).unwrap();
-        let s = String::from_utf8(out).unwrap();
-        assert!(s.contains("\"d2d_path\":\"copy engine\""), "{s}");
-    }
-
-    #[test]
-    fn automatic_deferral_is_reported_on_only_with_a_flusher_thread() {
-        let output = |json: bool, no_auto_defer: bool, defer: u32| {
-            let mut a = sim_args();
-            a.json = json;
-            a.no_auto_defer = no_auto_defer;
-            a.defer = defer;
-            a.verify = false;
-            let mut out = Vec::new();
-            run(&mut out, a).unwrap();
-            String::from_utf8(out).unwrap()
-        };
-        // The CLI starts the flusher only where the process may use a second CPU.
-        let with_thread = nvbare_pci_host::flusher::can_run_beside_the_program();
-        for (no_auto_defer, defer, active) in
-            [(false, 0, with_thread), (true, 0, false), (false, 4, false)]
-        {
-            let s = output(true, no_auto_defer, defer);
-            assert!(
-                s.contains(&format!("\"auto_defer_active\":{active},")),
-                "no_auto_defer {no_auto_defer}, defer {defer}: {s}"
-            );
-        }
-        let s = output(false, true, 0);
-        assert!(s.contains("automatic deferral         off"), "{s}");
-    }
-
-    #[test]
-    fn the_launch_gap_and_the_batch_options_are_recorded() {
-        let mut args = sim_args();
-        args.launch_gap_ns = 2000;
-        args.auto_min_batch = Some(8);
-        args.auto_batch_wait_us = Some(5);
-        let opts = args.device_options().unwrap();
-        assert_eq!(opts.tuning.auto_defer_min_batch, 8);
-        assert_eq!(opts.tuning.auto_defer_batch_wait, Duration::from_micros(5));
-        let mut out = Vec::new();
-        run(&mut out, args).unwrap();
-        let s = String::from_utf8(out).unwrap();
-        assert!(
-            s.contains("\"auto_min_batch\":8,\"launch_gap_ns\":2000,"),
-            "{s}"
-        );
-        // 200 launches with 2 µs of spinning after each: at least 2 µs per launch on the CPU.
-        let submit = s
-            .split("\"submit_us_per_launch\":")
-            .nth(1)
-            .and_then(|r| r.split(',').next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap();
-        assert!(submit >= 2.0, "{submit} µs per launch call with a 2 µs gap");
-    }
-
-    #[test]
-    fn command_kib_out_of_range_is_refused_with_the_range() {
-        #[derive(clap::Parser, Debug)]
-        struct Cli {
-            #[command(flatten)]
-            bench: GpuBenchArgs,
-        }
-        use clap::Parser;
-        let parse = |v: &str| Cli::try_parse_from(["bench", "--command-kib", v]);
-        assert_eq!(parse("64").unwrap().bench.command_kib, Some(64));
-        for bad in ["8", "2097152", "lots"] {
-            let e = parse(bad).unwrap_err().to_string();
-            assert!(e.contains("--command-kib"), "{bad}: {e}");
-        }
-        let e = parse("8").unwrap_err().to_string();
-        assert!(e.contains("16..=1048576"), "{e}");
-    }
-
-    #[test]
-    fn command_kib_sets_the_command_memory_and_a_small_one_still_runs() {
-        let mut a = sim_args();
-        assert_eq!(
-            a.device_options().unwrap().command_bytes,
-            DeviceOptions::default().command_bytes
-        );
-        // 16 KiB holds a handful of launches: the bench wraps it many times.
-        a.command_kib = Some(16);
-        assert_eq!(a.device_options().unwrap().command_bytes, 16 << 10);
-        let mut out = Vec::new();
-        run(&mut out, a).unwrap();
-        assert!(String::from_utf8(out).unwrap().contains("\"launches\":200"));
-    }
-
-    #[test]
-    fn deferred_doorbells_chain_back_to_back_launches_unless_told_not_to() {
-        for (no_chain, chained) in [(false, true), (true, false)] {
-            let mut a = sim_args();
-            a.defer = 16;
-            a.no_chain = no_chain;
-            a.verify = false;
-            let o = a.device_options().unwrap().tuning;
-            assert_eq!((o.deferred_submits, o.chain_launches), (16, !no_chain));
-            let mut out = Vec::new();
-            run(&mut out, a).unwrap();
-            let s = String::from_utf8(out).unwrap();
-            let n: u64 = s
-                .split("\"chained_back_to_back\":")
-                .nth(1)
-                .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
-                .and_then(|t| t.parse().ok())
-                .unwrap_or_else(|| panic!("no chained_back_to_back in {s}"));
-            // 200 launches in batches of 17 (a head and 16 chained).
-            if chained {
-                assert!(n >= 180, "{n}: {s}");
-            } else {
-                assert_eq!(n, 0, "{s}");
-            }
-        }
-    }
-
-    #[test]
-    fn no_early_prefetch_fetches_every_back_to_back_qmd_after_its_wait() {
-        let mut a = sim_args();
-        assert!(a.device_options().unwrap().tuning.early_qmd_prefetch);
-        a.no_early_prefetch = true;
-        assert!(!a.device_options().unwrap().tuning.early_qmd_prefetch);
-        let mut out = Vec::new();
-        run(&mut out, a).unwrap();
-        let s = String::from_utf8(out).unwrap();
-        assert!(
-            s.contains("\"prefetched_back_to_back\":0,\"prefetched_round_trips\":0"),
-            "{s}"
-        );
-    }
-
-    #[test]
-    fn no_write_ahead_writes_every_launch_in_full() {
-        let mut a = sim_args();
-        assert!(a.device_options().unwrap().tuning.write_ahead);
-        a.no_write_ahead = true;
-        assert!(!a.device_options().unwrap().tuning.write_ahead);
-        let mut out = Vec::new();
-        run(&mut out, a).unwrap();
-        let s = String::from_utf8(out).unwrap();
-        assert!(
-            s.contains("\"written_ahead_round_trips\":0,\"repeated_round_trips\":0"),
-            "{s}"
-        );
-    }
-
-    #[test]
-    fn json_strings_are_escaped() {
-        assert_eq!(json_str("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
-    }
-}
+mod tests;
