@@ -553,6 +553,93 @@ fn timed_mapped<B: Backend>(
     Ok(d)
 }
 
+/// The timed copies in both directions (`--reps` after a warm-up), their data verified after;
+/// a failed verification counts in `failed`. Returns both directions' times and whether both
+/// verified.
+fn bandwidth<B: Backend>(
+    log: &mut dyn Write,
+    args: &P2pArgs,
+    link: &PeerLink<'_, B>,
+    (a, b): (&Device<B>, &Device<B>),
+    size: u64,
+    kernel_path: bool,
+    failed: &mut u32,
+) -> Result<(Dir, Dir, bool), CliError> {
+    let n = usize::try_from(size / 4)
+        .map_err(|_| CliError::Usage(format!("--size {size} is too large")))?;
+    let bytes = n as u64 * 4;
+    writeln!(
+        log,
+        "  bandwidth: {} MiB per copy, {} timed copies per direction after a warm-up, \
+         {} of the {}",
+        bytes >> 20,
+        args.reps,
+        if kernel_path {
+            "copy kernel"
+        } else {
+            "copy engine"
+        },
+        match args.engine {
+            EngineArg::Src => "source (push)",
+            EngineArg::Dst => "destination (pull)",
+        }
+    )
+    .map_err(io)?;
+    let rt = |what: &'static str| move |e: DeviceError| CliError::Runtime(format!("{what}: {e}"));
+    let (pa, pb) = (pattern(n, 0xa0a0), pattern(n, 0xb0b0));
+    let src_a = a.htod_copy(&pa).map_err(rt("uploading on A"))?;
+    let src_b = b.htod_copy(&pb).map_err(rt("uploading on B"))?;
+    let mut dst_b = b.alloc_zeros::<u32>(n).map_err(rt("allocating on B"))?;
+    let mut dst_a = a.alloc_zeros::<u32>(n).map_err(rt("allocating on A"))?;
+    let (ab, ba) = if link.is_direct() {
+        (
+            timed_mapped(link, args.engine, &src_a, &mut dst_b, a, b, args.reps)
+                .map_err(rt("A -> B"))?,
+            timed_mapped(link, args.engine, &src_b, &mut dst_a, b, a, args.reps)
+                .map_err(rt("B -> A"))?,
+        )
+    } else {
+        let mut ab = Dir::default();
+        let mut ba = Dir::default();
+        for i in 0..=args.reps {
+            let s =
+                timed_copy(link, args.engine, &src_a, &mut dst_b, a, b).map_err(rt("A -> B"))?;
+            let t =
+                timed_copy(link, args.engine, &src_b, &mut dst_a, b, a).map_err(rt("B -> A"))?;
+            if i > 0 {
+                ab.secs.push(s);
+                ba.secs.push(t);
+            }
+        }
+        (ab, ba)
+    };
+    let ok_ab = verify(b, &dst_b, &pa);
+    let ok_ba = verify(a, &dst_a, &pb);
+    for (dir, ok) in [("A -> B", &ok_ab), ("B -> A", &ok_ba)] {
+        match ok {
+            Ok(()) => writeln!(log, "  PASS  {dir} data after the timed copies verified"),
+            Err(e) => {
+                *failed += 1;
+                writeln!(log, "  FAIL  {dir} data after the timed copies: {e}")
+            }
+        }
+        .map_err(io)?;
+    }
+    for (name, d) in [("A -> B", &ab), ("B -> A", &ba)] {
+        let (lo, hi) = d.min_max_gbps(bytes);
+        writeln!(
+            log,
+            "  {name}: {:>9.2} GB/s median ({:.2}..{:.2}), {:.3} ms per copy",
+            d.gbps(bytes),
+            lo,
+            hi,
+            d.median() * 1e3
+        )
+        .map_err(io)?;
+    }
+    Ok((ab, ba, ok_ab.is_ok() && ok_ba.is_ok()))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn bench<B: Backend>(
     out: &mut dyn Write,
@@ -629,83 +716,19 @@ fn bench<B: Backend>(
         .map_err(io)?;
     }
 
-    let mut bw: Option<(Dir, Dir, bool)> = None;
-    if !args.checks_only {
-        let n = usize::try_from(size / 4)
-            .map_err(|_| CliError::Usage(format!("--size {size} is too large")))?;
-        let bytes = n as u64 * 4;
-        writeln!(
+    let bw = if args.checks_only {
+        None
+    } else {
+        Some(bandwidth(
             log,
-            "  bandwidth: {} MiB per copy, {} timed copies per direction after a warm-up, \
-             {} of the {}",
-            bytes >> 20,
-            args.reps,
-            if kernel_path {
-                "copy kernel"
-            } else {
-                "copy engine"
-            },
-            match args.engine {
-                EngineArg::Src => "source (push)",
-                EngineArg::Dst => "destination (pull)",
-            }
-        )
-        .map_err(io)?;
-        let rt =
-            |what: &'static str| move |e: DeviceError| CliError::Runtime(format!("{what}: {e}"));
-        let (pa, pb) = (pattern(n, 0xa0a0), pattern(n, 0xb0b0));
-        let src_a = a.htod_copy(&pa).map_err(rt("uploading on A"))?;
-        let src_b = b.htod_copy(&pb).map_err(rt("uploading on B"))?;
-        let mut dst_b = b.alloc_zeros::<u32>(n).map_err(rt("allocating on B"))?;
-        let mut dst_a = a.alloc_zeros::<u32>(n).map_err(rt("allocating on A"))?;
-        let (ab, ba) = if link.is_direct() {
-            (
-                timed_mapped(&link, args.engine, &src_a, &mut dst_b, a, b, args.reps)
-                    .map_err(rt("A -> B"))?,
-                timed_mapped(&link, args.engine, &src_b, &mut dst_a, b, a, args.reps)
-                    .map_err(rt("B -> A"))?,
-            )
-        } else {
-            let mut ab = Dir::default();
-            let mut ba = Dir::default();
-            for i in 0..=args.reps {
-                let s = timed_copy(&link, args.engine, &src_a, &mut dst_b, a, b)
-                    .map_err(rt("A -> B"))?;
-                let t = timed_copy(&link, args.engine, &src_b, &mut dst_a, b, a)
-                    .map_err(rt("B -> A"))?;
-                if i > 0 {
-                    ab.secs.push(s);
-                    ba.secs.push(t);
-                }
-            }
-            (ab, ba)
-        };
-        let ok_ab = verify(b, &dst_b, &pa);
-        let ok_ba = verify(a, &dst_a, &pb);
-        for (dir, ok) in [("A -> B", &ok_ab), ("B -> A", &ok_ba)] {
-            match ok {
-                Ok(()) => writeln!(log, "  PASS  {dir} data after the timed copies verified"),
-                Err(e) => {
-                    failed += 1;
-                    writeln!(log, "  FAIL  {dir} data after the timed copies: {e}")
-                }
-            }
-            .map_err(io)?;
-        }
-        for (name, d) in [("A -> B", &ab), ("B -> A", &ba)] {
-            let (lo, hi) = d.min_max_gbps(bytes);
-            writeln!(
-                log,
-                "  {name}: {:>9.2} GB/s median ({:.2}..{:.2}), {:.3} ms per copy",
-                d.gbps(bytes),
-                lo,
-                hi,
-                d.median() * 1e3
-            )
-            .map_err(io)?;
-        }
-        bw = Some((ab, ba, ok_ab.is_ok() && ok_ba.is_ok()));
-    }
+            args,
+            &link,
+            (a, b),
+            size,
+            kernel_path,
+            &mut failed,
+        )?)
+    };
 
     if args.json {
         let path = match link.path() {
