@@ -32,6 +32,12 @@ step "packaging: every publishable crate packages and builds from its .crate alo
 # Each crate is built from its .crate as crates.io would (interdependent crates through cargo's
 # local overlay registry); needs the crates.io index. --allow-dirty: a working tree with
 # uncommitted edits is checked as it is. nvbare-integration is publish = false.
+# Cargo extracts each overlaid .crate under $CARGO_HOME/registry/src once and reuses that copy
+# on later runs even when the crate changed: drop ours first, so a second run checks this tree.
+ver=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+for c in nvbare nvbare-core nvbare-gsp-firmware nvbare-pci-host nvbare-sim nvbare-tools; do
+    rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$c-$ver"
+done
 cargo package --workspace --exclude nvbare-integration --locked --allow-dirty
 
 step "tests"
