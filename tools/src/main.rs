@@ -156,6 +156,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         trace: Option<std::path::PathBuf>,
     },
+    /// Talk to a device's RM: alloc, control (by NVIDIA's names, replies decoded) and free;
+    /// with no subcommand, read such commands from standard input (handles kept between them).
+    Rm(cmd::rm::RmArgs),
     /// Fetch GSP firmware r570.144 into the cache, or inspect a firmware file.
     Fw {
         #[command(subcommand)]
@@ -269,6 +272,7 @@ fn main() -> ExitCode {
             },
         ),
         Command::Boot(args) => cmd::boot::run(&mut out, args),
+        Command::Rm(args) => cmd::rm::run(&mut out, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

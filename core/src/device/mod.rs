@@ -624,6 +624,12 @@ impl<B: Backend> Device<B> {
         Ok(f(&mut self.inner()?.backend))
     }
 
+    /// The RM objects the device layer allocated (or was handed): client, device, subdevice
+    /// and VA space, for tools that talk to RM beside it (`nvbare rm`).
+    pub fn rm_objects(&self) -> Result<RmObjects, DeviceError> {
+        Ok(self.inner()?.objs)
+    }
+
     /// The RM handles of the current stream's channels (compute, copy), for tests and tools.
     pub fn channel_handles(&self) -> Result<[Handle; 2], DeviceError> {
         let i = self.inner()?;

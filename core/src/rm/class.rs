@@ -88,49 +88,65 @@ pub fn class_kind(class: u32) -> Option<ClassKind> {
     }
 }
 
+/// Every class id above with its name, for printing and for parsing names.
+pub const CLASS_NAMES: &[(u32, &str)] = &[
+    (NV01_ROOT, "NV01_ROOT"),
+    (NV01_ROOT_CLIENT, "NV01_ROOT_CLIENT"),
+    (NV01_DEVICE_0, "NV01_DEVICE_0"),
+    (NV20_SUBDEVICE_0, "NV20_SUBDEVICE_0"),
+    (FERMI_VASPACE_A, "FERMI_VASPACE_A"),
+    (KEPLER_CHANNEL_GROUP_A, "KEPLER_CHANNEL_GROUP_A"),
+    (FERMI_CONTEXT_SHARE_A, "FERMI_CONTEXT_SHARE_A"),
+    (GT200_DEBUGGER, "GT200_DEBUGGER"),
+    (NV01_EVENT_OS_EVENT, "NV01_EVENT_OS_EVENT"),
+    (NV01_MEMORY_SYSTEM, "NV01_MEMORY_SYSTEM"),
+    (NV01_MEMORY_LOCAL_USER, "NV01_MEMORY_LOCAL_USER"),
+    (NV01_MEMORY_VIRTUAL, "NV01_MEMORY_VIRTUAL"),
+    (
+        NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+        "NV01_MEMORY_SYSTEM_OS_DESCRIPTOR",
+    ),
+    (NV50_MEMORY_VIRTUAL, "NV50_MEMORY_VIRTUAL"),
+    (VOLTA_USERMODE_A, "VOLTA_USERMODE_A"),
+    (TURING_USERMODE_A, "TURING_USERMODE_A"),
+    (AMPERE_USERMODE_A, "AMPERE_USERMODE_A"),
+    (HOPPER_USERMODE_A, "HOPPER_USERMODE_A"),
+    (BLACKWELL_USERMODE_A, "BLACKWELL_USERMODE_A"),
+    (VOLTA_CHANNEL_GPFIFO_A, "VOLTA_CHANNEL_GPFIFO_A"),
+    (TURING_CHANNEL_GPFIFO_A, "TURING_CHANNEL_GPFIFO_A"),
+    (AMPERE_CHANNEL_GPFIFO_A, "AMPERE_CHANNEL_GPFIFO_A"),
+    (HOPPER_CHANNEL_GPFIFO_A, "HOPPER_CHANNEL_GPFIFO_A"),
+    (BLACKWELL_CHANNEL_GPFIFO_A, "BLACKWELL_CHANNEL_GPFIFO_A"),
+    (BLACKWELL_CHANNEL_GPFIFO_B, "BLACKWELL_CHANNEL_GPFIFO_B"),
+    (TURING_COMPUTE_A, "TURING_COMPUTE_A"),
+    (AMPERE_COMPUTE_A, "AMPERE_COMPUTE_A"),
+    (AMPERE_COMPUTE_B, "AMPERE_COMPUTE_B"),
+    (ADA_COMPUTE_A, "ADA_COMPUTE_A"),
+    (HOPPER_COMPUTE_A, "HOPPER_COMPUTE_A"),
+    (BLACKWELL_COMPUTE_A, "BLACKWELL_COMPUTE_A"),
+    (BLACKWELL_COMPUTE_B, "BLACKWELL_COMPUTE_B"),
+    (TURING_DMA_COPY_A, "TURING_DMA_COPY_A"),
+    (AMPERE_DMA_COPY_A, "AMPERE_DMA_COPY_A"),
+    (AMPERE_DMA_COPY_B, "AMPERE_DMA_COPY_B"),
+    (HOPPER_DMA_COPY_A, "HOPPER_DMA_COPY_A"),
+    (BLACKWELL_DMA_COPY_A, "BLACKWELL_DMA_COPY_A"),
+    (BLACKWELL_DMA_COPY_B, "BLACKWELL_DMA_COPY_B"),
+];
+
 /// Human-readable name of a class id, when it is one of those above.
 pub fn class_name(class: u32) -> Option<&'static str> {
-    Some(match class {
-        NV01_ROOT => "NV01_ROOT",
-        NV01_ROOT_CLIENT => "NV01_ROOT_CLIENT",
-        NV01_DEVICE_0 => "NV01_DEVICE_0",
-        NV20_SUBDEVICE_0 => "NV20_SUBDEVICE_0",
-        FERMI_VASPACE_A => "FERMI_VASPACE_A",
-        KEPLER_CHANNEL_GROUP_A => "KEPLER_CHANNEL_GROUP_A",
-        FERMI_CONTEXT_SHARE_A => "FERMI_CONTEXT_SHARE_A",
-        GT200_DEBUGGER => "GT200_DEBUGGER",
-        NV01_EVENT_OS_EVENT => "NV01_EVENT_OS_EVENT",
-        NV01_MEMORY_SYSTEM => "NV01_MEMORY_SYSTEM",
-        NV01_MEMORY_LOCAL_USER => "NV01_MEMORY_LOCAL_USER",
-        NV01_MEMORY_VIRTUAL => "NV01_MEMORY_VIRTUAL",
-        NV01_MEMORY_SYSTEM_OS_DESCRIPTOR => "NV01_MEMORY_SYSTEM_OS_DESCRIPTOR",
-        NV50_MEMORY_VIRTUAL => "NV50_MEMORY_VIRTUAL",
-        VOLTA_USERMODE_A => "VOLTA_USERMODE_A",
-        TURING_USERMODE_A => "TURING_USERMODE_A",
-        AMPERE_USERMODE_A => "AMPERE_USERMODE_A",
-        HOPPER_USERMODE_A => "HOPPER_USERMODE_A",
-        BLACKWELL_USERMODE_A => "BLACKWELL_USERMODE_A",
-        VOLTA_CHANNEL_GPFIFO_A => "VOLTA_CHANNEL_GPFIFO_A",
-        TURING_CHANNEL_GPFIFO_A => "TURING_CHANNEL_GPFIFO_A",
-        AMPERE_CHANNEL_GPFIFO_A => "AMPERE_CHANNEL_GPFIFO_A",
-        HOPPER_CHANNEL_GPFIFO_A => "HOPPER_CHANNEL_GPFIFO_A",
-        BLACKWELL_CHANNEL_GPFIFO_A => "BLACKWELL_CHANNEL_GPFIFO_A",
-        BLACKWELL_CHANNEL_GPFIFO_B => "BLACKWELL_CHANNEL_GPFIFO_B",
-        TURING_COMPUTE_A => "TURING_COMPUTE_A",
-        AMPERE_COMPUTE_A => "AMPERE_COMPUTE_A",
-        AMPERE_COMPUTE_B => "AMPERE_COMPUTE_B",
-        ADA_COMPUTE_A => "ADA_COMPUTE_A",
-        HOPPER_COMPUTE_A => "HOPPER_COMPUTE_A",
-        BLACKWELL_COMPUTE_A => "BLACKWELL_COMPUTE_A",
-        BLACKWELL_COMPUTE_B => "BLACKWELL_COMPUTE_B",
-        TURING_DMA_COPY_A => "TURING_DMA_COPY_A",
-        AMPERE_DMA_COPY_A => "AMPERE_DMA_COPY_A",
-        AMPERE_DMA_COPY_B => "AMPERE_DMA_COPY_B",
-        HOPPER_DMA_COPY_A => "HOPPER_DMA_COPY_A",
-        BLACKWELL_DMA_COPY_A => "BLACKWELL_DMA_COPY_A",
-        BLACKWELL_DMA_COPY_B => "BLACKWELL_DMA_COPY_B",
-        _ => return None,
-    })
+    CLASS_NAMES
+        .iter()
+        .find(|(c, _)| *c == class)
+        .map(|(_, n)| *n)
+}
+
+/// The class id NVIDIA names `name` (case-insensitive), when it is one of those above.
+pub fn class_by_name(name: &str) -> Option<u32> {
+    CLASS_NAMES
+        .iter()
+        .find(|(_, n)| n.eq_ignore_ascii_case(name))
+        .map(|(c, _)| *c)
 }
 
 #[cfg(test)]
@@ -145,5 +161,15 @@ mod tests {
         assert_eq!(class_kind(HOPPER_USERMODE_A), Some(ClassKind::Usermode));
         assert_eq!(class_kind(FERMI_VASPACE_A), None);
         assert_eq!(class_kind(0xcb97), None); // HOPPER_A (3D)
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for (c, n) in CLASS_NAMES {
+            assert_eq!(class_name(*c), Some(*n));
+            assert_eq!(class_by_name(&n.to_lowercase()), Some(*c));
+        }
+        assert_eq!(class_name(HOPPER_COMPUTE_A), Some("HOPPER_COMPUTE_A"));
+        assert_eq!(class_by_name("HOPPER_COMPUTE_B"), None);
     }
 }

@@ -11,6 +11,7 @@ use core::fmt;
 pub mod alloc;
 pub mod class;
 pub mod ctrl;
+pub mod describe;
 mod status_consts;
 mod status_table;
 

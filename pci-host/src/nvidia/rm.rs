@@ -436,15 +436,53 @@ impl Rm for KernelRm {
     }
 
     fn alloc(&mut self, parent: Handle, class: u32, params: &mut [u8]) -> Result<Handle, RmError> {
-        self.client.alloc(parent, class, params)
+        let t0 = std::time::Instant::now();
+        let r = self.client.alloc(parent, class, params);
+        trace(
+            &RmOp::Alloc { parent, class },
+            params.len(),
+            r.as_ref().map(drop),
+            t0,
+        );
+        r
     }
 
     fn control(&mut self, object: Handle, cmd: u32, params: &mut [u8]) -> Result<(), RmError> {
-        self.client.control(object, cmd, params)
+        let t0 = std::time::Instant::now();
+        let r = self.client.control(object, cmd, params);
+        trace(
+            &RmOp::Control { object, cmd },
+            params.len(),
+            r.as_ref().map(drop),
+            t0,
+        );
+        r
     }
 
     fn free(&mut self, object: Handle) -> Result<(), RmError> {
-        self.client.free(object)
+        let t0 = std::time::Instant::now();
+        let r = self.client.free(object);
+        trace(&RmOp::Free { object }, 0, r.as_ref().map(drop), t0);
+        r
+    }
+}
+
+/// One debug line per RM call (`nvbare -vv`), as the GSP client logs its RPCs.
+fn trace(op: &RmOp, params: usize, r: Result<(), &RmError>, t0: std::time::Instant) {
+    if !log::log_enabled!(log::Level::Debug) {
+        return;
+    }
+    let us = t0.elapsed().as_micros();
+    let op = match *op {
+        RmOp::Control { object, cmd } => match nvbare_core::rm::describe::control_by_cmd(cmd) {
+            Some(c) => format!("control {} ({cmd:#010x}) on {object}", c.name),
+            None => op.to_string(),
+        },
+        _ => op.to_string(),
+    };
+    match r {
+        Ok(()) => log::debug!("rm ioctl {op}: {params} B params, NV_OK in {us} us"),
+        Err(e) => log::debug!("rm ioctl {op}: {params} B params, failed in {us} us: {e}"),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod fw;
 pub mod info;
 mod json;
 pub mod list;
+pub mod rm;
 pub mod run;
 pub mod serve;
 pub mod stress;

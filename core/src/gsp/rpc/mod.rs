@@ -25,6 +25,7 @@
 //! typed RPCs and [`GspRm`]).
 
 mod client;
+mod trace;
 mod transport;
 mod wire;
 

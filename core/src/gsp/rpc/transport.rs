@@ -6,6 +6,7 @@ use core::time::Duration;
 
 use zerocopy::IntoBytes;
 
+use super::trace::RpcWhat;
 use super::wire::*;
 use crate::gsp::GspError;
 use crate::gsp::events::{
@@ -563,6 +564,9 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
         min: usize,
     ) -> Result<Reply, GspError> {
         let seq = self.next_seq();
+        let traced = log::log_enabled!(log::Level::Debug)
+            .then(|| (RpcWhat::of(function, fixed), self.clock.now()));
+        let sent = fixed.len() + params.len();
         self.send(function, seq, fixed, params)?;
         let mut want = Want::Reply(ReplyState {
             function,
@@ -589,6 +593,18 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
         let Want::Reply(st) = want else {
             return Err(GspError::Handler("internal: reply state lost"));
         };
+        if let Some((what, t0)) = traced {
+            let us = self.clock.now().saturating_sub(t0).as_micros();
+            match (&r, &st.first) {
+                (Ok(()), Some(h)) => log::debug!(
+                    "rpc {what}: {sent} B out, {} B back, {} in {us} us",
+                    st.got,
+                    what.outcome(h.rpc_result, st.fixed)
+                ),
+                (Err(e), _) => log::debug!("rpc {what}: {sent} B out, failed after {us} us: {e}"),
+                (Ok(()), None) => {}
+            }
+        }
         r?;
         self.core.stats.rpcs += 1;
         let header = st
@@ -604,6 +620,11 @@ impl<B: DmaBuffer, M: Mmio, C: Clock, H: EventHandler> GspRpc<B, M, C, H> {
     pub fn send_async(&mut self, function: u32, payload: &[u8]) -> Result<(), GspError> {
         let seq = self.next_seq();
         self.send(function, seq, &[], payload)?;
+        log::debug!(
+            "rpc {}: {} B out, not answered",
+            FunctionName(function),
+            payload.len()
+        );
         self.core.stats.async_sends += 1;
         Ok(())
     }
