@@ -566,4 +566,52 @@ mod tests {
         assert!(s.contains("version     95.02.12.00.07"), "{s}");
         assert!(s.contains("FWSEC       app 0x85"), "{s}");
     }
+
+    fn json_of(path: &Path, chip: Option<Chipset>) -> serde_json::Value {
+        let mut out = Vec::new();
+        inspect_json(&mut out, path, chip).unwrap();
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn json_has_the_facts_the_text_shows() {
+        let dir = nvbare_gsp_firmware::testutil::require_firmware_dir();
+        let fmc = dir.join("nvidia/gh100/gsp/fmc-570.144.bin");
+        let v = json_of(&fmc, None);
+        assert_eq!(v["pinned_as"][0], "nvidia/gh100/gsp/fmc-570.144.bin");
+        assert_eq!(v["elf"]["class"], "ELF32");
+        let image = v["elf"]["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "image")
+            .unwrap()
+            .clone();
+        assert_eq!(
+            (image["offset"].as_u64(), image["size"].as_u64()),
+            (Some(0x480), Some(165448))
+        );
+        assert_eq!(v["details"]["kind"], "fmc");
+        assert_eq!(v["details"]["scheme"], "RSA-3K");
+        assert_eq!(v["details"]["signature_size"], 384);
+        let text = inspect_to_string(&fmc, None);
+        assert!(
+            text.contains(&format!("sha256      {}", v["sha256"].as_str().unwrap())),
+            "{text}"
+        );
+
+        let gsp = json_of(
+            &dir.join("nvidia/tu102/gsp/gsp-570.144.bin"),
+            Some(Chipset::TU116),
+        );
+        assert_eq!(gsp["details"]["kind"], "gsp");
+        assert_eq!(gsp["details"]["supported"], true);
+        assert_eq!(gsp["details"]["nested_elf"], true);
+        assert_eq!(gsp["details"]["for_chip"], ".fwsignature_tu11x");
+        let booter = json_of(&dir.join("nvidia/ad102/gsp/booter_load-570.144.bin"), None);
+        assert_eq!(
+            booter["details"]["signature_for_fuse"],
+            serde_json::json!([[0, 1], [1, 0]])
+        );
+    }
 }

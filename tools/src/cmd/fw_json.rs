@@ -192,7 +192,7 @@ pub fn report(
         FirmwareFile::RiscvBootloader(b) => (
             None,
             Details::RiscvBootloader {
-                version: b.desc.version.get().into(),
+                version: b.desc.version.get(),
                 app_version: b.desc.appVersion.get(),
                 image_size: b.image().len() as u64,
             },

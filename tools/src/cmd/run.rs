@@ -693,4 +693,80 @@ mod tests {
         dev.dtoh_copy_at(&big, 3, &mut back).unwrap();
         assert_eq!(back, host);
     }
+
+    fn add1_cubin() -> Vec<u8> {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/cubins/kernels_sm90_cuda13.cubin");
+        std::fs::read(p).unwrap()
+    }
+
+    #[test]
+    fn argument_mismatches_show_the_parameter_table() {
+        let dev = sim();
+        let m = dev.load_cubin(&add1_cubin()).unwrap();
+        let f = m.function("add1").unwrap();
+        let b = dev.alloc_zeros::<u32>(4).unwrap();
+        let cfg = LaunchConfig::for_num_elems(4);
+        let e = dev.launch(&f, cfg, &[b.arg()]).unwrap_err();
+        let msg = launch_error(&f, "add1", e).to_string();
+        assert!(
+            msg.starts_with(
+                "kernel `add1` takes 2 parameters, 1 were given:\n  0  offset 0  8 bytes\n  1  offset 8  4 bytes\npass one --arg"
+            ),
+            "{msg}"
+        );
+        let e = dev
+            .launch(&f, cfg, &[b.arg(), Arg::Bytes(&[1, 0])])
+            .unwrap_err();
+        let cli = launch_error(&f, "add1", e);
+        assert_eq!(cli.exit_code(), 2);
+        assert!(
+            cli.to_string()
+                .starts_with("parameter 1 of `add1` is 4 bytes, the argument (2 bytes) is 2:\n"),
+            "{cli}"
+        );
+    }
+
+    #[test]
+    fn a_recorded_launch_runs_and_hands_back_its_qmd_and_methods() {
+        let dev = sim();
+        let m = dev.load_cubin(&add1_cubin()).unwrap();
+        let f = m.function("add1").unwrap();
+        let b = dev.htod_copy(&[10u32, 20, 30, 40]).unwrap();
+        let cfg = LaunchConfig {
+            grid: [2, 1, 1],
+            block: [32, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        let n = 3u32.to_le_bytes();
+        let r = dev
+            .launch_recorded(&f, cfg, &[b.arg(), Arg::Bytes(&n)])
+            .unwrap();
+        dev.synchronize().unwrap();
+        assert_eq!(dev.dtoh_copy(&b).unwrap(), [11, 21, 31, 40]);
+        assert_eq!(r.qmd.version(), dev.info().qmd);
+        let d = r.qmd.launch_desc().unwrap();
+        assert_eq!((d.grid, d.block), ([2, 1, 1], [32, 1, 1]));
+        assert_eq!(d.program_address, f.info().program_address);
+        // The methods decode, and SEND_PCAS_A carries the QMD's address.
+        let words = &r.methods;
+        assert!(words.contains(&((r.qmd_va >> 8) as u32)), "{words:x?}");
+        let dir = std::env::temp_dir().join(format!("nvbare-dump-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rep = dump_launch(&dir.join("q"), &r, dev.info().classes.compute).unwrap();
+        assert_eq!(std::fs::read(dir.join("q")).unwrap(), r.qmd.as_bytes());
+        assert_eq!(
+            std::fs::read(dir.join("q.pushbuf")).unwrap().len(),
+            words.len() * 4
+        );
+        assert_eq!(rep.method_words, words.len());
+        let missing = dump_launch(&dir.join("no/such/q"), &r, 0).unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .contains("check that its directory exists"),
+            "{missing}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -319,7 +319,7 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
             "{c:?} at position {i} is not a hex digit; give two hex digits (0-9, a-f) a byte"
         ));
     }
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!(
             "{} hex digits: a byte takes two, so the count must be even (pad with a leading 0?)",
             digits.len()
