@@ -90,7 +90,8 @@ enum Command {
         stack_size: u32,
         /// Write the launch's QMD (raw bytes) to FILE and its pushbuffer methods (little-endian
         /// 32-bit words) to FILE.pushbuf, and print the `nvbare decode qmd` and `nvbare decode
-        /// pushbuf` commands that read them. The launch is then an ordinary submission.
+        /// pushbuf` commands that read them. This launch skips the latency shortcuts (launches
+        /// written ahead or chained), so the QMD dumped is the one built for it.
         #[arg(long, value_name = "FILE")]
         dump_qmd: Option<std::path::PathBuf>,
         /// Print one JSON object (kernel, shape, time, parameter table, buffers, dump).
