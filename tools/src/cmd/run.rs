@@ -378,12 +378,13 @@ fn run_on<B: CliBackend>(
     let f = m
         .function(&o.kernel)
         .map_err(|e| CliError::Usage(format!("{e}; the cubin has: {}", kernel_list(&m))))?;
-    // Raw bytes are read (and size-checked) before any buffer is allocated.
-    let mut raw: Vec<Option<Vec<u8>>> = Vec::with_capacity(o.args.len());
+    // Raw bytes are read (and size-checked) before any buffer is allocated; other arguments
+    // get none.
+    let mut raw: Vec<Vec<u8>> = Vec::with_capacity(o.args.len());
     for (i, a) in o.args.iter().enumerate() {
         raw.push(match a {
-            RunArg::Bytes(b) => Some(raw_bytes(b, &format!("--arg {i}"))?),
-            _ => None,
+            RunArg::Bytes(b) => raw_bytes(b, &format!("--arg {i}"))?,
+            _ => Vec::new(),
         });
     }
     let mut bufs: Vec<(usize, AnyBuf<'_, B>)> = Vec::new();
@@ -393,8 +394,7 @@ fn run_on<B: CliBackend>(
             (RunArg::Scalar(ty, n), _) => {
                 args.push(scalar(*ty, *n).map_err(|e| CliError::Usage(format!("--arg {i}: {e}")))?)
             }
-            (RunArg::Bytes(_), Some(b)) => args.push(Arg::Bytes(b)),
-            (RunArg::Bytes(_), None) => {}
+            (RunArg::Bytes(_), b) => args.push(Arg::Bytes(b)),
             (RunArg::Buffer { ty, len, init }, _) => {
                 a.check()
                     .map_err(|e| CliError::Usage(format!("--arg {i}: {e}")))?;
