@@ -67,9 +67,12 @@ enum Command {
         /// Dynamic shared memory per block, bytes.
         #[arg(long, default_value_t = 0)]
         shared: u32,
-        /// One per kernel parameter, in order: TYPE:VALUE (u32:5, f32:1.5, u64:0x10) or
+        /// One per kernel parameter, in order: TYPE:VALUE (u32:5, f32:1.5, u64:0x10),
         /// buf:TYPExLEN[=zeros|iota|VALUE|@FILE] (buf:u32x1024=iota; @FILE: exactly LEN raw
-        /// little-endian elements, @- reads them from standard input).
+        /// little-endian elements, @- reads them from standard input), or bytes:HEX |
+        /// bytes:@FILE for a parameter passed by value (a struct): its bytes in memory order,
+        /// two hex digits a byte (bytes:0100000002000000), at most 32 KiB. A wrong count or
+        /// size prints the kernel's parameter table (also `nvbare cubin inspect CUBIN`).
         #[arg(long = "arg", value_name = "ARG")]
         args: Vec<cmd::run::RunArg>,
         /// Elements of each buffer to print afterwards.
@@ -85,6 +88,21 @@ enum Command {
         /// (recursion), as CUDA's cudaLimitStackSize.
         #[arg(long, value_name = "BYTES", default_value_t = nvbare_core::device::DEFAULT_STACK_SIZE)]
         stack_size: u32,
+        /// Write the launch's QMD (raw bytes) to FILE and its pushbuffer methods (little-endian
+        /// 32-bit words) to FILE.pushbuf, and print the `nvbare decode qmd` and `nvbare decode
+        /// pushbuf` commands that read them. This launch skips the latency shortcuts (launches
+        /// written ahead or chained), so the QMD dumped is the one built for it.
+        #[arg(long, value_name = "FILE")]
+        dump_qmd: Option<std::path::PathBuf>,
+        /// Print one JSON object (kernel, shape, time, parameter table, buffers, dump).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect a CUDA cubin: SM, kernels with their parameter tables, registers, shared and
+    /// local memory, constant banks, relocations.
+    Cubin {
+        #[command(subcommand)]
+        command: cmd::cubin::CubinCommand,
     },
     /// Decode raw GPU data structures (QMDs) with NVIDIA's field names.
     Decode {
@@ -213,6 +231,8 @@ fn main() -> ExitCode {
             timeout_ms,
             save,
             stack_size,
+            dump_qmd,
+            json,
         } => cmd::run::run(
             &mut out,
             device,
@@ -227,8 +247,11 @@ fn main() -> ExitCode {
                 timeout: std::time::Duration::from_millis(timeout_ms),
                 save,
                 stack_size,
+                dump_qmd,
+                json,
             },
         ),
+        Command::Cubin { command } => cmd::cubin::run(&mut out, command),
         Command::Bind {
             bdf,
             dry_run,

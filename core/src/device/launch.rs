@@ -20,6 +20,20 @@ use crate::channel::launch::{
 use crate::channel::qmd::{LaunchDesc, Qmd};
 use crate::chip::QmdVersion;
 
+/// What one launch put on the GPU, for tools that show it (`nvbare run --dump-qmd`):
+/// [`super::Device::launch_recorded`].
+#[derive(Debug, Clone)]
+pub struct LaunchRecord {
+    /// The QMD as written to command memory.
+    pub qmd: Qmd,
+    /// GPU VA of the QMD.
+    pub qmd_va: u64,
+    /// The launch's methods on the compute channel (shader-cache invalidate if code was
+    /// loaded, `WAIT_FOR_IDLE`, `SEND_PCAS_A`, `SEND_SIGNALING_PCAS2_B`), without the
+    /// cross-channel acquires a submission may start with.
+    pub methods: alloc::vec::Vec<u32>,
+}
+
 /// What a launch call was given: the kernel (launch key: module slot and generation, kernel
 /// index, dynamic shared memory), the shape and the arguments.
 pub(super) struct CallInputs<'a> {
@@ -145,7 +159,7 @@ impl<B: Backend> Inner<B> {
             return Ok(());
         }
         let form = fast::launch_form(self, opts);
-        let head = self.submit_launch(info, opts, l, form)?;
+        let head = self.submit_launch(info, opts, l, form, &mut |_, _, _| {})?;
         self.caches_invalidated();
         fast::launched(self, opts, l, form, head, call);
         Ok(())
@@ -300,13 +314,15 @@ impl<B: Backend> Inner<B> {
     /// Submits `l` on the compute channel: constant bank 0 and the QMD in a slot of the command
     /// arena, then `[acquire?] [INVALIDATE_SHADER_CACHES_NO_WFI if code was loaded]
     /// WAIT_FOR_IDLE SEND_PCAS_A SEND_SIGNALING_PCAS2_B` (in `form`). The QMD's release
-    /// completes it on the timeline.
+    /// completes it on the timeline. `seen` is shown the QMD, its VA and the methods
+    /// (`Device::launch_recorded`; a no-op the compiler drops on the plain path).
     fn submit_launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
         l: &Built<'_>,
         form: LaunchForm,
+        seen: &mut impl FnMut(&Qmd, u64, &[u32]),
     ) -> Result<Option<Head>, DeviceError> {
         let cb_size = u64::from(l.cb_size);
         let extra = cb_size + (info.qmd.size() as u64).next_multiple_of(ARENA_ALIGN);
@@ -326,8 +342,18 @@ impl<B: Backend> Inner<B> {
                 if dirty {
                     pb.invalidate_shader_caches()?;
                 }
-                if form.chain_head {
-                    let sked_off = at + (pb.sked_invalidate_slot()? * 4) as u64;
+                let sked_off = if form.chain_head {
+                    Some(at + (pb.sked_invalidate_slot()? * 4) as u64)
+                } else {
+                    None
+                };
+                if form.prefetch {
+                    pb.compute_launch_prefetched(qmd_va)?;
+                } else {
+                    pb.compute_launch(qmd_va)?;
+                }
+                seen(&qmd, qmd_va, pb.words());
+                if let Some(sked_off) = sked_off {
                     head = Some(Head {
                         value,
                         qmd_off: off + cb_size,
@@ -336,15 +362,52 @@ impl<B: Backend> Inner<B> {
                         sked_off,
                     });
                 }
-                if form.prefetch {
-                    pb.compute_launch_prefetched(qmd_va)?;
-                } else {
-                    pb.compute_launch(qmd_va)?;
-                }
                 Ok(true)
             },
         );
         r.map(|_| head)
+    }
+
+    /// [`Inner::launch`] as an ordinary submission (never repeated, written ahead or chained
+    /// by the latency machinery, which is told of it as of any ordinary launch), returning
+    /// what it put on the GPU.
+    pub(super) fn launch_recorded(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        k: &KernelInfo,
+        sass_version: u32,
+        call: &CallInputs<'_>,
+    ) -> Result<LaunchRecord, DeviceError> {
+        self.check_alive()?;
+        let key = call.key;
+        self.slot_va(key.slot, key.generation)
+            .map_err(|_| DeviceError::ForeignObject("module"))?;
+        let (desc, cb_size) = self.build_launch(info, opts, k, sass_version, call)?;
+        let cb = core::mem::take(&mut self.scratch);
+        let l = Built {
+            key,
+            desc: &desc,
+            cb_size,
+            cb: &cb,
+        };
+        let form = LaunchForm::default();
+        let mut record = None;
+        let r = self.submit_launch(info, opts, &l, form, &mut |qmd, qmd_va, words| {
+            record = Some(LaunchRecord {
+                qmd: qmd.clone(),
+                qmd_va,
+                methods: words.to_vec(),
+            })
+        });
+        let r = r.map(|head| {
+            self.caches_invalidated();
+            fast::launched(self, opts, &l, form, head, call);
+            self.last_kernel = Some((key.slot, key.kernel));
+        });
+        self.scratch = cb;
+        r?;
+        record.ok_or_else(|| DeviceError::Unsupported("the launch wrote no QMD".into()))
     }
 
     /// The QMD of `l` with its constant bank 0 at `cb_va`, releasing compute timeline value

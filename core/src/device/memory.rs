@@ -9,7 +9,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::backend::{Backend, Location, Purpose};
 use super::copy::CopyPath;
-use super::launch::CallInputs;
+use super::launch::{CallInputs, LaunchRecord};
 use super::module::{Arg, Function, KernelInfo, LaunchConfig, Module};
 use super::program::Program;
 use super::qmd::LaunchKey;
@@ -409,12 +409,47 @@ impl<B: Backend> Device<B> {
         cfg: LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<(), DeviceError> {
+        let call = self.call_inputs(f, cfg, args)?;
+        self.inner()?.for_launch().launch(
+            &self.info,
+            &self.options,
+            f.info(),
+            f.module.sass_version,
+            &call,
+        )
+    }
+
+    /// [`Device::launch`] as an ordinary submission, returning the QMD and the methods it
+    /// wrote, for tools that show them (`nvbare run --dump-qmd`); the latency machinery does
+    /// not take it.
+    pub fn launch_recorded(
+        &self,
+        f: &Function<'_, '_, B>,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<LaunchRecord, DeviceError> {
+        let call = self.call_inputs(f, cfg, args)?;
+        self.inner()?.for_launch().launch_recorded(
+            &self.info,
+            &self.options,
+            f.info(),
+            f.module.sass_version,
+            &call,
+        )
+    }
+
+    /// What a launch call of `f` on this device is given.
+    fn call_inputs<'a>(
+        &self,
+        f: &Function<'_, '_, B>,
+        cfg: LaunchConfig,
+        args: &'a [Arg<'a>],
+    ) -> Result<CallInputs<'a>, DeviceError> {
         let m = f.module;
         if !core::ptr::eq(m.dev, self) {
             return Err(DeviceError::ForeignObject("module"));
         }
-        let k = f.info();
-        let call = CallInputs {
+        Ok(CallInputs {
             key: LaunchKey {
                 slot: m.slot,
                 generation: m.generation,
@@ -425,10 +460,7 @@ impl<B: Backend> Device<B> {
             block: cfg.block,
             args,
             device_id: self.id,
-        };
-        self.inner()?
-            .for_launch()
-            .launch(&self.info, &self.options, k, m.sass_version, &call)
+        })
     }
 }
 

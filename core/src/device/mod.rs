@@ -101,6 +101,7 @@ pub use backend::{
 pub use copy::{COPY_KERNEL_NAME, CopyPath};
 pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
 pub use fast::{AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher};
+pub use launch::LaunchRecord;
 pub use memory::{DeviceBuffer, DeviceRepr, RawBuffer};
 pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module, RawModule};
 pub use open::MAX_STREAMS;

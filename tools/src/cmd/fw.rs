@@ -40,6 +40,9 @@ pub enum FwCommand {
         /// Also show what this chip would use from the file (e.g. gh100).
         #[arg(long)]
         chip: Option<String>,
+        /// Print one JSON object instead (the same facts).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -47,7 +50,7 @@ pub enum FwCommand {
 pub fn run(out: &mut dyn Write, command: FwCommand) -> Result<(), CliError> {
     match command {
         FwCommand::Fetch { check, force } => fetch(check, force),
-        FwCommand::Inspect { file, chip } => {
+        FwCommand::Inspect { file, chip, json } => {
             let chip = chip
                 .map(|c| {
                     Chipset::from_name(&c).ok_or_else(|| {
@@ -55,7 +58,11 @@ pub fn run(out: &mut dyn Write, command: FwCommand) -> Result<(), CliError> {
                     })
                 })
                 .transpose()?;
-            inspect(out, &file, chip)
+            if json {
+                inspect_json(out, &file, chip)
+            } else {
+                inspect(out, &file, chip)
+            }
         }
     }
 }
@@ -74,12 +81,38 @@ fn io(e: std::io::Error) -> CliError {
     CliError::Runtime(format!("writing output: {e}"))
 }
 
-/// Prints the structure of `path`.
+/// Prints the structure of `path`; a cubin gets one line saying to use `nvbare cubin inspect`.
 pub fn inspect(out: &mut dyn Write, path: &Path, chip: Option<Chipset>) -> Result<(), CliError> {
     let bytes = input::read_at_most(path, input::MAX_FIRMWARE_BYTES, input::FIRMWARE)?;
-    let file = FirmwareFile::detect(&bytes)
-        .map_err(|e| CliError::Runtime(e.in_file(path.display().to_string()).to_string()))?;
+    if let Some(note) = super::cubin::cubin_note(path, &bytes) {
+        return writeln!(out, "{note}").map_err(io);
+    }
+    let file = detect(path, &bytes)?;
     print_file(out, path, &bytes, &file, chip).map_err(io)
+}
+
+/// [`inspect`] as one JSON object ([`super::fw_json::FwReport`]).
+pub fn inspect_json(
+    out: &mut dyn Write,
+    path: &Path,
+    chip: Option<Chipset>,
+) -> Result<(), CliError> {
+    let bytes = input::read_at_most(path, input::MAX_FIRMWARE_BYTES, input::FIRMWARE)?;
+    let report = match nvbare_gsp_firmware::cubin::Cubin::parse(&bytes) {
+        Ok(c) => {
+            let hint = super::cubin::cubin_note(path, &bytes).unwrap_or_default();
+            super::fw_json::cubin_report(path, &bytes, c.sm, c.kernels.len(), hint)
+        }
+        Err(_) => super::fw_json::report(path, &bytes, &detect(path, &bytes)?, chip),
+    };
+    let s = serde_json::to_string_pretty(&report)
+        .map_err(|e| CliError::Runtime(format!("writing JSON: {e}")))?;
+    writeln!(out, "{s}").map_err(io)
+}
+
+fn detect<'a>(path: &Path, bytes: &'a [u8]) -> Result<FirmwareFile<'a>, CliError> {
+    FirmwareFile::detect(bytes)
+        .map_err(|e| CliError::Runtime(e.in_file(path.display().to_string()).to_string()))
 }
 
 fn print_file(
@@ -532,5 +565,53 @@ mod tests {
         assert!(s.contains("format      VBIOS ROM"), "{s}");
         assert!(s.contains("version     95.02.12.00.07"), "{s}");
         assert!(s.contains("FWSEC       app 0x85"), "{s}");
+    }
+
+    fn json_of(path: &Path, chip: Option<Chipset>) -> serde_json::Value {
+        let mut out = Vec::new();
+        inspect_json(&mut out, path, chip).unwrap();
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn json_has_the_facts_the_text_shows() {
+        let dir = nvbare_gsp_firmware::testutil::require_firmware_dir();
+        let fmc = dir.join("nvidia/gh100/gsp/fmc-570.144.bin");
+        let v = json_of(&fmc, None);
+        assert_eq!(v["pinned_as"][0], "nvidia/gh100/gsp/fmc-570.144.bin");
+        assert_eq!(v["elf"]["class"], "ELF32");
+        let image = v["elf"]["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "image")
+            .unwrap()
+            .clone();
+        assert_eq!(
+            (image["offset"].as_u64(), image["size"].as_u64()),
+            (Some(0x480), Some(165448))
+        );
+        assert_eq!(v["details"]["kind"], "fmc");
+        assert_eq!(v["details"]["scheme"], "RSA-3K");
+        assert_eq!(v["details"]["signature_size"], 384);
+        let text = inspect_to_string(&fmc, None);
+        assert!(
+            text.contains(&format!("sha256      {}", v["sha256"].as_str().unwrap())),
+            "{text}"
+        );
+
+        let gsp = json_of(
+            &dir.join("nvidia/tu102/gsp/gsp-570.144.bin"),
+            Some(Chipset::TU116),
+        );
+        assert_eq!(gsp["details"]["kind"], "gsp");
+        assert_eq!(gsp["details"]["supported"], true);
+        assert_eq!(gsp["details"]["nested_elf"], true);
+        assert_eq!(gsp["details"]["for_chip"], ".fwsignature_tu11x");
+        let booter = json_of(&dir.join("nvidia/ad102/gsp/booter_load-570.144.bin"), None);
+        assert_eq!(
+            booter["details"]["signature_for_fuse"],
+            serde_json::json!([[0, 1], [1, 0]])
+        );
     }
 }

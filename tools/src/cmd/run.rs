@@ -1,31 +1,35 @@
 //! `nvbare run`: launch any kernel of a cubin with arguments from the command line.
 //!
-//! Argument syntax (one `--arg` per kernel parameter, in order):
+//! One `--arg` per kernel parameter, in order (syntax: [`super::run_args`]): scalars
+//! (`u32:5`), device buffers (`buf:u32x1024=iota`) and raw bytes for a parameter passed by
+//! value (`bytes:HEX`, `bytes:@FILE`). Arguments of the wrong count or size are refused by the
+//! device layer's own check, and the message shows the kernel's parameter table.
 //!
-//! * scalars: `TYPE:VALUE`, TYPE one of `u8 u16 u32 i32 u64 i64 f32 f64`, e.g. `u32:1024`,
-//!   `f32:-0.5`, `u64:0x1000`;
-//! * buffers: `buf:TYPExLEN[=INIT]`, a device buffer of LEN elements passed as a pointer, INIT
-//!   `zeros` (default), `iota` (0, 1, 2, ...), a number every element gets (checked against
-//!   TYPE as a scalar is) or `@FILE` (exactly LEN raw little-endian elements), e.g.
-//!   `buf:u32x1024=iota`, `buf:f32x256=1.5`.
-//!
-//! After the kernel finishes, every buffer's first elements are printed. Buffers never pass
-//! through one host allocation of their size: they are filled, printed and saved through
-//! [`STAGING_BYTES`] of host memory at a time, so a buffer may be as large as the device can
-//! allocate.
+//! After the kernel finishes, every buffer's first elements are printed (`--json`: one JSON
+//! object). Buffers never pass through one host allocation of their size: they are filled,
+//! printed and saved through [`STAGING_BYTES`] of host memory at a time, so a buffer may be as
+//! large as the device can allocate. `--dump-qmd FILE` launches through
+//! `Device::launch_recorded` and writes the QMD to FILE and the launch's methods to
+//! FILE.pushbuf, for `nvbare decode qmd` and `nvbare decode pushbuf`.
 
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use nvbare_core::channel::methods::SUBC_COMPUTE;
+use nvbare_core::chip::QmdVersion;
 use nvbare_core::device::{
-    Arg, Backend, Device, DeviceBuffer, DeviceError, DeviceOptions, DeviceRepr, LaunchConfig,
+    Arg, Backend, Device, DeviceBuffer, DeviceError, DeviceOptions, DeviceRepr, Function,
+    LaunchConfig, LaunchRecord,
 };
 use nvbare_gsp_firmware::program::LoadCubin;
+use serde::Serialize;
 use zerocopy::IntoBytes;
 
+use super::cubin::{ParamReport, param_table};
+pub use super::run_args::{ElemType, Init, MAX_BYTES_ARG, Number, RawBytes, RunArg, parse_dim};
+use super::run_args::{raw_bytes, scalar};
 use crate::input::{self, Input, Kind, Size};
 use crate::open::{CliBackend, open_device};
 use crate::with_device;
@@ -34,246 +38,6 @@ use crate::{CliError, DeviceSpec};
 /// Host memory a buffer is filled, printed and saved through, a piece at a time: large enough
 /// that a 1 GiB copy takes 16 round trips, small enough to cost nothing next to the device.
 pub const STAGING_BYTES: usize = 64 << 20;
-
-/// Element types of scalars and buffers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ElemType {
-    /// `u8`.
-    U8,
-    /// `u16`.
-    U16,
-    /// `u32`.
-    U32,
-    /// `i32`.
-    I32,
-    /// `u64`.
-    U64,
-    /// `i64`.
-    I64,
-    /// `f32`.
-    F32,
-    /// `f64`.
-    F64,
-}
-
-impl FromStr for ElemType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "u8" => ElemType::U8,
-            "u16" => ElemType::U16,
-            "u32" => ElemType::U32,
-            "i32" => ElemType::I32,
-            "u64" => ElemType::U64,
-            "i64" => ElemType::I64,
-            "f32" => ElemType::F32,
-            "f64" => ElemType::F64,
-            _ => {
-                return Err(format!(
-                    "unknown type {s:?} (use u8, u16, u32, i32, u64, i64, f32 or f64)"
-                ));
-            }
-        })
-    }
-}
-
-impl ElemType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            ElemType::U8 => 1,
-            ElemType::U16 => 2,
-            ElemType::U32 | ElemType::I32 | ElemType::F32 => 4,
-            ElemType::U64 | ElemType::I64 | ElemType::F64 => 8,
-        }
-    }
-}
-
-impl fmt::Display for ElemType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ElemType::U8 => "u8",
-            ElemType::U16 => "u16",
-            ElemType::U32 => "u32",
-            ElemType::I32 => "i32",
-            ElemType::U64 => "u64",
-            ElemType::I64 => "i64",
-            ElemType::F32 => "f32",
-            ElemType::F64 => "f64",
-        })
-    }
-}
-
-/// A number as typed on the command line (integer, possibly hex, or float).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Number {
-    /// An integer.
-    Int(i128),
-    /// A float.
-    Float(f64),
-}
-
-impl FromStr for Number {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (neg, digits) = match s.strip_prefix('-') {
-            Some(r) => (true, r),
-            None => (false, s),
-        };
-        let int = if let Some(h) = digits.strip_prefix("0x") {
-            i128::from_str_radix(h, 16).ok()
-        } else {
-            digits.parse::<i128>().ok()
-        };
-        if let Some(v) = int {
-            return Ok(Number::Int(if neg { -v } else { v }));
-        }
-        s.parse::<f64>()
-            .map(Number::Float)
-            .map_err(|_| format!("{s:?} is not a number"))
-    }
-}
-
-/// How a buffer starts.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Init {
-    /// All zero.
-    Zeros,
-    /// 0, 1, 2, ...
-    Iota,
-    /// Every element this value.
-    Value(Number),
-    /// Raw little-endian elements read from this file (`=@PATH`, `=@-` for standard input; it
-    /// must hold exactly LEN).
-    File(PathBuf),
-}
-
-/// One `--arg`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RunArg {
-    /// A scalar.
-    Scalar(ElemType, Number),
-    /// A device buffer.
-    Buffer {
-        /// Element type.
-        ty: ElemType,
-        /// Elements.
-        len: usize,
-        /// Initial contents.
-        init: Init,
-    },
-}
-
-impl FromStr for RunArg {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let usage = "use TYPE:VALUE (e.g. u32:5) or buf:TYPExLEN[=zeros|iota|VALUE|@FILE] \
-                     (e.g. buf:u32x1024=iota)";
-        let (head, rest) = s
-            .split_once(':')
-            .ok_or_else(|| format!("argument {s:?}: {usage}"))?;
-        if head == "buf" {
-            let (shape, init) = match rest.split_once('=') {
-                Some((a, b)) => (a, Some(b)),
-                None => (rest, None),
-            };
-            let (ty, len) = shape
-                .split_once('x')
-                .ok_or_else(|| format!("buffer {s:?}: {usage}"))?;
-            let ty: ElemType = ty.parse()?;
-            let len: usize =
-                len.parse().ok().filter(|&l| l > 0).ok_or_else(|| {
-                    format!("buffer {s:?}: the length must be a positive integer")
-                })?;
-            let init = match init {
-                None | Some("zeros") => Init::Zeros,
-                Some("iota") => Init::Iota,
-                Some(p) if p.starts_with('@') && p.len() > 1 => Init::File(PathBuf::from(&p[1..])),
-                Some(v) => Init::Value(v.parse()?),
-            };
-            let a = RunArg::Buffer { ty, len, init };
-            a.check().map_err(|e| format!("buffer {s:?}: {e}"))?;
-            return Ok(a);
-        }
-        let ty: ElemType = head
-            .parse()
-            .map_err(|e| format!("argument {s:?}: {e}; {usage}"))?;
-        let a = RunArg::Scalar(ty, rest.parse()?);
-        a.check().map_err(|e| format!("argument {s:?}: {e}"))?;
-        Ok(a)
-    }
-}
-
-impl RunArg {
-    /// Whether the argument can be built: a scalar (or a buffer's fill value) that fits its
-    /// type, a buffer whose size in bytes fits 64 bits.
-    pub fn check(&self) -> Result<(), String> {
-        match self {
-            RunArg::Scalar(ty, n) => scalar(*ty, *n).map(drop),
-            RunArg::Buffer { ty, len, init } => {
-                buffer_bytes(*ty, *len)?;
-                match init {
-                    Init::Value(n) => scalar(*ty, *n).map(drop),
-                    _ => Ok(()),
-                }
-            }
-        }
-    }
-}
-
-/// Bytes of a buffer of `len` elements of `ty`, if that fits 64 bits.
-fn buffer_bytes(ty: ElemType, len: usize) -> Result<u64, String> {
-    len.checked_mul(ty.size())
-        .and_then(|b| u64::try_from(b).ok())
-        .ok_or_else(|| {
-            format!(
-                "{len} elements of {} bytes do not fit a 64-bit size; ask for fewer",
-                ty.size()
-            )
-        })
-}
-
-fn as_int(n: Number, ty: ElemType, lo: i128, hi: i128) -> Result<i128, String> {
-    let v = match n {
-        Number::Int(v) => v,
-        Number::Float(f) if f.fract() == 0.0 => f as i128,
-        Number::Float(f) => return Err(format!("{f} is not an integer for {ty}")),
-    };
-    if v < lo || v > hi {
-        return Err(format!("{v} does not fit {ty}"));
-    }
-    Ok(v)
-}
-
-fn as_float(n: Number) -> f64 {
-    match n {
-        Number::Int(v) => v as f64,
-        Number::Float(f) => f,
-    }
-}
-
-/// `n` as an `f32`; a finite number beyond `f32`'s range is an error, not infinity.
-fn as_f32(n: Number) -> Result<f32, String> {
-    let f = as_float(n);
-    let g = f as f32;
-    if f.is_finite() && g.is_infinite() {
-        return Err(format!("{f} does not fit f32"));
-    }
-    Ok(g)
-}
-
-fn scalar(ty: ElemType, n: Number) -> Result<Arg<'static>, String> {
-    Ok(match ty {
-        ElemType::U8 => Arg::U8(as_int(n, ty, 0, u8::MAX as i128)? as u8),
-        ElemType::U16 => Arg::U16(as_int(n, ty, 0, u16::MAX as i128)? as u16),
-        ElemType::U32 => Arg::U32(as_int(n, ty, 0, u32::MAX as i128)? as u32),
-        ElemType::I32 => Arg::I32(as_int(n, ty, i32::MIN as i128, i32::MAX as i128)? as i32),
-        ElemType::U64 => Arg::U64(as_int(n, ty, 0, u64::MAX as i128)? as u64),
-        ElemType::I64 => Arg::I64(as_int(n, ty, i64::MIN as i128, i64::MAX as i128)? as i64),
-        ElemType::F32 => Arg::F32(as_f32(n)?),
-        ElemType::F64 => Arg::F64(as_float(n)),
-    })
-}
 
 /// Options of `nvbare run`.
 #[derive(Debug, Clone)]
@@ -298,22 +62,10 @@ pub struct RunOptions {
     pub save: Option<PathBuf>,
     /// [`DeviceOptions::stack_size`].
     pub stack_size: u32,
-}
-
-/// Parses `X[,Y[,Z]]`.
-pub fn parse_dim(s: &str) -> Result<[u32; 3], String> {
-    let mut d = [1u32; 3];
-    let parts: Vec<&str> = s.split(',').collect();
-    if parts.is_empty() || parts.len() > 3 {
-        return Err(format!("{s:?}: use X, X,Y or X,Y,Z"));
-    }
-    for (slot, p) in d.iter_mut().zip(&parts) {
-        *slot = p
-            .trim()
-            .parse()
-            .map_err(|_| format!("{s:?}: {p:?} is not a non-negative integer"))?;
-    }
-    Ok(d)
+    /// Write the launch's QMD here and its methods to this path plus `.pushbuf`.
+    pub dump_qmd: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    pub json: bool,
 }
 
 macro_rules! buffers {
@@ -333,6 +85,29 @@ macro_rules! buffers {
             fn arg(&self) -> Arg<'static> {
                 match self {
                     $(AnyBuf::$v(b) => b.arg(),)*
+                }
+            }
+
+            /// Writes all of the buffer to `save` (when given) and returns its first `n`
+            /// elements as JSON values.
+            fn values(&self, dev: &Device<B>, n: usize, save: Option<&Path>)
+                -> Result<Vec<serde_json::Value>, CliError> {
+                match self {
+                    $(AnyBuf::$v(b) => {
+                        if let Some(path) = save {
+                            save_to(dev, b, path, STAGING_BYTES)?;
+                        }
+                        Ok(read_head(dev, b, n, STAGING_BYTES)?
+                            .into_iter()
+                            .map(|x| serde_json::to_value(x).unwrap_or_default())
+                            .collect())
+                    })*
+                }
+            }
+
+            fn len(&self) -> usize {
+                match self {
+                    $(AnyBuf::$v(b) => b.len(),)*
                 }
             }
 
@@ -356,7 +131,7 @@ macro_rules! buffers {
 buffers!(U8 u8, U16 u16, U32 u32, I32 i32, U64 u64, I64 i64, F32 f32, F64 f64);
 
 /// What `nvbare run` needs of a buffer's element type.
-trait Elem: DeviceRepr + Default + fmt::Display {
+trait Elem: DeviceRepr + Default + fmt::Display + Serialize {
     /// `n`, which [`scalar`] accepted for this type.
     fn from_number(n: Number) -> Self;
     /// Element `i` of `iota` (`i as T`).
@@ -515,6 +290,23 @@ fn print_head<B: Backend, T: Elem>(
     write!(out, "]").map_err(io)
 }
 
+/// The first `n` elements of `b`, read `staging` bytes at a time.
+fn read_head<B: Backend, T: Elem>(
+    dev: &Device<B>,
+    b: &DeviceBuffer<'_, B, T>,
+    n: usize,
+    staging: usize,
+) -> Result<Vec<T>, CliError> {
+    let shown = n.min(b.len());
+    let mut v = vec![T::default(); shown];
+    let step = (staging / size_of::<T>()).max(1);
+    for (k, piece) in v.chunks_mut(step).enumerate() {
+        dev.dtoh_copy_at(b, k * step, piece)
+            .map_err(copy_err("copy out"))?;
+    }
+    Ok(v)
+}
+
 fn io(e: std::io::Error) -> CliError {
     CliError::Runtime(format!("writing output: {e}"))
 }
@@ -531,6 +323,49 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec, o: RunOptions) -> Result<(),
     with_device!(&any, dev => run_on(out, dev, &o, &bytes))
 }
 
+/// What `nvbare run --json` prints.
+#[derive(Debug, Serialize)]
+struct RunReport {
+    kernel: String,
+    device: String,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    /// From the launch call to the end of the wait.
+    #[serde(serialize_with = "super::json::places3")]
+    elapsed_us: f64,
+    /// The kernel's parameter table.
+    params: Vec<ParamReport>,
+    buffers: Vec<BufferReport>,
+    dump: Option<DumpReport>,
+}
+
+/// One buffer argument afterwards.
+#[derive(Debug, Serialize)]
+struct BufferReport {
+    /// Its `--arg` position.
+    arg: usize,
+    #[serde(rename = "type")]
+    ty: String,
+    len: usize,
+    /// Its first `--print` elements.
+    head: Vec<serde_json::Value>,
+    /// Where `--save` wrote all of it.
+    saved: Option<String>,
+}
+
+/// What `--dump-qmd` wrote.
+#[derive(Debug, Serialize)]
+struct DumpReport {
+    qmd_file: String,
+    qmd_version: String,
+    qmd_va: u64,
+    pushbuf_file: String,
+    method_words: usize,
+    /// The commands that decode them.
+    decode: [String; 2],
+}
+
 fn run_on<B: CliBackend>(
     out: &mut dyn Write,
     dev: &Device<B>,
@@ -543,14 +378,24 @@ fn run_on<B: CliBackend>(
     let f = m
         .function(&o.kernel)
         .map_err(|e| CliError::Usage(format!("{e}; the cubin has: {}", kernel_list(&m))))?;
-    let mut bufs: Vec<(usize, AnyBuf<'_, B>)> = Vec::new();
-    let mut args: Vec<Arg<'static>> = Vec::new();
+    // Raw bytes are read (and size-checked) before any buffer is allocated; other arguments
+    // get none.
+    let mut raw: Vec<Vec<u8>> = Vec::with_capacity(o.args.len());
     for (i, a) in o.args.iter().enumerate() {
-        match a {
-            RunArg::Scalar(ty, n) => {
+        raw.push(match a {
+            RunArg::Bytes(b) => raw_bytes(b, &format!("--arg {i}"))?,
+            _ => Vec::new(),
+        });
+    }
+    let mut bufs: Vec<(usize, AnyBuf<'_, B>)> = Vec::new();
+    let mut args: Vec<Arg<'_>> = Vec::with_capacity(o.args.len());
+    for (i, (a, r)) in o.args.iter().zip(&raw).enumerate() {
+        match (a, r) {
+            (RunArg::Scalar(ty, n), _) => {
                 args.push(scalar(*ty, *n).map_err(|e| CliError::Usage(format!("--arg {i}: {e}")))?)
             }
-            RunArg::Buffer { ty, len, init } => {
+            (RunArg::Bytes(_), b) => args.push(Arg::Bytes(b)),
+            (RunArg::Buffer { ty, len, init }, _) => {
                 a.check()
                     .map_err(|e| CliError::Usage(format!("--arg {i}: {e}")))?;
                 let b = AnyBuf::new(dev, *ty, *len, init, &format!("--arg {i} buf:{ty}x{len}"))?;
@@ -565,10 +410,21 @@ fn run_on<B: CliBackend>(
         shared_mem_bytes: o.shared,
     };
     let t = Instant::now();
-    dev.launch(&f, cfg, &args)
-        .map_err(|e| CliError::Runtime(format!("launching {}: {e}", o.kernel)))?;
+    let launched = match o.dump_qmd {
+        Some(_) => dev.launch_recorded(&f, cfg, &args).map(Some),
+        None => dev.launch(&f, cfg, &args).map(|()| None),
+    };
+    let record = launched.map_err(|e| launch_error(&f, &o.kernel, e))?;
     dev.synchronize()
         .map_err(|e| CliError::Runtime(format!("running {}: {e}", o.kernel)))?;
+    let elapsed = t.elapsed();
+    let dump = match (&o.dump_qmd, &record) {
+        (Some(path), Some(r)) => Some(dump_launch(path, r, dev.info().classes.compute)?),
+        _ => None,
+    };
+    if o.json {
+        return print_json(out, dev, o, &f, elapsed, &bufs, dump);
+    }
     writeln!(
         out,
         "{} on {}: grid {:?} x block {:?}, finished in {:.1} µs",
@@ -576,9 +432,17 @@ fn run_on<B: CliBackend>(
         dev.info().backend,
         o.grid,
         o.block,
-        t.elapsed().as_secs_f64() * 1e6
+        elapsed.as_secs_f64() * 1e6
     )
     .map_err(io)?;
+    if let Some(d) = &dump {
+        writeln!(
+            out,
+            "QMD {} written to {} ({}); {} launch method words to {} ({})",
+            d.qmd_version, d.qmd_file, d.decode[0], d.method_words, d.pushbuf_file, d.decode[1]
+        )
+        .map_err(io)?;
+    }
     for (i, b) in &bufs {
         let Some(RunArg::Buffer { ty, len, .. }) = o.args.get(*i) else {
             continue;
@@ -589,6 +453,109 @@ fn run_on<B: CliBackend>(
         writeln!(out).map_err(io)?;
     }
     Ok(())
+}
+
+/// A launch error; arguments of the wrong count or size (the device layer's check) come with
+/// the kernel's parameter table and what to pass.
+fn launch_error<B: Backend>(f: &Function<'_, '_, B>, name: &str, e: DeviceError) -> CliError {
+    match e {
+        DeviceError::Arguments(m) => {
+            let params: Vec<ParamReport> = f.info().params.iter().map(ParamReport::from).collect();
+            let table = if params.is_empty() {
+                "  (no parameters)".to_string()
+            } else {
+                param_table(&params)
+            };
+            CliError::Usage(format!(
+                "{m}:\n{table}\npass one --arg per parameter, of its size (TYPE:VALUE, \
+                 buf:... for a pointer, bytes:HEX or bytes:@FILE for a struct by value)"
+            ))
+        }
+        e => CliError::Runtime(format!("launching {name}: {e}")),
+    }
+}
+
+/// `decode qmd --version`'s name of a layout.
+fn qmd_flag(v: QmdVersion) -> &'static str {
+    match v {
+        QmdVersion::V03_00 => "v03",
+        QmdVersion::V04_00 => "v04",
+        _ => "v05",
+    }
+}
+
+/// Writes `r`'s QMD to `path` and its methods (little-endian words) to `path.pushbuf`.
+fn dump_launch(path: &Path, r: &LaunchRecord, compute: u32) -> Result<DumpReport, CliError> {
+    let werr = |p: &Path| {
+        let p = p.display().to_string();
+        move |e: std::io::Error| {
+            CliError::Runtime(format!("writing {p}: {e}; check that its directory exists"))
+        }
+    };
+    let mut pb = path.as_os_str().to_owned();
+    pb.push(".pushbuf");
+    let pb = PathBuf::from(pb);
+    std::fs::write(path, r.qmd.as_bytes()).map_err(werr(path))?;
+    let words: Vec<u8> = r.methods.iter().flat_map(|w| w.to_le_bytes()).collect();
+    std::fs::write(&pb, words).map_err(werr(&pb))?;
+    let v = r.qmd.version();
+    Ok(DumpReport {
+        qmd_file: path.display().to_string(),
+        qmd_version: format!("{v:?}"),
+        qmd_va: r.qmd_va,
+        pushbuf_file: pb.display().to_string(),
+        method_words: r.methods.len(),
+        decode: [
+            format!(
+                "nvbare decode qmd --version {} {}",
+                qmd_flag(v),
+                path.display()
+            ),
+            format!(
+                "nvbare decode pushbuf --class {SUBC_COMPUTE}={compute:x} {}",
+                pb.display()
+            ),
+        ],
+    })
+}
+
+fn print_json<B: CliBackend>(
+    out: &mut dyn Write,
+    dev: &Device<B>,
+    o: &RunOptions,
+    f: &Function<'_, '_, B>,
+    elapsed: Duration,
+    bufs: &[(usize, AnyBuf<'_, B>)],
+    dump: Option<DumpReport>,
+) -> Result<(), CliError> {
+    let mut buffers = Vec::with_capacity(bufs.len());
+    for (i, b) in bufs {
+        let Some(RunArg::Buffer { ty, .. }) = o.args.get(*i) else {
+            continue;
+        };
+        let save = o.save.as_ref().map(|d| d.join(format!("arg{i}.bin")));
+        buffers.push(BufferReport {
+            arg: *i,
+            ty: ty.to_string(),
+            len: b.len(),
+            head: b.values(dev, o.print, save.as_deref())?,
+            saved: save.map(|p| p.display().to_string()),
+        });
+    }
+    let r = RunReport {
+        kernel: o.kernel.clone(),
+        device: dev.info().backend.clone(),
+        grid: o.grid,
+        block: o.block,
+        shared: o.shared,
+        elapsed_us: elapsed.as_secs_f64() * 1e6,
+        params: f.info().params.iter().map(ParamReport::from).collect(),
+        buffers,
+        dump,
+    };
+    let s = serde_json::to_string_pretty(&r)
+        .map_err(|e| CliError::Runtime(format!("writing JSON: {e}")))?;
+    writeln!(out, "{s}").map_err(io)
 }
 
 fn kernel_list<B: CliBackend>(m: &nvbare_core::device::Module<'_, B>) -> String {
@@ -602,103 +569,6 @@ fn kernel_list<B: CliBackend>(m: &nvbare_core::device::Module<'_, B>) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn arg_syntax() {
-        assert_eq!(
-            "u32:5".parse::<RunArg>(),
-            Ok(RunArg::Scalar(ElemType::U32, Number::Int(5)))
-        );
-        assert_eq!(
-            "f32:-0.5".parse::<RunArg>(),
-            Ok(RunArg::Scalar(ElemType::F32, Number::Float(-0.5)))
-        );
-        assert_eq!(
-            "u64:0x1000".parse::<RunArg>(),
-            Ok(RunArg::Scalar(ElemType::U64, Number::Int(0x1000)))
-        );
-        assert_eq!(
-            "buf:u32x1024=iota".parse::<RunArg>(),
-            Ok(RunArg::Buffer {
-                ty: ElemType::U32,
-                len: 1024,
-                init: Init::Iota
-            })
-        );
-        assert_eq!(
-            "buf:f32x4".parse::<RunArg>(),
-            Ok(RunArg::Buffer {
-                ty: ElemType::F32,
-                len: 4,
-                init: Init::Zeros
-            })
-        );
-        for bad in [
-            "5",
-            "u31:4",
-            "buf:u32",
-            "buf:u32x0",
-            "buf:u32x-1",
-            "u32:abc",
-            "buf:q8x4",
-        ] {
-            assert!(bad.parse::<RunArg>().is_err(), "{bad}");
-        }
-        assert!(scalar(ElemType::U8, Number::Int(256)).is_err());
-        assert!(scalar(ElemType::U32, Number::Int(-1)).is_err());
-        assert!(scalar(ElemType::U32, Number::Float(1.5)).is_err());
-        assert!(scalar(ElemType::F32, Number::Float(1e39)).is_err());
-        assert!(scalar(ElemType::F32, Number::Float(f64::INFINITY)).is_ok());
-        assert_eq!(parse_dim("4"), Ok([4, 1, 1]));
-        assert_eq!(parse_dim("4,2,3"), Ok([4, 2, 3]));
-        assert!(parse_dim("1,2,3,4").is_err());
-        assert!(parse_dim("x").is_err());
-    }
-
-    #[test]
-    fn buffer_sizes_and_fill_values_are_checked_when_parsed() {
-        // LEN * element size must fit 64 bits (it used to panic, "capacity overflow").
-        for bad in [
-            "buf:u32x18446744073709551615",
-            "buf:u32x4611686018427387904",
-            "buf:f64x2305843009213693952",
-        ] {
-            let e = bad.parse::<RunArg>().unwrap_err();
-            assert!(e.contains("do not fit a 64-bit size"), "{bad}: {e}");
-        }
-        assert!("buf:u8x18446744073709551615".parse::<RunArg>().is_ok());
-        // Fill values are checked as scalars are (99999999999 used to fill 1215752191).
-        for (bad, why) in [
-            ("buf:u32x16=99999999999", "does not fit u32"),
-            ("buf:u8x4=256", "does not fit u8"),
-            ("buf:u32x4=-1", "does not fit u32"),
-            ("buf:i32x4=2147483648", "does not fit i32"),
-            ("buf:u32x4=1.5", "not an integer for u32"),
-            ("buf:u64x4=nan", "not an integer for u64"),
-            ("buf:f32x4=1e39", "does not fit f32"),
-            ("u32:4294967296", "does not fit u32"),
-        ] {
-            let e = bad.parse::<RunArg>().unwrap_err();
-            assert!(e.contains(why), "{bad}: {e}");
-        }
-        for good in [
-            "buf:u32x16=4294967295",
-            "buf:i32x4=-2147483648",
-            "buf:u32x4=2.0",
-            "buf:u64x4=0xffffffffffffffff",
-            "buf:f64x2=1e300",
-            "buf:f32x2=-0.5",
-        ] {
-            assert!(good.parse::<RunArg>().is_ok(), "{good}");
-        }
-        // Arguments built in code get the same checks.
-        let a = RunArg::Buffer {
-            ty: ElemType::U16,
-            len: 4,
-            init: Init::Value(Number::Int(70_000)),
-        };
-        assert!(a.check().is_err());
-    }
 
     use nvbare_sim::backend::SimBackend;
     use nvbare_sim::models::GH100;
@@ -822,5 +692,81 @@ mod tests {
         let mut back = vec![0u32; n];
         dev.dtoh_copy_at(&big, 3, &mut back).unwrap();
         assert_eq!(back, host);
+    }
+
+    fn add1_cubin() -> Vec<u8> {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/cubins/kernels_sm90_cuda13.cubin");
+        std::fs::read(p).unwrap()
+    }
+
+    #[test]
+    fn argument_mismatches_show_the_parameter_table() {
+        let dev = sim();
+        let m = dev.load_cubin(&add1_cubin()).unwrap();
+        let f = m.function("add1").unwrap();
+        let b = dev.alloc_zeros::<u32>(4).unwrap();
+        let cfg = LaunchConfig::for_num_elems(4);
+        let e = dev.launch(&f, cfg, &[b.arg()]).unwrap_err();
+        let msg = launch_error(&f, "add1", e).to_string();
+        assert!(
+            msg.starts_with(
+                "kernel `add1` takes 2 parameters, 1 were given:\n  0  offset 0  8 bytes\n  1  offset 8  4 bytes\npass one --arg"
+            ),
+            "{msg}"
+        );
+        let e = dev
+            .launch(&f, cfg, &[b.arg(), Arg::Bytes(&[1, 0])])
+            .unwrap_err();
+        let cli = launch_error(&f, "add1", e);
+        assert_eq!(cli.exit_code(), 2);
+        assert!(
+            cli.to_string()
+                .starts_with("parameter 1 of `add1` is 4 bytes, the argument (2 bytes) is 2:\n"),
+            "{cli}"
+        );
+    }
+
+    #[test]
+    fn a_recorded_launch_runs_and_hands_back_its_qmd_and_methods() {
+        let dev = sim();
+        let m = dev.load_cubin(&add1_cubin()).unwrap();
+        let f = m.function("add1").unwrap();
+        let b = dev.htod_copy(&[10u32, 20, 30, 40]).unwrap();
+        let cfg = LaunchConfig {
+            grid: [2, 1, 1],
+            block: [32, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        let n = 3u32.to_le_bytes();
+        let r = dev
+            .launch_recorded(&f, cfg, &[b.arg(), Arg::Bytes(&n)])
+            .unwrap();
+        dev.synchronize().unwrap();
+        assert_eq!(dev.dtoh_copy(&b).unwrap(), [11, 21, 31, 40]);
+        assert_eq!(r.qmd.version(), dev.info().qmd);
+        let d = r.qmd.launch_desc().unwrap();
+        assert_eq!((d.grid, d.block), ([2, 1, 1], [32, 1, 1]));
+        assert_eq!(d.program_address, f.info().program_address);
+        // The methods decode, and SEND_PCAS_A carries the QMD's address.
+        let words = &r.methods;
+        assert!(words.contains(&((r.qmd_va >> 8) as u32)), "{words:x?}");
+        let dir = std::env::temp_dir().join(format!("nvbare-dump-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rep = dump_launch(&dir.join("q"), &r, dev.info().classes.compute).unwrap();
+        assert_eq!(std::fs::read(dir.join("q")).unwrap(), r.qmd.as_bytes());
+        assert_eq!(
+            std::fs::read(dir.join("q.pushbuf")).unwrap().len(),
+            words.len() * 4
+        );
+        assert_eq!(rep.method_words, words.len());
+        let missing = dump_launch(&dir.join("no/such/q"), &r, 0).unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .contains("check that its directory exists"),
+            "{missing}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
