@@ -174,6 +174,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         trace: Option<std::path::PathBuf>,
     },
+    /// Watch GSP-RM's events and LIBOS log lines as they arrive, decoded (RC, MMU fault, Xid,
+    /// sequencer...), until Ctrl-C or --seconds.
+    Events(cmd::events::EventsArgs),
     /// Talk to a device's RM: alloc, control (by NVIDIA's names, replies decoded) and free;
     /// with no subcommand, read such commands from standard input (handles kept between them).
     Rm(cmd::rm::RmArgs),
@@ -296,6 +299,7 @@ fn main() -> ExitCode {
         ),
         Command::Boot(args) => cmd::boot::run(&mut out, args),
         Command::Rm(args) => cmd::rm::run(&mut out, args),
+        Command::Events(args) => cmd::events::run(&mut out, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

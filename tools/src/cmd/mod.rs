@@ -11,6 +11,7 @@ pub mod decode;
 pub mod decode_pushbuf;
 pub mod demo;
 pub mod device_info;
+pub mod events;
 pub mod fw;
 pub mod fw_json;
 pub mod info;

@@ -485,6 +485,29 @@ impl<H: BarePlatform> BareMetalBackend<H> {
         self.rm.gsp.as_mut().map(|g| g.rpc())
     }
 
+    /// Hands every GSP event since the last call to `out`, in order (for watchers such as
+    /// `nvbare events`; the device layer still gets the events it reports). The first call
+    /// starts keeping copies; `Ok(false)` once GSP-RM is unloaded.
+    pub fn watch_gsp_events(
+        &mut self,
+        out: &mut dyn FnMut(&crate::gsp::events::GspEvent),
+    ) -> Result<bool, crate::gsp::GspError> {
+        self.rm.watch_events(out)
+    }
+
+    /// Decodes what GSP-RM's LIBOS logs gained since `cursor` (records named by `image`, the
+    /// firmware's logging sections, when given; raw words otherwise).
+    pub fn read_new_logs(
+        &self,
+        cursor: &mut crate::gsp::boot::LogCursor,
+        image: Option<&dyn crate::gsp::log::LogImage>,
+        out: &mut dyn FnMut(core::fmt::Arguments<'_>),
+    ) {
+        if let Some(s) = &self.state {
+            s.read_new_logs(cursor, image, out);
+        }
+    }
+
     /// Our RM client and GSP-RM's internal client.
     pub fn clients(&self) -> (Handle, Handle) {
         (self.rm.client, self.rm.gr.internal_client)

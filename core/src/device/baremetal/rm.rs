@@ -89,6 +89,8 @@ pub struct BareRm<H: BarePlatform> {
     pending_channel: Option<ChannelMem<DmaBuf<H>>>,
     channels: Vec<ChannelRec<H::Bar1, DmaBuf<H>>>,
     events: VecDeque<RmEvent>,
+    /// Copies of every GSP event for a watcher ([`BareRm::watch_events`]), once one asked.
+    watched: Option<VecDeque<GspEvent>>,
 }
 
 impl<H: BarePlatform> core::fmt::Debug for BareRm<H> {
@@ -137,6 +139,7 @@ impl<H: BarePlatform> BareRm<H> {
             pending_channel: None,
             channels: Vec::new(),
             events: VecDeque::new(),
+            watched: None,
         }
     }
 
@@ -276,19 +279,52 @@ impl<H: BarePlatform> BareRm<H> {
     /// Pulls GSP-RM's events and converts the ones the device layer reports.
     pub(crate) fn poll_event(&mut self) -> Option<RmEvent> {
         if self.events.is_empty()
-            && let Some(g) = self.gsp.as_mut()
+            && let Err(e) = self.pull_events()
         {
-            if let Err(e) = g.rpc().poll_events() {
-                log::warn!("reading GSP-RM events: {e}");
-            }
-            let mut q = g.take_events();
-            while let Some(ev) = q.pop() {
-                if let Some(e) = convert_event(&ev) {
-                    self.events.push_back(e);
-                }
-            }
+            log::warn!("reading GSP-RM events: {e}");
         }
         self.events.pop_front()
+    }
+
+    /// Moves what GSP-RM sent into the device layer's queue (and the watcher's copy).
+    fn pull_events(&mut self) -> Result<(), crate::gsp::GspError> {
+        let Some(g) = self.gsp.as_mut() else {
+            return Ok(());
+        };
+        let r = g.rpc().poll_events().map(drop);
+        let mut q = g.take_events();
+        while let Some(ev) = q.pop() {
+            if let Some(e) = convert_event(&ev) {
+                self.events.push_back(e);
+            }
+            if let Some(w) = self.watched.as_mut() {
+                if w.len() >= MAX_WATCHED {
+                    w.pop_front();
+                }
+                w.push_back(ev);
+            }
+        }
+        r
+    }
+
+    /// Every GSP event since the last call, in order, for a watcher (`nvbare events`); the
+    /// device layer still gets the ones it reports. The first call starts the copying (events
+    /// before it are not kept); at most [`MAX_WATCHED`] wait between calls.
+    pub(crate) fn watch_events(
+        &mut self,
+        out: &mut dyn FnMut(&GspEvent),
+    ) -> Result<bool, crate::gsp::GspError> {
+        if self.gsp.is_none() {
+            return Ok(false);
+        }
+        self.watched.get_or_insert_with(VecDeque::new);
+        self.pull_events()?;
+        if let Some(w) = self.watched.as_mut() {
+            while let Some(ev) = w.pop_front() {
+                out(&ev);
+            }
+        }
+        Ok(true)
     }
 
     fn fix_token(&self, params: &mut [u8]) -> Result<(), RmError> {
@@ -323,6 +359,9 @@ impl<H: BarePlatform> BareRm<H> {
         Ok(())
     }
 }
+
+/// Most GSP events kept for a watcher between two of its calls.
+pub const MAX_WATCHED: usize = 256;
 
 /// An event for the device layer's fault report, if it is one it reports.
 fn convert_event(ev: &GspEvent) -> Option<RmEvent> {

@@ -84,6 +84,10 @@ pub const LOG_SIZE: usize = 0x1_0000;
 /// log's name is the same for every chip family; only the logging ELF section differs.
 pub const LOG_NAMES: [&str; 5] = ["LOGINIT", "LOGINTR", "LOGRM", "LOGMNOC", "LOGKRNL"];
 
+/// How far each LIBOS log has been read ([`BootMemory::read_new_logs`]).
+#[derive(Debug, Default)]
+pub struct LogCursor([LogReader; LOG_NAMES.len()]);
+
 /// The memory of one boot, kept while GSP-RM runs.
 #[derive(Debug)]
 pub struct BootMemory<B> {
@@ -176,13 +180,23 @@ impl<B: DmaBuffer> BootMemory<B> {
         image: Option<&dyn LogImage>,
         out: &mut dyn FnMut(core::fmt::Arguments<'_>),
     ) {
-        for (i, name) in LOG_NAMES.iter().enumerate() {
+        self.read_new_logs(&mut LogCursor::default(), image, out)
+    }
+
+    /// [`BootMemory::read_logs`] for what was written since `cursor` last read (a watcher
+    /// calls it repeatedly with the same cursor).
+    pub fn read_new_logs(
+        &self,
+        cursor: &mut LogCursor,
+        image: Option<&dyn LogImage>,
+        out: &mut dyn FnMut(core::fmt::Arguments<'_>),
+    ) {
+        for (i, (name, reader)) in LOG_NAMES.iter().zip(cursor.0.iter_mut()).enumerate() {
             let src = DmaLog {
                 buf: &self.logs,
                 offset: i * LOG_SIZE,
                 size: LOG_SIZE,
             };
-            let mut reader = LogReader::new();
             let mut line = heapless::String::<256>::new();
             let r = reader.read_new(&src, image, &mut |item| match item {
                 LogItem::Record(rec) => {

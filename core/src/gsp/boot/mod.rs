@@ -88,6 +88,7 @@ use firmware::{BootFirmware, FirmwareError};
 use flush::SysmemFlush;
 use layout::WprParams;
 use memory::BootMemory;
+pub use memory::LogCursor;
 pub use report::{BootError, BootErrorKind, BootObserver, BootPhase, BootReport, NoObserver};
 use run::Run;
 use sequencer::BootEvents;
@@ -884,6 +885,16 @@ impl<B: DmaBuffer> BootState<B> {
     /// Decodes the GSP's LIBOS logs (see [`BootMemory::read_logs`]).
     pub fn read_logs(&self, image: Option<&dyn LogImage>, out: &mut dyn FnMut(fmt::Arguments<'_>)) {
         self.mem.read_logs(image, out)
+    }
+
+    /// Decodes what the LIBOS logs gained since `cursor` (see [`BootMemory::read_new_logs`]).
+    pub fn read_new_logs(
+        &self,
+        cursor: &mut LogCursor,
+        image: Option<&dyn LogImage>,
+        out: &mut dyn FnMut(fmt::Arguments<'_>),
+    ) {
+        self.mem.read_new_logs(cursor, image, out)
     }
 
     /// Device address of the sysmem flush page (owned until the unload ends).
