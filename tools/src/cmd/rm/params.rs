@@ -72,7 +72,7 @@ pub fn hex(s: &str) -> Result<Vec<u8>, String> {
         .bytes()
         .filter(|b| !b.is_ascii_whitespace() && *b != b'_')
         .collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!(
             "{} hex digits: bytes take two each (pad with a leading 0)",
             digits.len()
@@ -94,7 +94,7 @@ fn step(s: &str) -> Result<(&str, Option<usize>), String> {
         Some((name, rest)) => {
             let idx = rest
                 .strip_suffix(']')
-                .and_then(|i| parse_number(i))
+                .and_then(parse_number)
                 .and_then(|i| usize::try_from(i).ok())
                 .ok_or_else(|| format!("'{s}': an index is written NAME[N]"))?;
             Ok((name, Some(idx)))
@@ -265,6 +265,7 @@ mod tests {
             Some(l),
             "GR_GET_INFO_V2",
             &objs(),
+            &[],
         )
         .unwrap();
         assert_eq!(p.len(), l.size);
@@ -293,6 +294,7 @@ mod tests {
             Some(l),
             "x",
             &objs(),
+            &[],
         )
         .unwrap();
         assert_eq!(&p[4..8], &0xcbc0u32.to_le_bytes());
@@ -307,6 +309,7 @@ mod tests {
             Some(l),
             "PERF_BOOST",
             &objs(),
+            &[],
         )
         .unwrap();
         assert_eq!(p, [1, 0, 0, 0, 2, 0, 0, 0]);
