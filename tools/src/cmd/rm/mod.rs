@@ -505,6 +505,6 @@ mod tests {
         list_controls(&mut out, RmAbi::R580).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count(), CONTROLS.len());
-        assert!(text.contains("NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2     0x00800292    804 B  on NV01_DEVICE_0 (0x80)"), "{text}");
+        assert!(text.contains("NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2             0x00800292    804 B  on NV01_DEVICE_0 (0x80)"), "{text}");
     }
 }

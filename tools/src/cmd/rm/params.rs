@@ -337,7 +337,7 @@ mod tests {
         for (spec, want) in [
             ("grInfoListSiz=1", "did you mean grInfoListSize?"),
             ("grInfoList[58].index=1", "has 58 elements"),
-            ("grInfoList=1", "array of structs"),
+            ("grInfoList=1", "set its fields one by one"),
             ("grInfoListSize=0x100000000", "does not fit in 32 bits"),
             ("grInfoListSize=ten", "is not a number"),
             ("grInfoList[x].index=1", "NAME[N]"),
