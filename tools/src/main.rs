@@ -189,6 +189,10 @@ fn main() -> ExitCode {
         ),
         Ok(_) => {}
     }
+    // On a terminal, the firmware fetch (`fw fetch`, or the first boot) shows a spinner.
+    if nvbare_tools::progress::enabled() {
+        nvbare::backend::firmware::set_fetch_progress(nvbare_tools::progress::fetch_event);
+    }
     let mut out = std::io::stdout().lock();
     let result = match cli.command {
         Command::List { json } => cmd::list::run(&mut out, &Sysfs::from_env(), json),

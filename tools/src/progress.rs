@@ -91,3 +91,61 @@ impl Drop for Spinner {
         self.finish();
     }
 }
+
+/// The spinner of the step [`step`] started last.
+static CURRENT: std::sync::Mutex<Option<Spinner>> = std::sync::Mutex::new(None);
+
+/// Prints `line` on stderr as a finished step and, on a terminal, spins under it until the next
+/// step or [`clear`]: a spinner per measurement, for commands that print progress lines.
+/// The spinner redraws twice a second, little enough to leave timings alone
+/// ([`NO_PROGRESS_ENV`] turns it off).
+pub fn step(line: &str) {
+    let mut cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = cur.take() {
+        s.finish();
+    }
+    eprintln!("{line}");
+    if enabled() {
+        let s = Spinner::new("");
+        if let Some(pb) = &s.0 {
+            pb.enable_steady_tick(Duration::from_millis(500));
+        }
+        *cur = Some(s);
+    }
+}
+
+/// Removes the spinner [`step`] left.
+pub fn clear() {
+    let mut cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = cur.take() {
+        s.finish();
+    }
+}
+
+/// The spinner of a running firmware fetch.
+static FETCH: std::sync::Mutex<Option<Spinner>> = std::sync::Mutex::new(None);
+
+/// Shows the firmware fetch script's lines where they belong, with a spinner naming the step
+/// it is on (installed by `main` with `nvbare::backend::firmware::set_fetch_progress`).
+pub fn fetch_event(e: nvbare::backend::firmware::FetchEvent<'_>) {
+    use nvbare::backend::firmware::FetchEvent;
+    let mut cur = FETCH.lock().unwrap_or_else(|p| p.into_inner());
+    match e {
+        FetchEvent::Line { text, to_stderr } => {
+            let s = cur.get_or_insert_with(|| Spinner::new("fetching GSP firmware"));
+            s.suspend(|| {
+                if to_stderr {
+                    eprintln!("{text}");
+                } else {
+                    println!("{text}");
+                }
+            });
+            s.set_message(format!("fetching GSP firmware: {text}"));
+        }
+        FetchEvent::Done => {
+            if let Some(s) = cur.take() {
+                s.finish();
+            }
+        }
+    }
+}
