@@ -27,7 +27,7 @@ impl Spinner {
             return Spinner(None);
         }
         let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed:.dim}") {
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed:>3.dim} {wide_msg}") {
             pb.set_style(style);
         }
         pb.set_message(msg.into());
@@ -140,7 +140,8 @@ pub fn fetch_event(e: nvbare::backend::firmware::FetchEvent<'_>) {
                     println!("{text}");
                 }
             });
-            s.set_message(format!("fetching GSP firmware: {text}"));
+            let step = text.strip_prefix("fetch-firmware: ").unwrap_or(text);
+            s.set_message(format!("fetching GSP firmware: {step}"));
         }
         FetchEvent::Done => {
             if let Some(s) = cur.take() {

@@ -306,6 +306,28 @@ mod tests {
     use super::*;
     use nvbare_gsp_firmware::pinned::pinned_files;
 
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+    fn record(e: FetchEvent<'_>) {
+        let line = match e {
+            FetchEvent::Line { text, to_stderr } => format!("{text} {to_stderr}"),
+            FetchEvent::Done => "done".into(),
+        };
+        SEEN.lock().unwrap().push(line);
+    }
+
+    #[test]
+    fn a_progress_receiver_gets_every_line_then_done() {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg("echo 'step 1'; printf 'step 2'; exit 3");
+        let status = status_with_progress(&mut cmd, record, true).unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(
+            *SEEN.lock().unwrap(),
+            ["step 1 true", "step 2 true", "done"]
+        );
+    }
+
     #[test]
     fn the_embedded_script_is_the_repository_script() {
         let on_disk =

@@ -288,6 +288,37 @@ fn mapper_cases(fmt: MmuFormat, args: &MmArgs) -> Vec<Case> {
     cases
 }
 
+/// The heading and column names of one chip's `bench mm` table.
+fn mapper_header(
+    out: &mut dyn Write,
+    model: ChipModel,
+    fb: u64,
+    fmt: MmuFormat,
+    tables: u64,
+) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "bench mm: {} ({}, {} GiB VRAM), {fmt}; tables in sim VRAM through BAR1 at {tables:#x}",
+        model.chipset,
+        model.board,
+        fb >> 30
+    )
+    .map_err(io)?;
+    writeln!(
+        out,
+        "  {:<38} {:>9} {:>12} {:>14} {:>15} {:>13} {:>6}",
+        "case (median of runs)",
+        "pages",
+        "map ns/page",
+        "unmap ns/page",
+        "tables touched",
+        "alloc/freed",
+        "inval"
+    )
+    .map_err(io)?;
+    Ok(())
+}
+
 fn bench_mapper(
     out: &mut dyn Write,
     model: ChipModel,
@@ -326,26 +357,7 @@ fn bench_mapper(
 
     let cases = mapper_cases(fmt, args);
 
-    writeln!(
-        out,
-        "bench mm: {} ({}, {} GiB VRAM), {fmt}; tables in sim VRAM through BAR1 at {tables:#x}",
-        model.chipset,
-        model.board,
-        fb >> 30
-    )
-    .map_err(io)?;
-    writeln!(
-        out,
-        "  {:<38} {:>9} {:>12} {:>14} {:>15} {:>13} {:>6}",
-        "case (median of runs)",
-        "pages",
-        "map ns/page",
-        "unmap ns/page",
-        "tables touched",
-        "alloc/freed",
-        "inval"
-    )
-    .map_err(io)?;
+    mapper_header(out, model, fb, fmt, tables)?;
     let bar = Spinner::bar(cases.len() as u64, format!("bench mm: {}", model.chipset));
     for mut c in cases {
         bar.inc();

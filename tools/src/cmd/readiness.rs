@@ -279,14 +279,12 @@ pub fn assess(ctx: &Context<'_>, f: &PciFunction, nvidia_index: Option<u32>) -> 
             f.driver.as_deref().unwrap_or("none")
         )),
     }
-    if driver == DriverKind::VfioPci && !vfio_node_exists {
-        if let Some(p) = &r.vfio_node {
-            advice.push(format!(
-                "{} does not exist: is vfio-pci loaded (`modprobe vfio-pci`)? then run `nvbare \
-                 bind {bdf}` again",
-                p.display()
-            ));
-        }
+    if let (DriverKind::VfioPci, false, Some(p)) = (driver, vfio_node_exists, &r.vfio_node) {
+        advice.push(format!(
+            "{} does not exist: is vfio-pci loaded (`modprobe vfio-pci`)? then run `nvbare bind \
+             {bdf}` again",
+            p.display()
+        ));
     }
     if r.bar1 == Bar1Verdict::TooSmall {
         advice.push(bar1_advice(&r, &bdf));
