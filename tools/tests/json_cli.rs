@@ -157,6 +157,11 @@ fn list_says_what_each_gpu_needs() {
     fx.add(&gpu("0000:03:00.0", 0x27b8, None, Some(32), 256 << 20));
     // No IOMMU group.
     fx.add(&gpu("0000:05:00.0", 0x27b8, Some("nvidia"), None, 32 * g));
+    // A VM's layout: BAR0 64-bit, the VRAM window at BAR2.
+    fx.add(&FakeFunction {
+        bars: vec![(0, 16 << 20), (2, 256 * g), (4, 32 << 20)],
+        ..gpu("0000:06:00.0", 0x2335, Some("nvidia"), None, 0)
+    });
     let dev = Scratch::new("ready-dev");
     std::fs::create_dir_all(dev.0.join("vfio")).unwrap();
     for group in ["30", "31"] {
@@ -216,6 +221,13 @@ fn list_says_what_each_gpu_needs() {
         "{no_group}"
     );
 
+    let vm = block("0000:06:00.0");
+    assert!(
+        vm.contains("bar1      256 GiB, VRAM at most 141 GiB: covers VRAM"),
+        "{vm}"
+    );
+    assert!(vm.contains("the VRAM window is BAR2, not BAR1"), "{vm}");
+
     // The same as JSON fields.
     let v = json(&nvbare(&["list", "--json"], fx.root(), &dev.0, &fw));
     let by = |bdf: &str| -> Value {
@@ -237,6 +249,8 @@ fn list_says_what_each_gpu_needs() {
     assert_eq!(r["ready"], false);
     assert_eq!(r["bar1"], "too-small");
     assert_eq!(r["bar1_max_bytes"], 32u64 << 30);
+    assert_eq!(by("0000:06:00.0")["bar1_index"], 2);
+    assert_eq!(by("0000:41:00.0")["bar1_index"], 1);
     let r = by("0000:05:00.0");
     assert_eq!(r["iommu_group"], Value::Null);
     assert!(r["advice"][0].as_str().unwrap().contains("IOMMU"), "{r}");

@@ -79,7 +79,10 @@ pub struct Readiness {
     pub vfio_node: Option<PathBuf>,
     /// Whether that node exists (vfio-pci creates it when it takes the group).
     pub vfio_node_exists: bool,
-    /// BAR1 size in bytes, if it has one.
+    /// The BAR register of the VRAM window: 1 on bare hardware; 2 where a hypervisor made
+    /// BAR0 64-bit (seen on an H200 VM), which nvbare's VFIO path does not map yet.
+    pub bar1_index: Option<u8>,
+    /// BAR1 (the VRAM window) size in bytes, if it has one.
     pub bar1_bytes: Option<u64>,
     /// The largest BAR1 the GPU offers (`resource1_resize`), when the kernel can resize it.
     pub bar1_max_bytes: Option<u64>,
@@ -225,11 +228,14 @@ pub fn assess(ctx: &Context<'_>, f: &PciFunction, nvidia_index: Option<u32>) -> 
         .iommu_group
         .map(|g| ctx.dev.join("vfio").join(g.to_string()));
     let vfio_node_exists = vfio_node.as_deref().is_some_and(Path::exists);
-    let bar1_bytes = f.bar(1).map(|b| b.size);
+    // The VRAM window is the first memory BAR after BAR0 (sysfs lists a 64-bit BAR once).
+    let window = f.bars.iter().find(|b| b.index > 0);
+    let bar1_index = window.map(|b| b.index);
+    let bar1_bytes = window.map(|b| b.size);
     // A resize bitmap the kernel cannot give (absent, unreadable) just means "no resize".
     let bar1_max_bytes = ctx
         .sysfs
-        .resize_sizes(f.bdf, 1)
+        .resize_sizes(f.bdf, bar1_index.unwrap_or(1))
         .ok()
         .flatten()
         .filter(|m| *m != 0)
@@ -248,6 +254,7 @@ pub fn assess(ctx: &Context<'_>, f: &PciFunction, nvidia_index: Option<u32>) -> 
         iommu_group: f.iommu_group,
         vfio_node,
         vfio_node_exists,
+        bar1_index,
         bar1_bytes,
         bar1_max_bytes,
         vram_bytes,
@@ -284,6 +291,13 @@ pub fn assess(ctx: &Context<'_>, f: &PciFunction, nvidia_index: Option<u32>) -> 
             "{} does not exist: is vfio-pci loaded (`modprobe vfio-pci`)? then run `nvbare bind \
              {bdf}` again",
             p.display()
+        ));
+    }
+    if let Some(i) = bar1_index.filter(|i| *i != 1) {
+        advice.push(format!(
+            "the VRAM window is BAR{i}, not BAR1 (BAR0 is 64-bit here, as some hypervisors \
+             present it): nvbare's VFIO path maps BAR1 and cannot drive this layout yet; use \
+             --device nvidia:N"
         ));
     }
     if r.bar1 == Bar1Verdict::TooSmall {
