@@ -3,14 +3,13 @@
 use std::io::Write;
 
 use nvbare_core::chip::{self, BootMethod, Chip, MmuVersion};
-
-use super::info_json::{ChipFacts, InfoReport};
 use nvbare_core::hal::PciConfig;
 use nvbare_core::regs::Register;
 use nvbare_core::regs::pgc6::NV_PGC6_AON_SECURE_SCRATCH_GROUP_42;
 use nvbare_core::rm::class::class_name;
 use nvbare_sim::{ChipModel, SimConfig, SimGpu};
 
+use super::info_json::{ChipFacts, InfoReport};
 use crate::{CliError, DeviceSpec};
 
 fn class(id: u32) -> String {
