@@ -74,6 +74,51 @@ mod enabled {
         )
     }
 
+    /// `nvbare info --device nvidia:N --json`: what RM reports about the GPU, as a report.
+    pub fn report(index: u32) -> Result<crate::cmd::info_json::InfoReport, CliError> {
+        use crate::cmd::info_json::{ChipFacts, ClassRef, GrFacts, InfoReport};
+        let mut gpu = open_gpu(index)?;
+        let chip = gpu.chip()?;
+        let classes = gpu.class_list().map_err(KmodError::from)?;
+        let gr = gpu.gr_info().map_err(KmodError::from)?;
+        let vram = gpu.vram().map_err(KmodError::from)?;
+        let uuid = gpu.uuid()?;
+        let sel = select_classes(&classes);
+        let spec = crate::DeviceSpec::Nvidia(index);
+        let mut r = InfoReport::new(&spec, gpu.card().to_string());
+        let card = gpu.card();
+        r.pci_id = Some(format!("{:04x}:{:04x}", card.vendor_id, card.device_id));
+        r.vram_mib = Some(vram.total >> 20);
+        let mut facts = ChipFacts::of(&chip);
+        let pick = |c: Option<u32>, d: ClassRef| c.map_or(d, ClassRef::new);
+        facts.compute = pick(sel.compute, facts.compute);
+        facts.gpfifo = pick(sel.gpfifo, facts.gpfifo);
+        facts.copy = pick(sel.copy, facts.copy);
+        facts.usermode = pick(sel.usermode, facts.usermode);
+        r.chip = Some(facts);
+        r.gr = Some(GrFacts {
+            sm_version: gr.sm_version,
+            sms: gr.sm_count(),
+            tpcs: gr.tpcs,
+            sm_per_tpc: gr.sm_per_tpc,
+            gpcs: gr.gpcs,
+            tpc_per_gpc: gr.tpc_per_gpc,
+            max_warps_per_sm: gr.max_warps_per_sm,
+        });
+        r.rm_version = Some(gpu.driver().version().to_string());
+        r.classes = classes.iter().map(|c| ClassRef::new(*c)).collect();
+        r.extra
+            .insert("driver", format!("nvidia.ko {}", gpu.driver().version()));
+        r.extra.insert("uuid", uuid.to_string());
+        r.extra
+            .insert("vram_heap_mib", (vram.heap >> 20).to_string());
+        r.extra
+            .insert("vram_free_mib", (vram.free >> 20).to_string());
+        r.extra
+            .insert("doorbell", doorbell_check(&mut gpu, sel.usermode));
+        Ok(r)
+    }
+
     /// `nvbare info --device nvidia:N`: what RM reports about the GPU.
     pub fn info(out: &mut dyn Write, index: u32) -> Result<(), CliError> {
         let mut gpu = open_gpu(index)?;
@@ -133,6 +178,12 @@ mod enabled {
 /// Without the adapter compiled in, every `nvidia:N` request fails with this.
 #[cfg(not(feature = "nvidia-kmod"))]
 pub fn info(_out: &mut dyn Write, index: u32) -> Result<(), CliError> {
+    Err(not_built(index))
+}
+
+/// Without the adapter compiled in, every `nvidia:N` request fails with this.
+#[cfg(not(feature = "nvidia-kmod"))]
+pub fn report(index: u32) -> Result<crate::cmd::info_json::InfoReport, CliError> {
     Err(not_built(index))
 }
 

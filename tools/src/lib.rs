@@ -8,6 +8,7 @@ pub mod cmd;
 pub mod kmod;
 pub mod logger;
 pub mod open;
+pub mod progress;
 
 // Device opening lives in the library (`nvbare::backend`); the CLI uses it as it is.
 pub use nvbare::backend::spec as device;

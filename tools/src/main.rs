@@ -26,13 +26,23 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// List NVIDIA PCI functions (sysfs; NVBARE_SYSFS_ROOT replaces /sys).
-    List,
-    /// Identify a device and print its chip, classes, MMU and QMD versions.
+    /// List NVIDIA PCI functions and whether each GPU is ready for nvbare (sysfs;
+    /// NVBARE_SYSFS_ROOT replaces /sys, NVBARE_DEV_ROOT /dev).
+    List {
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Identify a device and print its chip, classes, MMU and QMD versions; without
+    /// --device, list every GPU this machine shows (or say how to use the simulator).
     Info {
-        /// sim[:CHIP], nvidia:N, vfio:DOMAIN:BUS:DEV.FN or remote:HOST[:PORT[:N]]
-        #[arg(long, short, default_value = "sim:gh100")]
-        device: DeviceSpec,
+        /// sim[:CHIP], nvidia:N, vfio:DOMAIN:BUS:DEV.FN or remote:HOST[:PORT[:N]] (default:
+        /// every visible GPU, one line each)
+        #[arg(long, short)]
+        device: Option<DeviceSpec>,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Open a device, copy data in, run add1 and vector_add, verify every element, time it.
     Demo {
@@ -203,10 +213,14 @@ fn main() -> ExitCode {
         ),
         Ok(_) => {}
     }
+    // On a terminal, the firmware fetch (`fw fetch`, or the first boot) shows a spinner.
+    if nvbare_tools::progress::enabled() {
+        nvbare::backend::firmware::set_fetch_progress(nvbare_tools::progress::fetch_event);
+    }
     let mut out = std::io::stdout().lock();
     let result = match cli.command {
-        Command::List => cmd::list::run(&mut out, &Sysfs::from_env()),
-        Command::Info { device } => cmd::info::run(&mut out, device),
+        Command::List { json } => cmd::list::run(&mut out, &Sysfs::from_env(), json),
+        Command::Info { device, json } => cmd::info::run(&mut out, device, json),
         Command::Decode { what } => cmd::decode::run(&mut out, what),
         Command::Demo {
             device,

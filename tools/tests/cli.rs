@@ -56,10 +56,18 @@ fn info_identifies_every_simulated_chip() {
 }
 
 #[test]
-fn info_defaults_to_the_simulated_gh100() {
-    let o = nvbare(&["info"], None);
-    assert!(o.status.success());
-    assert!(text(&o.stdout).contains("GH100 (Hopper)"));
+fn info_without_a_device_lists_the_visible_gpus() {
+    let fx = SysfsFixture::several_gpus();
+    let o = nvbare(&["info"], Some(fx.root()));
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains("GPU 0: NVIDIA H200 (0000:01:00.0)"), "{out}");
+    assert!(
+        out.contains("GPU 1: NVIDIA GeForce RTX 4090 (0000:41:00.0)  chip AD102"),
+        "{out}"
+    );
+    assert!(out.contains("--device vfio:0000:41:00.0"), "{out}");
+    assert!(!out.contains("audio"), "{out}");
 }
 
 #[test]
@@ -90,7 +98,8 @@ fn list_reads_the_fixture_tree() {
     let o = nvbare(&["list"], Some(fx.root()));
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let lines: Vec<&str> = out.lines().collect();
+    // The rows; the readiness lines under each GPU are indented.
+    let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with(' ')).collect();
     assert_eq!(lines.len(), 4, "{out}");
     assert!(
         lines[0].starts_with("0000:01:00.0  10de:2335  NVIDIA H200"),

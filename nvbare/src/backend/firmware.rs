@@ -179,6 +179,57 @@ impl fmt::Display for FetchMode {
     }
 }
 
+/// What the fetch script is doing, for a progress display ([`set_fetch_progress`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchEvent<'a> {
+    /// The script printed a line; `to_stderr` says where it belongs (stdout otherwise).
+    Line {
+        /// The line, without its newline.
+        text: &'a str,
+        /// Whether it belongs on stderr.
+        to_stderr: bool,
+    },
+    /// The script ended.
+    Done,
+}
+
+/// A receiver of [`FetchEvent`]s.
+pub type FetchProgress = fn(FetchEvent<'_>);
+
+static FETCH_PROGRESS: std::sync::OnceLock<FetchProgress> = std::sync::OnceLock::new();
+
+/// Routes the fetch script's output through `f` from now on, so that a program can show it
+/// with a spinner (the CLI does on a terminal); without it the script writes to the terminal
+/// itself. Returns false if a receiver was already set (the first one stays).
+pub fn set_fetch_progress(f: FetchProgress) -> bool {
+    FETCH_PROGRESS.set(f).is_ok()
+}
+
+/// Runs `cmd`, passing each line of its stdout to `progress`.
+fn status_with_progress(
+    cmd: &mut Command,
+    progress: FetchProgress,
+    to_stderr: bool,
+) -> std::io::Result<std::process::ExitStatus> {
+    use std::io::BufRead;
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn()?;
+    if let Some(stdout) = child.stdout.take() {
+        let mut r = std::io::BufReader::new(stdout);
+        let mut line = Vec::new();
+        while r.read_until(b'\n', &mut line)? > 0 {
+            let text = String::from_utf8_lossy(&line);
+            progress(FetchEvent::Line {
+                text: text.trim_end_matches(['\n', '\r']),
+                to_stderr,
+            });
+            line.clear();
+        }
+    }
+    let status = child.wait();
+    progress(FetchEvent::Done);
+    status
+}
+
 /// Runs the embedded fetch script with bash, the pinned list in a temporary file, into `dir`
 /// (`None`: the script's own rule, as [`default_dir`]). With `progress_to_stderr` its output
 /// goes to stderr (for commands whose stdout is their report).
@@ -210,10 +261,15 @@ pub fn run_fetch_script(
             cmd.arg("--force");
         }
     }
-    if progress_to_stderr {
-        cmd.stdout(std::io::stderr());
-    }
-    let status = cmd.status();
+    let status = match FETCH_PROGRESS.get() {
+        Some(p) => status_with_progress(&mut cmd, *p, progress_to_stderr),
+        None => {
+            if progress_to_stderr {
+                cmd.stdout(std::io::stderr());
+            }
+            cmd.status()
+        }
+    };
     let _ = std::fs::remove_file(&sums);
     let status = status
         .map_err(|e| FirmwareError::Io(format!("cannot run bash for the fetch script: {e}")))?;
@@ -249,6 +305,28 @@ fn read_firmware_file(path: &Path) -> Result<Vec<u8>, ReadError> {
 mod tests {
     use super::*;
     use nvbare_gsp_firmware::pinned::pinned_files;
+
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+    fn record(e: FetchEvent<'_>) {
+        let line = match e {
+            FetchEvent::Line { text, to_stderr } => format!("{text} {to_stderr}"),
+            FetchEvent::Done => "done".into(),
+        };
+        SEEN.lock().unwrap().push(line);
+    }
+
+    #[test]
+    fn a_progress_receiver_gets_every_line_then_done() {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg("echo 'step 1'; printf 'step 2'; exit 3");
+        let status = status_with_progress(&mut cmd, record, true).unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(
+            *SEEN.lock().unwrap(),
+            ["step 1 true", "step 2 true", "done"]
+        );
+    }
 
     #[test]
     fn the_embedded_script_is_the_repository_script() {

@@ -18,6 +18,10 @@ use nvbare_sim::gpu_mem::Aperture;
 use nvbare_sim::mmu::{GmmuFormat, MmuConfig, SimMmu, TableLoc};
 use nvbare_sim::{ChipModel, SimConfig, SimGpu};
 
+use serde::Serialize;
+
+use super::json::places3;
+use crate::progress::Spinner;
 use crate::{CliError, DeviceSpec};
 
 /// What to measure.
@@ -36,6 +40,9 @@ pub enum BenchCommand {
         /// Params bytes each way (default: a range of sizes).
         #[arg(long)]
         size: Option<usize>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Two GPUs: peer copy and cross-device wait checks, then peer copy bandwidth both ways.
     P2p(super::bench_p2p::P2pArgs),
@@ -62,6 +69,72 @@ pub struct MmArgs {
     /// Skip the allocator fragmentation run.
     #[arg(long)]
     pub no_alloc: bool,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One mapping case of `nvbare bench mm --json`.
+#[derive(Debug, Serialize)]
+pub struct MapCaseJson {
+    /// The simulated chip.
+    pub chip: String,
+    /// The case, as the table names it.
+    pub case: String,
+    /// Bytes mapped.
+    pub bytes: u64,
+    /// PTEs written.
+    pub pages: u64,
+    /// Median map nanoseconds per page.
+    #[serde(serialize_with = "places3")]
+    pub map_ns_per_page: f64,
+    /// Median unmap nanoseconds per page.
+    #[serde(serialize_with = "places3")]
+    pub unmap_ns_per_page: f64,
+    /// Tables touched by map, then unmap.
+    pub tables_touched: [u64; 2],
+    /// Tables allocated by map, freed by unmap.
+    pub tables_allocated_freed: [u64; 2],
+    /// TLB invalidates.
+    pub invalidates: u64,
+}
+
+/// One allocator run of `nvbare bench mm --json`.
+#[derive(Debug, Serialize)]
+pub struct AllocJson {
+    /// First or best fit.
+    pub policy: String,
+    /// `page` or `4K`.
+    pub align: &'static str,
+    /// Target occupancy, percent.
+    pub target_pct: u64,
+    /// Mean occupancy, percent.
+    #[serde(serialize_with = "places3")]
+    pub occupancy_pct: f64,
+    /// Mean free fragments.
+    #[serde(serialize_with = "places3")]
+    pub fragments: f64,
+    /// Mean external fragmentation, percent.
+    #[serde(serialize_with = "places3")]
+    pub external_fragmentation_pct: f64,
+    /// Allocations tried.
+    pub allocs: u64,
+    /// Refused although enough bytes were free.
+    pub fragmentation_failures: u64,
+    /// Refused for lack of free bytes or blocks.
+    pub full_failures: u64,
+    /// Nanoseconds per operation.
+    #[serde(serialize_with = "places3")]
+    pub ns_per_op: f64,
+}
+
+/// The object `nvbare bench mm --json` prints.
+#[derive(Debug, Default, Serialize)]
+pub struct MmReport {
+    /// The mapping cases, per chip.
+    pub mapper: Vec<MapCaseJson>,
+    /// The allocator runs.
+    pub allocator: Vec<AllocJson>,
 }
 
 /// Parses "64G", "512M", "4096".
@@ -97,12 +170,25 @@ pub fn run(out: &mut dyn Write, cmd: BenchCommand) -> Result<(), CliError> {
             device,
             count,
             size,
-        } => super::bench_rpc::run(out, device, count, size),
+            json,
+        } => super::bench_rpc::run(out, device, count, size, json),
         BenchCommand::P2p(args) => super::bench_p2p::run(out, args),
     }
 }
 
 fn run_mm(out: &mut dyn Write, args: MmArgs) -> Result<(), CliError> {
+    let mut rec = MmReport::default();
+    if !args.json {
+        return run_mm_into(out, &args, &mut rec);
+    }
+    run_mm_into(&mut std::io::sink(), &args, &mut rec)?;
+    let s = serde_json::to_string_pretty(&rec)
+        .map_err(|e| CliError::Runtime(format!("encoding JSON: {e}")))?;
+    writeln!(out, "{s}").map_err(io)
+}
+
+/// `bench mm` writing its tables to `out` and its rows to `rec`.
+fn run_mm_into(out: &mut dyn Write, args: &MmArgs, rec: &mut MmReport) -> Result<(), CliError> {
     let devices = if args.device.is_empty() {
         vec![
             DeviceSpec::Sim(Chipset::GH100),
@@ -120,10 +206,10 @@ fn run_mm(out: &mut dyn Write, args: MmArgs) -> Result<(), CliError> {
         };
         let model = ChipModel::for_chipset(chip)
             .ok_or_else(|| CliError::Usage(format!("the simulator has no {chip}")))?;
-        bench_mapper(out, model, &args)?;
+        bench_mapper(out, model, args, &mut rec.mapper)?;
     }
     if !args.no_alloc {
-        bench_allocators(out, args.alloc_ops)?;
+        bench_allocators(out, args.alloc_ops, &mut rec.allocator)?;
     }
     Ok(())
 }
@@ -202,7 +288,43 @@ fn mapper_cases(fmt: MmuFormat, args: &MmArgs) -> Vec<Case> {
     cases
 }
 
-fn bench_mapper(out: &mut dyn Write, model: ChipModel, args: &MmArgs) -> Result<(), CliError> {
+/// The heading and column names of one chip's `bench mm` table.
+fn mapper_header(
+    out: &mut dyn Write,
+    model: ChipModel,
+    fb: u64,
+    fmt: MmuFormat,
+    tables: u64,
+) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "bench mm: {} ({}, {} GiB VRAM), {fmt}; tables in sim VRAM through BAR1 at {tables:#x}",
+        model.chipset,
+        model.board,
+        fb >> 30
+    )
+    .map_err(io)?;
+    writeln!(
+        out,
+        "  {:<38} {:>9} {:>12} {:>14} {:>15} {:>13} {:>6}",
+        "case (median of runs)",
+        "pages",
+        "map ns/page",
+        "unmap ns/page",
+        "tables touched",
+        "alloc/freed",
+        "inval"
+    )
+    .map_err(io)?;
+    Ok(())
+}
+
+fn bench_mapper(
+    out: &mut dyn Write,
+    model: ChipModel,
+    args: &MmArgs,
+    rec: &mut Vec<MapCaseJson>,
+) -> Result<(), CliError> {
     let gpu = SimGpu::new(SimConfig::new(model));
     let mmu = SimMmu::install(&gpu, MmuConfig::default());
     let clock = gpu.clock();
@@ -235,27 +357,10 @@ fn bench_mapper(out: &mut dyn Write, model: ChipModel, args: &MmArgs) -> Result<
 
     let cases = mapper_cases(fmt, args);
 
-    writeln!(
-        out,
-        "bench mm: {} ({}, {} GiB VRAM), {fmt}; tables in sim VRAM through BAR1 at {tables:#x}",
-        model.chipset,
-        model.board,
-        fb >> 30
-    )
-    .map_err(io)?;
-    writeln!(
-        out,
-        "  {:<38} {:>9} {:>12} {:>14} {:>15} {:>13} {:>6}",
-        "case (median of runs)",
-        "pages",
-        "map ns/page",
-        "unmap ns/page",
-        "tables touched",
-        "alloc/freed",
-        "inval"
-    )
-    .map_err(io)?;
+    mapper_header(out, model, fb, fmt, tables)?;
+    let bar = Spinner::bar(cases.len() as u64, format!("bench mm: {}", model.chipset));
     for mut c in cases {
+        bar.inc();
         let align = c.max_page.bytes().max(2 << 20);
         let avail = vram.largest_free().saturating_sub(align) & !(align - 1);
         let clamped = c.bytes > avail;
@@ -312,19 +417,33 @@ fn bench_mapper(out: &mut dyn Write, model: ChipModel, args: &MmArgs) -> Result<
             map_ns.push(t_map.as_nanos() as f64 / pages);
             unmap_ns.push(t_unmap.as_nanos() as f64 / pages);
         }
-        writeln!(
-            out,
-            "  {:<38} {:>9} {:>12.1} {:>14.1} {:>7}/{:<7} {:>6}/{:<6} {:>6}",
-            c.name,
-            dm.ptes_written,
-            median(&mut map_ns),
-            median(&mut unmap_ns),
-            dm.tables_touched,
-            du.tables_touched,
-            dm.tables_allocated,
-            du.tables_freed,
-            dm.invalidates + du.invalidates,
-        )
+        let (map_med, unmap_med) = (median(&mut map_ns), median(&mut unmap_ns));
+        rec.push(MapCaseJson {
+            chip: model.chipset.to_string(),
+            case: c.name.clone(),
+            bytes: c.bytes,
+            pages: dm.ptes_written,
+            map_ns_per_page: map_med,
+            unmap_ns_per_page: unmap_med,
+            tables_touched: [dm.tables_touched, du.tables_touched],
+            tables_allocated_freed: [dm.tables_allocated, du.tables_freed],
+            invalidates: dm.invalidates + du.invalidates,
+        });
+        bar.suspend(|| {
+            writeln!(
+                out,
+                "  {:<38} {:>9} {:>12.1} {:>14.1} {:>7}/{:<7} {:>6}/{:<6} {:>6}",
+                c.name,
+                dm.ptes_written,
+                map_med,
+                unmap_med,
+                dm.tables_touched,
+                du.tables_touched,
+                dm.tables_allocated,
+                du.tables_freed,
+                dm.invalidates + du.invalidates,
+            )
+        })
         .map_err(io)?;
         va.free(base).map_err(|e| rt("VA free", e))?;
         vram.free(pa).map_err(|e| rt("VRAM free", e))?;
@@ -353,7 +472,11 @@ impl Rng {
 }
 
 /// Runs a random alloc/free workload on a 24 GiB framebuffer and reports fragmentation.
-fn bench_allocators(out: &mut dyn Write, ops: u32) -> Result<(), CliError> {
+fn bench_allocators(
+    out: &mut dyn Write,
+    ops: u32,
+    rec: &mut Vec<AllocJson>,
+) -> Result<(), CliError> {
     const FB: u64 = 24 << 30;
     writeln!(
         out,
@@ -376,9 +499,11 @@ fn bench_allocators(out: &mut dyn Write, ops: u32) -> Result<(), CliError> {
         "ns/op"
     )
     .map_err(io)?;
+    let bar = Spinner::bar(12, "bench mm: allocator runs");
     for policy in [FitPolicy::FirstFit, FitPolicy::BestFit] {
         for page_align in [true, false] {
             for target in [50u64, 80, 95] {
+                bar.inc();
                 let layout = FbLayout::new(FB);
                 let mut v =
                     VramAllocator::<4096>::new(&layout, policy).map_err(|e| rt("VRAM", e))?;
@@ -437,7 +562,19 @@ fn bench_allocators(out: &mut dyn Write, ops: u32) -> Result<(), CliError> {
                     return Err(rt("allocator", "memory did not all come back"));
                 }
                 let n = frag_n.max(1);
-                writeln!(
+                rec.push(AllocJson {
+                    policy: format!("{policy:?}"),
+                    align: if page_align { "page" } else { "4K" },
+                    target_pct: target,
+                    occupancy_pct: 100.0 * occ_sum / n as f64,
+                    fragments: frag_count_sum as f64 / n as f64,
+                    external_fragmentation_pct: 100.0 * frag_sum / n as f64,
+                    allocs: attempts,
+                    fragmentation_failures: frag_fail,
+                    full_failures: full_fail,
+                    ns_per_op: elapsed.as_nanos() as f64 / ops as f64,
+                });
+                bar.suspend(|| writeln!(
                     out,
                     "  {:<9} {:<6} {:>5}% {:>8.0}% {:>9.0} {:>8.1}% {:>8} {:>10} {:>10} {:>7.0}",
                     format!("{policy:?}"),
@@ -450,7 +587,7 @@ fn bench_allocators(out: &mut dyn Write, ops: u32) -> Result<(), CliError> {
                     frag_fail,
                     full_fail,
                     elapsed.as_nanos() as f64 / ops as f64,
-                )
+                ))
                 .map_err(io)?;
             }
         }
@@ -494,6 +631,7 @@ mod tests {
             runs: 1,
             alloc_ops: 2000,
             no_alloc: false,
+            json: false,
         };
         run_mm(&mut out, args).unwrap();
         let s = String::from_utf8(out).unwrap();
@@ -510,8 +648,32 @@ mod tests {
                 runs: 1,
                 alloc_ops: 1,
                 no_alloc: true,
+                json: false,
             },
         );
         assert!(matches!(r, Err(CliError::Usage(_))));
+    }
+
+    #[test]
+    fn bench_mm_json_parses_and_has_every_row() {
+        let mut out = Vec::new();
+        let args = MmArgs {
+            device: vec![DeviceSpec::Sim(Chipset::AD102)],
+            huge: 1 << 30,
+            small: 8 << 20,
+            runs: 1,
+            alloc_ops: 500,
+            no_alloc: false,
+            json: true,
+        };
+        run_mm(&mut out, args).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let cases = v["mapper"].as_array().unwrap();
+        assert_eq!(cases.len(), 4, "{v}");
+        assert_eq!(cases[1]["case"], "8 MiB @ 4 KiB");
+        assert_eq!(cases[1]["pages"], 2048);
+        assert_eq!(cases[0]["chip"], "AD102");
+        assert_eq!(cases[0]["bytes"], 1u64 << 30);
+        assert_eq!(v["allocator"].as_array().unwrap().len(), 12);
     }
 }

@@ -23,6 +23,9 @@ use nvbare_sim::gsp::mini_rm::MINI_RM_CTRL_CMD_TEST_TRANSFORM;
 use nvbare_sim::gsp::{EmuClock, EmulatorConfig, GspEmulator, MiniRm};
 use nvbare_sim::{ChipModel, SimConfig, SimGpu};
 
+use serde::Serialize;
+
+use super::json::places3;
 use crate::{CliError, DeviceSpec};
 
 /// Params sizes measured when none is given: one element, several, and continuation records.
@@ -83,7 +86,9 @@ pub fn measure(model: ChipModel, count: u32, sizes: &[usize]) -> Result<Vec<RpcB
     rpc.rm_alloc(client, Handle(0), client, class::NV01_ROOT, &mut p)
         .map_err(rt)?;
     let mut results = Vec::new();
+    let bar = crate::progress::Spinner::bar(sizes.len() as u64, "bench rpc: params sizes");
     for &size in sizes {
+        bar.inc();
         let mut params = vec![0u8; size];
         // Warm up.
         for _ in 0..count.min(100) {
@@ -114,12 +119,40 @@ pub fn measure(model: ChipModel, count: u32, sizes: &[usize]) -> Result<Vec<RpcB
     Ok(results)
 }
 
-/// Runs `nvbare bench rpc`.
+/// One size of `nvbare bench rpc --json`.
+#[derive(Debug, Serialize)]
+pub struct RpcJson {
+    /// Params bytes each way.
+    pub params_bytes: usize,
+    /// Round trips timed.
+    pub rpcs: u32,
+    /// Round trips per second.
+    #[serde(serialize_with = "places3")]
+    pub rpc_per_s: f64,
+    /// Driver-side microseconds per RPC.
+    #[serde(serialize_with = "places3")]
+    pub driver_us: f64,
+    /// Emulator microseconds per RPC.
+    #[serde(serialize_with = "places3")]
+    pub emulator_us: f64,
+}
+
+/// The object `nvbare bench rpc --json` prints.
+#[derive(Debug, Serialize)]
+pub struct RpcReport {
+    /// The device string.
+    pub device: String,
+    /// One entry per params size.
+    pub sizes: Vec<RpcJson>,
+}
+
+/// Runs `nvbare bench rpc [--json]`.
 pub fn run(
     out: &mut dyn Write,
     device: DeviceSpec,
     count: u32,
     size: Option<usize>,
+    json: bool,
 ) -> Result<(), CliError> {
     let Some(cs) = device.sim_chip() else {
         return Err(CliError::Usage(format!(
@@ -136,6 +169,24 @@ pub fn run(
         return Err(CliError::Usage("--count must be at least 1".into()));
     }
     let io = |e: std::io::Error| CliError::Runtime(format!("writing output: {e}"));
+    if json {
+        let r = RpcReport {
+            device: device.to_string(),
+            sizes: measure(model, count, &sizes)?
+                .iter()
+                .map(|r| RpcJson {
+                    params_bytes: r.size,
+                    rpcs: r.count,
+                    rpc_per_s: r.per_second(),
+                    driver_us: r.driver_per_rpc().as_secs_f64() * 1e6,
+                    emulator_us: r.emulator_per_rpc().as_secs_f64() * 1e6,
+                })
+                .collect(),
+        };
+        let s = serde_json::to_string_pretty(&r)
+            .map_err(|e| CliError::Runtime(format!("encoding JSON: {e}")))?;
+        return writeln!(out, "{s}").map_err(io);
+    }
     writeln!(
         out,
         "GSP RPC round trips on {device} (GSP_RM_CONTROL, params each way; emulator time measured and subtracted)"
@@ -175,6 +226,18 @@ mod tests {
             assert!(b.per_second() > 0.0);
         }
         let mut out = Vec::new();
-        assert!(run(&mut out, DeviceSpec::Nvidia(0), 1, None).is_err());
+        assert!(run(&mut out, DeviceSpec::Nvidia(0), 1, None, false).is_err());
+        let mut out = Vec::new();
+        run(
+            &mut out,
+            DeviceSpec::Sim(nvbare_core::chip::Chipset::AD102),
+            5,
+            Some(64),
+            true,
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["sizes"][0]["params_bytes"], 64);
+        assert!(v["sizes"][0]["rpc_per_s"].as_f64().unwrap() > 0.0);
     }
 }

@@ -9,6 +9,7 @@ use nvbare_core::regs::pgc6::NV_PGC6_AON_SECURE_SCRATCH_GROUP_42;
 use nvbare_core::rm::class::class_name;
 use nvbare_sim::{ChipModel, SimConfig, SimGpu};
 
+use super::info_json::{ChipFacts, InfoReport};
 use crate::{CliError, DeviceSpec};
 
 fn class(id: u32) -> String {
@@ -55,23 +56,22 @@ fn io(e: std::io::Error) -> CliError {
     CliError::Runtime(format!("writing output: {e}"))
 }
 
-/// Runs `nvbare info --device DEV`.
-pub fn run(out: &mut dyn Write, device: DeviceSpec) -> Result<(), CliError> {
+/// Runs `nvbare info [--device DEV] [--json]`: without a device, every GPU this machine shows.
+pub fn run(out: &mut dyn Write, device: Option<DeviceSpec>, json: bool) -> Result<(), CliError> {
+    let Some(device) = device else {
+        return super::info_all::run(out, &nvbare_pci_host::Sysfs::from_env(), json);
+    };
+    if json {
+        let r = report(device)?;
+        return out.write_all(r.to_json()?.as_bytes()).map_err(io);
+    }
     match &device {
         DeviceSpec::Sim(cs) => {
             let cs = *cs;
-            let model = ChipModel::for_chipset(cs)
-                .ok_or_else(|| CliError::Usage(format!("the simulator has no {cs} model")))?;
-            let gpu = SimGpu::new(SimConfig::new(model));
+            let (model, gpu) = sim_gpu(cs)?;
             let bar0 = gpu.bar0();
             let chip = chip::identify_mmio(&bar0)?;
-            let pci = gpu.pci();
-            let id = pci
-                .read_config32(0)
-                .map_err(|e| CliError::Runtime(e.to_string()))?;
-            let sub = pci
-                .read_config32(0x2c)
-                .map_err(|e| CliError::Runtime(e.to_string()))?;
+            let (id, sub) = sim_ids(&gpu)?;
             let vram = NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(&bar0);
             writeln!(out, "device    {device} (simulated {})", model.board).map_err(io)?;
             writeln!(
@@ -96,15 +96,108 @@ pub fn run(out: &mut dyn Write, device: DeviceSpec) -> Result<(), CliError> {
         }
         DeviceSpec::Remote { host, port, index } => {
             let gpu = crate::device::open_remote(host, *port, *index)?;
-            let chip = chip::identify_mmio(gpu.bar0()).map_err(|e| {
-                if gpu.last_error().is_some() {
-                    crate::baremetal::remote_error(&gpu, &format!("{device}: identifying"), e)
-                } else {
-                    e.into()
-                }
-            })?;
+            let chip = identify_remote(&device, &gpu)?;
             print_remote(out, &device, &gpu).map_err(io)?;
             print_chip(out, &chip).map_err(io)
+        }
+    }
+}
+
+/// The simulated GPU `info` looks at.
+fn sim_gpu(
+    cs: nvbare_core::chip::Chipset,
+) -> Result<(ChipModel, std::sync::Arc<SimGpu>), CliError> {
+    let model = ChipModel::for_chipset(cs)
+        .ok_or_else(|| CliError::Usage(format!("the simulator has no {cs} model")))?;
+    Ok((model, SimGpu::new(SimConfig::new(model))))
+}
+
+/// PCI config dwords 0 (ids) and 0x2c (subsystem) of a simulated GPU.
+fn sim_ids(gpu: &std::sync::Arc<SimGpu>) -> Result<(u32, u32), CliError> {
+    let pci = gpu.pci();
+    let rd = |off| {
+        pci.read_config32(off)
+            .map_err(|e| CliError::Runtime(e.to_string()))
+    };
+    Ok((rd(0)?, rd(0x2c)?))
+}
+
+fn identify_remote(
+    device: &DeviceSpec,
+    gpu: &nvbare_pci_host::remote::client::RemoteGpu,
+) -> Result<Chip, CliError> {
+    chip::identify_mmio(gpu.bar0()).map_err(|e| {
+        if gpu.last_error().is_some() {
+            crate::baremetal::remote_error(gpu, &format!("{device}: identifying"), e).into()
+        } else {
+            e.into()
+        }
+    })
+}
+
+/// What `info --device DEV --json` prints.
+fn report(device: DeviceSpec) -> Result<InfoReport, CliError> {
+    use nvbare_core::hal::Mmio;
+    let human = nvbare_pci_host::bind::human;
+    match &device {
+        DeviceSpec::Sim(cs) => {
+            let (model, gpu) = sim_gpu(*cs)?;
+            let bar0 = gpu.bar0();
+            let chip = chip::identify_mmio(&bar0)?;
+            let (id, sub) = sim_ids(&gpu)?;
+            let mut r = InfoReport::new(&device, format!("simulated {}", model.board));
+            r.set_pci(id, sub);
+            r.vram_mib = Some(
+                NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(&bar0)
+                    .value()
+                    .into(),
+            );
+            r.chip = Some(ChipFacts::of(&chip));
+            r.add_rm_view(device)?;
+            Ok(r)
+        }
+        DeviceSpec::Nvidia(index) => crate::kmod::report(*index),
+        DeviceSpec::Vfio(bdf) => {
+            let gpu = crate::device::open_vfio(*bdf)?;
+            let chip = chip::identify_mmio(gpu.bar0())?;
+            let f = gpu.function();
+            let mut r = InfoReport::new(&device, f.name().unwrap_or("unknown NVIDIA GPU").into());
+            let pci = gpu.pci();
+            r.set_pci(
+                pci.read_config32(0).unwrap_or(u32::MAX),
+                pci.read_config32(0x2c).unwrap_or(u32::MAX),
+            );
+            r.vram_mib = Some(
+                NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(gpu.bar0())
+                    .value()
+                    .into(),
+            );
+            r.chip = Some(ChipFacts::of(&chip));
+            let group = f.iommu_group.map_or("none".into(), |g| g.to_string());
+            r.extra.insert("iommu_group", group);
+            r.extra.insert("bar0", human(gpu.bar0().size() as u64));
+            r.extra.insert("bar1", human(gpu.bar1().size() as u64));
+            let dma = if gpu.noiommu() {
+                "no-IOMMU"
+            } else {
+                "IOMMU (type1)"
+            };
+            r.extra.insert("dma", dma.into());
+            Ok(r)
+        }
+        DeviceSpec::Remote { host, port, index } => {
+            let gpu = crate::device::open_remote(host, *port, *index)?;
+            let chip = identify_remote(&device, &gpu)?;
+            let mut r = InfoReport::new(&device, format!("{:?} on the server", gpu.device().name));
+            r.set_pci(
+                gpu.pci().read_config32(0).unwrap_or(u32::MAX),
+                gpu.pci().read_config32(0x2c).unwrap_or(u32::MAX),
+            );
+            r.chip = Some(ChipFacts::of(&chip));
+            r.extra.insert("bar0", human(gpu.bar0().size() as u64));
+            r.extra.insert("bar1", human(gpu.bar1().size() as u64));
+            r.extra.insert("server", gpu.addr().to_string());
+            Ok(r)
         }
     }
 }

@@ -348,8 +348,9 @@ pub(super) fn rt(what: &str) -> impl Fn(nvbare_core::device::DeviceError) -> Cli
     move |e| CliError::Runtime(format!("{what}: {e}"))
 }
 
+/// A progress line on stderr, with a spinner under it while the step runs (on a terminal).
 fn progress(msg: &str) {
-    eprintln!("nvbare bench: {msg}");
+    crate::progress::step(&format!("nvbare bench: {msg}"));
 }
 
 fn us(d: Duration) -> f64 {
@@ -747,7 +748,9 @@ pub fn run(out: &mut dyn Write, args: GpuBenchArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Runtime(format!("installing {}: {e}", p.display())))?;
     }
     let open_s = t.elapsed().as_secs_f64();
-    let r = with_device!(&any, dev => measure(dev, &args, open_s))?;
+    let r = with_device!(&any, dev => measure(dev, &args, open_s));
+    crate::progress::clear();
+    let r = r?;
     drop(any);
     let text = if args.json {
         r.to_json() + "\n"
