@@ -148,3 +148,44 @@ fn devices_it_cannot_serve_are_refused_by_name() {
         );
     }
 }
+
+#[test]
+fn rm_and_events_reach_a_remote_gpus_gsp() {
+    let dir = testutil::require_firmware_dir();
+    let (server, addr) = serve(&["--device", "sim:ad102"], &dir);
+    let device = format!("remote:{addr}");
+    let o = nvbare(
+        &[
+            "rm",
+            "control",
+            "--device",
+            &device,
+            "--on",
+            "device",
+            "NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2",
+        ],
+        &dir,
+    );
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}\n{}",
+        text(&o.stderr),
+        server.log()
+    );
+    assert!(out.contains("ADA_COMPUTE_A (0xc9c0)"), "{out}");
+    let o = nvbare(
+        &["events", "--device", &device, "--seconds", "0.3", "--fault"],
+        &dir,
+    );
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}\n{}",
+        text(&o.stderr),
+        server.log()
+    );
+    assert!(out.contains("RC_TRIGGERED: channel"), "{out}");
+    // No logging ELF for the remote GPU's firmware: LIBOS records as raw words.
+    assert!(out.contains("log LOGRM["), "{out}");
+}

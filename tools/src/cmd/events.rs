@@ -196,7 +196,15 @@ pub fn run(out: &mut dyn Write, args: EventsArgs) -> Result<(), CliError> {
         }
         None => None,
     };
-    let any = open_device(args.device.clone(), DeviceOptions::default())?;
+    let any = open_device(
+        args.device.clone(),
+        DeviceOptions {
+            // One stream: these commands launch at most one kernel, and each stream is two
+            // channels to create (slow over `remote:`).
+            streams: 1,
+            ..DeviceOptions::default()
+        },
+    )?;
     let mut p = Printer {
         out,
         json: args.json,

@@ -203,7 +203,15 @@ fn hex_string(b: &[u8]) -> String {
 
 impl Session {
     fn open(device: DeviceSpec, json: bool) -> Result<Session, CliError> {
-        let any = open_device(device, DeviceOptions::default())?;
+        let any = open_device(
+            device,
+            DeviceOptions {
+                // One stream: these commands launch at most one kernel, and each stream is two
+                // channels to create (slow over `remote:`).
+                streams: 1,
+                ..DeviceOptions::default()
+            },
+        )?;
         let objs = with_device!(&any, d => d.rm_objects())
             .map_err(|e| CliError::Runtime(format!("the device: {e}")))?;
         let abi = rm_call(&any, |rm| rm.abi())?;
