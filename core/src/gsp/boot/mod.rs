@@ -62,7 +62,7 @@ use core::time::Duration;
 
 use zerocopy::{FromZeros, IntoBytes};
 
-use crate::chip::{BootMethod, Chip, ChipInfo, identify_mmio};
+use crate::chip::{BootMethod, Chip, ChipInfo, Chipset, identify_mmio};
 use crate::falcon::{Falcon, FalconHal, FuseEngine, RISCV_ACTIVE_TIMEOUT};
 use crate::gsp::GspError;
 use crate::gsp::events::NV_VGPU_MSG_EVENT_GSP_INIT_DONE;
@@ -344,6 +344,13 @@ fn fuse_for<M: Mmio + ?Sized>(bar0: &M, hal: FalconHal, sel: firmware::FuseSelec
     }
 }
 
+/// The chips [`boot`] accepts: those whose boot path has run end to end against a simulator
+/// model of the chip (`tests/sim/src/models.rs`, which checks it has a model of each). Every
+/// other chip `chip::identify` knows is refused with [`BootErrorKind::NotSupported`]: TU10x and
+/// GA100 have their falcon HAL ([`FalconHal::Tu102`], [`FalconHal::Ga100`]) but not their
+/// FWSEC (generic bootloader) and PIO booter path, and no other chip has met a model.
+pub const BARE_METAL_CHIPS: [Chipset; 3] = [Chipset::AD102, Chipset::GH100, Chipset::GB202];
+
 /// Boots GSP-RM; see the [module documentation](self) for the sequence.
 ///
 /// # Errors
@@ -396,6 +403,10 @@ where
     let chip = identify_mmio(&hw.bar0).map_err(|e| run.fail(BootErrorKind::Chip(e), none))?;
     run.chip = Some(chip.info);
     let info = chip.info;
+    if !BARE_METAL_CHIPS.contains(&info.chipset) {
+        let chip = info.chipset;
+        return Err(run.fail(BootErrorKind::NotSupported { chip }, none));
+    }
     if fw.chipset().info().firmware_dir != info.firmware_dir {
         return Err(run.fail(
             BootErrorKind::WrongFirmware {
