@@ -60,6 +60,8 @@ mod unload;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_pio_booter;
+#[cfg(test)]
 mod tests_unsupported;
 
 use std::collections::VecDeque;
