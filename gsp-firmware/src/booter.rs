@@ -25,6 +25,7 @@
 use alloc::format;
 use alloc::vec::Vec;
 
+use nvbare_core::falcon::HsDirectLoad;
 use zerocopy::little_endian::U32;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
@@ -302,6 +303,18 @@ impl<'a> BooterImage<'a> {
         // parse() checked patch_loc >= os_data_offset.
         self.patch_loc
             .saturating_sub(self.load.os_data_offset.get())
+    }
+
+    /// Where the parts go when the falcon loads the image by PIO, on TU10x and GA100 (no boot
+    /// from HS: `s_allocateUcodeFromBinArchive`'s BOOT_DIRECT case): the OS code non-secure, the
+    /// app code secure, the OS data at DMEM 0; the signature is already patched in.
+    pub fn direct_load(&self) -> HsDirectLoad {
+        let l = &self.load;
+        HsDirectLoad::booter(
+            (l.os_code_offset.get(), l.os_code_size.get()),
+            (l.app_code_offset.get(), l.app_code_size.get()),
+            (l.os_data_offset.get(), l.os_data_size.get()),
+        )
     }
 
     /// `NV_PFALCON2_FALCON_BROM_ENGIDMASK`.

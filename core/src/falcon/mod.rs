@@ -22,7 +22,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use crate::chip::{Architecture, ChipInfo};
+use crate::chip::{Architecture, ChipInfo, Chipset};
 use crate::hal::{Clock, HalError, Mmio, PollError, is_register_value, poll_until};
 use crate::regs::falcon::*;
 use crate::regs::fuse::{
@@ -31,6 +31,9 @@ use crate::regs::fuse::{
 };
 use crate::regs::pmc::NV_PMC_BOOT_0;
 use crate::regs::{Register, RegisterArray, RegisterBase, RelativeRegister};
+
+mod tu102;
+pub use tu102::HsDirectLoad;
 
 /// How long RESET_READY may take to appear before the reset goes ahead anyway (nova-core and
 /// OpenRM tolerate its absence: bug 3419321).
@@ -76,6 +79,13 @@ pub enum FalconError {
         /// What is wrong.
         what: &'static str,
     },
+    /// The chip's falcon HAL has no such operation (e.g. the boot-ROM HS load on TU10x).
+    Unsupported {
+        /// The engine.
+        engine: &'static str,
+        /// What was asked.
+        what: &'static str,
+    },
     /// Register or DMA access failed.
     Hal(HalError),
 }
@@ -95,6 +105,10 @@ impl fmt::Display for FalconError {
             FalconError::BadLoad { engine, what } => write!(
                 f,
                 "{engine} falcon: cannot load the ucode: {what} (corrupt firmware file?)"
+            ),
+            FalconError::Unsupported { engine, what } => write!(
+                f,
+                "{engine} falcon: {what} is not what this chip's falcon does (a driver bug)"
             ),
             FalconError::Hal(e) => write!(f, "falcon register access: {e}"),
         }
@@ -128,21 +142,87 @@ impl FalconEngine for Sec2 {
     const NAME: &'static str = "SEC2";
 }
 
-/// What differs between chip generations in falcon handling.
+/// What differs between chip generations in falcon handling: which of RM's falcon and GSP HAL
+/// functions a chip uses (`g_kernel_falcon_nvoc.c`, `g_kernel_gsp_nvoc.c` of 570.144).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FalconHal {
-    /// Turing to Ada (`kflcnResetHw` toggles `FALCON_ENGINE.RESET` with propagation reads).
+    /// TU102-TU117: no core switch (`kflcnSwitchToFalcon_TU102`), RISC-V status in
+    /// `CORE_SWITCH_RISCV_STATUS` (`kflcnIsRiscvActive_TU102`), scrubbing in DMACTL
+    /// (`kflcnWaitForResetToFinish_TU102`), HS ucode by PIO (`kgspExecuteHsFalcon_TU102`),
+    /// no ucode fuse versions (`kgspReadUcodeFuseVersion_b2b553`), narrower IMEMC/DMEMC BLK.
+    Tu102,
+    /// GA100: the TU102 falcon functions, but GA100's wider IMEMC/DMEMC (`kflcnMaskImemAddr_GA100`)
+    /// and fuse versions (`kgspReadUcodeFuseVersion_GA100`).
+    Ga100,
+    /// GA102 to Ada (`kflcnResetHw` toggles `FALCON_ENGINE.RESET` with propagation reads; BCR
+    /// core switch; HS ucode through the boot ROM, `kgspExecuteHsFalcon_GA102`).
     Ga102,
     /// Hopper and Blackwell (the reset state machine reports RESET_STATUS, `kgspResetHw_GH100`).
     Gh100,
 }
 
 impl FalconHal {
-    /// The HAL for a chip.
+    /// The HAL for a chip (RM's ChipHal masks: TU102|TU104|TU106|TU116|TU117, GA100, then
+    /// GA102 on).
     pub fn for_chip(info: &ChipInfo) -> FalconHal {
         match info.architecture {
-            Architecture::Turing | Architecture::Ampere | Architecture::Ada => FalconHal::Ga102,
+            Architecture::Turing => FalconHal::Tu102,
+            Architecture::Ampere if info.chipset == Chipset::GA100 => FalconHal::Ga100,
+            Architecture::Ampere | Architecture::Ada => FalconHal::Ga102,
             Architecture::Hopper | Architecture::Blackwell => FalconHal::Gh100,
+        }
+    }
+
+    /// Whether the engine has a BCR core switch (`NV_PRISCV_RISCV_BCR_CTRL`, ga102 on); TU10x
+    /// and GA100 have none and come out of reset ready for either core
+    /// (`kflcnResetIntoRiscv_TU102`).
+    pub fn has_core_switch(self) -> bool {
+        matches!(self, FalconHal::Ga102 | FalconHal::Gh100)
+    }
+
+    /// Whether RISC-V activity is read from `CORE_SWITCH_RISCV_STATUS` rather than
+    /// `NV_PRISCV_RISCV_CPUCTL` (`kflcnIsRiscvActive_TU102` on TU10x and GA100).
+    pub fn riscv_status_in_core_switch(self) -> bool {
+        matches!(self, FalconHal::Tu102 | FalconHal::Ga100)
+    }
+
+    /// Whether scrubbing is awaited in DMACTL (`kflcnWaitForResetToFinish_TU102`) rather than
+    /// HWCFG2.MEM_SCRUBBING, which tu102/ga100's headers do not define.
+    pub fn scrub_in_dmactl(self) -> bool {
+        matches!(self, FalconHal::Tu102 | FalconHal::Ga100)
+    }
+
+    /// Whether RESET_READY is polled before a reset: HWCFG2 bit 31 is defined only in
+    /// `ga102/dev_falcon_v4_addendum.h` (RM's `kflcnPreResetWait_GA102`, GA10x/AD10x; nvbare
+    /// keeps the bounded poll on Hopper on as well).
+    pub fn waits_for_reset_ready(self) -> bool {
+        matches!(self, FalconHal::Ga102 | FalconHal::Gh100)
+    }
+
+    /// Whether heavy-secure ucode is DMA'd and checked by the boot ROM (`bBootFromHs`,
+    /// `kgspExecuteHsFalcon_GA102`); TU10x and GA100 load it by PIO
+    /// ([`Falcon::execute_hs_direct`]).
+    pub fn boots_from_hs(self) -> bool {
+        matches!(self, FalconHal::Ga102 | FalconHal::Gh100)
+    }
+
+    /// Whether the ucode fuse versions are read: TU10x returns 0 without a read
+    /// (`kgspReadUcodeFuseVersion_b2b553`; `tu102/dev_fuse.h` has no such registers).
+    pub fn reads_ucode_fuses(self) -> bool {
+        !matches!(self, FalconHal::Tu102)
+    }
+
+    /// The fuse version a heavy-secure ucode's signature must match on this HAL.
+    pub fn ucode_fuse_version<M: Mmio + ?Sized>(
+        self,
+        bar0: &M,
+        engine: FuseEngine,
+        ucode_id: u32,
+    ) -> u32 {
+        if self.reads_ucode_fuses() {
+            ucode_fuse_version(bar0, engine, ucode_id)
+        } else {
+            0
         }
     }
 }
@@ -270,6 +350,9 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
     }
 
     fn pre_reset_wait(&self) -> Result<(), FalconError> {
+        if !self.hal.waits_for_reset_ready() {
+            return Ok(());
+        }
         // Bug 3419321: RESET_READY may never appear; OpenRM and nova-core go ahead anyway.
         let _ = self.poll(
             RESET_READY_TIMEOUT,
@@ -283,7 +366,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
     fn reset_hw(&self) -> Result<(), FalconError> {
         let engine = |reset| NV_PFALCON_FALCON_ENGINE::new().with_reset(reset);
         match self.hal {
-            FalconHal::Ga102 => {
+            FalconHal::Tu102 | FalconHal::Ga100 | FalconHal::Ga102 => {
                 engine(true).write_of::<E, _>(self.bar0);
                 for _ in 0..RESET_PROPAGATION_READS {
                     let _ = NV_PFALCON_FALCON_ENGINE::read_of::<E, _>(self.bar0);
@@ -315,6 +398,9 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
     }
 
     fn wait_scrubbing(&self) -> Result<(), FalconError> {
+        if self.hal.scrub_in_dmactl() {
+            return self.wait_scrubbing_dmactl();
+        }
         self.poll(
             MEM_SCRUB_TIMEOUT,
             Duration::from_micros(10),
@@ -326,12 +412,13 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
         )
     }
 
-    /// Resets the engine into falcon mode (`kflcnReset_TU102` with the GA102 core switch).
+    /// Resets the engine into falcon mode (`kflcnReset_TU102`, with the GA102 core switch where
+    /// the chip has one).
     pub fn reset(&self) -> Result<(), FalconError> {
         self.pre_reset_wait()?;
         self.reset_hw()?;
         self.wait_scrubbing()?;
-        if self.hwcfg2().riscv() {
+        if self.hal.has_core_switch() && self.hwcfg2().riscv() {
             let bcr = NV_PRISCV_RISCV_BCR_CTRL::read_of::<E, _>(self.bar0);
             if bcr.core_select_riscv() {
                 NV_PRISCV_RISCV_BCR_CTRL::new().write_of::<E, _>(self.bar0);
@@ -351,8 +438,13 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
     }
 
     /// Resets the engine and selects the RISC-V core with boot-ROM fetch
-    /// (`kflcnResetIntoRiscv_GA102`).
+    /// (`kflcnResetIntoRiscv_GA102`; on TU10x/GA100 the plain reset, `kflcnResetIntoRiscv_TU102`).
     pub fn reset_into_riscv(&self) -> Result<(), FalconError> {
+        if !self.hal.has_core_switch() {
+            // `kflcnResetIntoRiscv_TU102`: no core switch, the plain reset leaves the core
+            // ready to run RISC-V.
+            return self.reset();
+        }
         self.pre_reset_wait()?;
         self.reset_hw()?;
         self.wait_scrubbing()?;
@@ -423,9 +515,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
                     what: "DMA offsets overflow",
                 });
             };
-            NV_PFALCON_FALCON_DMATRFMOFFS::new()
-                .with_offs(d)
-                .write_of::<E, _>(self.bar0);
+            self.write_dmatrfmoffs(d)?;
             NV_PFALCON_FALCON_DMATRFFBOFFS::new()
                 .with_offs(m)
                 .write_of::<E, _>(self.bar0);
@@ -474,8 +564,12 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
         self.dma_transfer(load.dmem_pa, 0, src, load.dmem_size, base.with_imem(false))
     }
 
-    /// Programs the boot ROM's signature parameters (`kgspExecuteHsFalcon_GA102`).
-    pub fn program_brom(&self, p: &BromParams) {
+    /// Programs the boot ROM's signature parameters (`kgspExecuteHsFalcon_GA102`); TU10x and
+    /// GA100 have none of these registers (`kgspExecuteHsFalcon_TU102` never writes them).
+    pub fn program_brom(&self, p: &BromParams) -> Result<(), FalconError> {
+        if !self.hal.boots_from_hs() {
+            return Err(self.unsupported("programming the boot ROM (BROM_*, MOD_SEL)"));
+        }
         NV_PFALCON2_FALCON_BROM_PARAADDR::new()
             .with_val(p.pkc_data_offset)
             .write_of::<E, _>(self.bar0);
@@ -488,6 +582,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
         NV_PFALCON2_FALCON_MOD_SEL::new()
             .with_algo(MOD_SEL_ALGO_RSA3K)
             .write_of::<E, _>(self.bar0);
+        Ok(())
     }
 
     /// Writes both mailboxes.
@@ -548,11 +643,14 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
         mailboxes: Option<(u32, u32)>,
         target: u8,
     ) -> Result<(u32, u32), FalconError> {
+        if !self.hal.boots_from_hs() {
+            return Err(self.unsupported("the boot-ROM (DMA) heavy-secure load"));
+        }
         load.check(image_len, E::NAME)?;
         self.disable_ctx_req();
         self.set_dma_target(target);
         self.dma_load_hs(image_addr, load)?;
-        self.program_brom(&load.brom);
+        self.program_brom(&load.brom)?;
         NV_PFALCON_FALCON_BOOTVEC::new()
             .with_vec(load.imem_va)
             .write_of::<E, _>(self.bar0);
@@ -582,11 +680,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
                 what: "IMEM PIO addresses must be 256-byte aligned",
             });
         }
-        NV_PFALCON_FALCON_IMEMC::new()
-            .with_blk((imem_pa >> 8) as u16)
-            .with_aincw(true)
-            .with_secure(secure)
-            .write_of::<E, _>(self.bar0);
+        self.write_imemc(imem_pa, secure)?;
         for (i, block) in data.chunks(FLCN_BLK_ALIGNMENT as usize).enumerate() {
             NV_PFALCON_FALCON_IMEMT::new()
                 .with_tag(((imem_va >> 8) as usize + i) as u16)
@@ -614,11 +708,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
                 what: "DMEM PIO address must be 4-byte aligned",
             });
         }
-        NV_PFALCON_FALCON_DMEMC::new()
-            .with_blk((dmem_pa >> 8) as u16)
-            .with_offs(((dmem_pa & 0xff) >> 2) as u8)
-            .with_aincw(true)
-            .write_of::<E, _>(self.bar0);
+        self.write_dmemc(dmem_pa, true, false)?;
         for c in data.chunks(4) {
             let mut b = [0u8; 4];
             b[..c.len()].copy_from_slice(c);
@@ -637,11 +727,7 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
                 what: "DMEM PIO address must be 4-byte aligned",
             });
         }
-        NV_PFALCON_FALCON_DMEMC::new()
-            .with_blk((dmem_pa >> 8) as u16)
-            .with_offs(((dmem_pa & 0xff) >> 2) as u8)
-            .with_aincr(true)
-            .write_of::<E, _>(self.bar0);
+        self.write_dmemc(dmem_pa, false, true)?;
         for c in out.chunks_mut(4) {
             let w = NV_PFALCON_FALCON_DMEMD::read_of::<E, _>(self.bar0).data();
             let n = c.len();
@@ -650,15 +736,19 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
         Ok(())
     }
 
-    /// `NV_PRISCV_RISCV_CPUCTL`.
-    pub fn riscv_cpuctl(&self) -> NV_PRISCV_RISCV_CPUCTL {
-        NV_PRISCV_RISCV_CPUCTL::read_of::<E, _>(self.bar0)
+    /// `NV_PRISCV_RISCV_CPUCTL`, on the chips that have it (GA102 on).
+    pub fn riscv_cpuctl(&self) -> Option<NV_PRISCV_RISCV_CPUCTL> {
+        (!self.hal.riscv_status_in_core_switch())
+            .then(|| NV_PRISCV_RISCV_CPUCTL::read_of::<E, _>(self.bar0))
     }
 
     /// Whether the RISC-V core runs (`kflcnIsRiscvActive_GA102`). A read that did not reach
     /// the register (all ones, or a PRI error such as `0xbadf41xx` while the FSP holds the
     /// GSP's PRIV target mask) says nothing, so it is not "active".
     pub fn is_riscv_active(&self) -> bool {
+        if self.hal.riscv_status_in_core_switch() {
+            return self.is_riscv_active_tu102();
+        }
         let c = self.bar0.read32(NV_PRISCV_RISCV_CPUCTL::offset_of::<E>());
         is_register_value(c) && NV_PRISCV_RISCV_CPUCTL::from(c).active_stat()
     }
@@ -667,6 +757,10 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
     /// read that did not reach the register is not a halt: the open driver tests bit 4 of
     /// whatever it reads, so a `0xbadf41xx` whose low byte has bit 4 set would count there.
     pub fn is_riscv_halted(&self) -> bool {
+        if self.hal.riscv_status_in_core_switch() {
+            // No RISC-V halt status on TU10x/GA100 (`kflcnWaitForHaltRiscv_5baef9` there).
+            return false;
+        }
         let c = self.bar0.read32(NV_PRISCV_RISCV_CPUCTL::offset_of::<E>());
         is_register_value(c) && NV_PRISCV_RISCV_CPUCTL::from(c).halted()
     }
@@ -683,6 +777,9 @@ impl<'a, E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'a, E, M, 
 
     /// Waits until the RISC-V core halts (`kflcnWaitForHaltRiscv_GA102`).
     pub fn wait_riscv_halted(&self, t: Duration) -> Result<(), FalconError> {
+        if self.hal.riscv_status_in_core_switch() {
+            return Err(self.unsupported("waiting for the RISC-V core to halt"));
+        }
         self.poll(
             t,
             Duration::from_micros(100),
@@ -789,3 +886,5 @@ pub fn ucode_fuse_version<M: Mmio + ?Sized>(bar0: &M, engine: FuseEngine, ucode_
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_chip_registers;

@@ -14,9 +14,62 @@
 
 use super::format::PageSize;
 use super::range::{AllocError, FitPolicy, RangeAllocator};
+use crate::chip::{Architecture, ChipInfo, Chipset};
+use crate::hal::Mmio;
+use crate::regs::Register;
+use crate::regs::pfb::NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE;
+use crate::regs::pgc6::NV_PGC6_AON_SECURE_SCRATCH_GROUP_42;
 
 /// Granule of VRAM allocations.
 pub const VRAM_GRANULE: u64 = 4096;
+
+/// Which register holds the usable framebuffer size devinit computed (RM's
+/// `kmemsysReadUsableFbSize` HAL, `g_kern_mem_sys_nvoc.c`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FbSizeSource {
+    /// TU102-TU117 and GA100: `NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE`
+    /// (`kmemsysReadUsableFbSize_GP102`).
+    LocalMemoryRange,
+    /// GA102 on: `NV_USABLE_FB_SIZE_IN_MB` (`NV_PGC6_AON_SECURE_SCRATCH_GROUP_42`,
+    /// `kmemsysReadUsableFbSize_GA102`).
+    UsableFbSizeInMb,
+}
+
+impl FbSizeSource {
+    /// The source for a chip.
+    pub fn for_chip(info: &ChipInfo) -> FbSizeSource {
+        if info.architecture == Architecture::Turing || info.chipset == Chipset::GA100 {
+            FbSizeSource::LocalMemoryRange
+        } else {
+            FbSizeSource::UsableFbSizeInMb
+        }
+    }
+
+    /// The register's address, for the raw read that tells a lost device (all ones) apart.
+    pub fn offset(self) -> usize {
+        match self {
+            FbSizeSource::LocalMemoryRange => NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::OFFSET as usize,
+            FbSizeSource::UsableFbSizeInMb => NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::OFFSET as usize,
+        }
+    }
+
+    /// Usable bytes decoded from the register's raw value.
+    pub fn decode(self, raw: u32) -> u64 {
+        match self {
+            FbSizeSource::LocalMemoryRange => {
+                NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::from(raw).usable_bytes()
+            }
+            FbSizeSource::UsableFbSizeInMb => {
+                NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::from(raw).vram_bytes()
+            }
+        }
+    }
+
+    /// Reads the usable framebuffer size in bytes.
+    pub fn read<M: Mmio + ?Sized>(self, bar0: &M) -> u64 {
+        self.decode(bar0.read32(self.offset()))
+    }
+}
 
 /// Who owns a reserved VRAM range (for reports; all are treated alike).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

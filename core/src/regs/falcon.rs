@@ -411,6 +411,71 @@ register! {
     }
 }
 
+register! {
+    /// Whether the RISC-V core runs, on chips without `NV_PRISCV_RISCV_CPUCTL` (TU10x and
+    /// GA100: `tu102/dev_riscv_pri.h`, `ga100/dev_riscv_pri.h`; `kflcnIsRiscvActive_TU102`).
+    pub NV_PRISCV_RISCV_CORE_SWITCH_RISCV_STATUS @ PRiscvBase + 0x240 {
+        /// 0:0 ACTIVE_STAT (1 = ACTIVE)
+        #[bits(1)] pub active_stat: bool,
+        #[bits(31)] __: u32,
+    }
+}
+
+/// The TU10x layouts of registers whose fields or offsets differ from GA102's
+/// (`tu102/dev_falcon_v4.h`, `tu102/dev_riscv_pri.h`): the falcon HAL uses these types on
+/// [`crate::falcon::FalconHal::Tu102`], so a value that does not fit the narrower field is
+/// refused rather than written into bits the header does not define.
+pub mod tu102 {
+    use super::{PFalconBase, PRiscvBase};
+    use crate::register;
+
+    register! {
+        /// RISC-V interrupt mask at its TU10x/GA100 offset (GA102 on: 0x528).
+        pub NV_PRISCV_RISCV_IRQMASK @ PRiscvBase + 0x2b4 {
+            /// 31:0
+            #[bits(32)] pub mask: u32,
+        }
+
+        /// DMA destination offset in IMEM/DMEM; TU10x's OFFS is 15:0 (GA100 on: 23:0).
+        pub NV_PFALCON_FALCON_DMATRFMOFFS @ PFalconBase + 0x114 {
+            /// 15:0 OFFS
+            #[bits(16)] pub offs: u16,
+            #[bits(16)] __: u16,
+        }
+
+        /// IMEM access port 0 control with TU10x's BLK 15:8 (GA100 on: 23:8).
+        pub NV_PFALCON_FALCON_IMEMC @ PFalconBase + 0x180 {
+            #[bits(2)] __: u8,
+            /// 7:2 OFFS
+            #[bits(6)] pub offs: u8,
+            /// 15:8 BLK
+            #[bits(8)] pub blk: u8,
+            #[bits(8)] __: u8,
+            /// 24:24 AINCW
+            #[bits(1)] pub aincw: bool,
+            #[bits(3)] __: u8,
+            /// 28:28 SECURE
+            #[bits(1)] pub secure: bool,
+            #[bits(3)] __: u8,
+        }
+
+        /// DMEM access port 0 control with TU10x's BLK 15:8 (GA100 on: 23:8).
+        pub NV_PFALCON_FALCON_DMEMC @ PFalconBase + 0x1c0 {
+            #[bits(2)] __: u8,
+            /// 7:2 OFFS
+            #[bits(6)] pub offs: u8,
+            /// 15:8 BLK
+            #[bits(8)] pub blk: u8,
+            #[bits(8)] __: u8,
+            /// 24:24 AINCW
+            #[bits(1)] pub aincw: bool,
+            /// 25:25 AINCR
+            #[bits(1)] pub aincr: bool,
+            #[bits(6)] __: u8,
+        }
+    }
+}
+
 /// `NV_PRISCV_RISCV_BCR_DMACFG_TARGET_COHERENT_SYSMEM`.
 pub const BCR_DMACFG_TARGET_COHERENT_SYSMEM: u8 = 1;
 

@@ -639,7 +639,7 @@ fn falcon_core_register_fields() {
     field!(NV_PFALCON_FALCON_RM.with_value = 31:0, NOT_DATA);
     // HWCFG2: RISCV 10:10 (tu102, ga100, ga102, gh100); MEM_SCRUBBING 12:12 (ga102, gh100;
     // TU10x and GA100 publish no such field and OpenRM waits on DMACTL's scrubbing bits there,
-    // kflcnWaitForResetToFinish_TU102: issue #40); RISCV_BR_PRIV_LOCKDOWN 13:13 (gh100);
+    // kflcnWaitForResetToFinish_TU102, as FalconHal::Tu102/Ga100 do); RISCV_BR_PRIV_LOCKDOWN 13:13 (gh100);
     // RESET_READY 31:31 (ga102/dev_falcon_v4_addendum.h only).
     field!(NV_PFALCON_FALCON_HWCFG2.with_riscv: bool = 10, "tu102/dev_falcon_v4.h");
     field!(NV_PFALCON_FALCON_HWCFG2.with_mem_scrubbing: bool = 12, "ga102/dev_falcon_v4.h");
@@ -647,7 +647,7 @@ fn falcon_core_register_fields() {
     field!(NV_PFALCON_FALCON_HWCFG2.with_reset_ready: bool = 31, "ga102 addendum");
     // gh100/dev_falcon_v4.h gives 31:24 as PRGN_RSVD_FUSE: bit 31 is no RESET_READY there.
     // OpenRM polls RESET_READY only on GA10x/AD10x (kflcnPreResetWait_GA102); nvbare's
-    // pre_reset_wait polls it on every chip (falcon/mod.rs, issue #40; the result is ignored).
+    // pre_reset_wait polls it from GA102 on (FalconHal::waits_for_reset_ready; result ignored).
     // CPUCTL: STARTCPU 1:1, HALTED 4:4, ALIAS_EN 6:6; CPUCTL_ALIAS STARTCPU 1:1.
     field!(NV_PFALCON_FALCON_CPUCTL.with_startcpu: bool = 1, "tu102/dev_falcon_v4.h");
     field!(NV_PFALCON_FALCON_CPUCTL.with_halted: bool = 4, "tu102/dev_falcon_v4.h");
@@ -660,8 +660,8 @@ fn falcon_core_register_fields() {
     field!(NV_PFALCON_FALCON_DMACTL.with_dmem_scrubbing: bool = 1, "tu102/dev_falcon_v4.h");
     field!(NV_PFALCON_FALCON_DMACTL.with_imem_scrubbing: bool = 2, "tu102/dev_falcon_v4.h");
     field!(NV_PFALCON_FALCON_DMATRFBASE.with_base = 31:0, "tu102/dev_falcon_v4.h");
-    // DMATRFMOFFS OFFS 23:0 (ga100, ga102); tu102/dev_falcon_v4.h: 15:0 (offsets below 64 KiB
-    // encode the same; issue #40).
+    // DMATRFMOFFS OFFS 23:0 (ga100, ga102); tu102/dev_falcon_v4.h: 15:0 (regs::falcon::tu102,
+    // used by FalconHal::Tu102: headers/tu102_ga100.rs).
     field!(NV_PFALCON_FALCON_DMATRFMOFFS.with_offs = 23:0, "ga102/dev_falcon_v4.h");
     // DMATRFCMD: FULL 0:0, IDLE 1:1, SEC 3:2, IMEM 4:4, WRITE 5:5, SIZE 10:8 (_256B 6),
     // CTXDMA 14:12, SET_DMTAG 16:16 (tu102, ga100, ga102).
@@ -683,8 +683,7 @@ fn falcon_core_register_fields() {
     );
     field!(NV_PFALCON_FALCON_DMATRFFBOFFS.with_offs = 31:0, "tu102/dev_falcon_v4.h");
     field!(NV_PFALCON_FALCON_DMATRFBASE1.with_base = 8:0, "tu102/dev_falcon_v4.h");
-    // IMEMC: OFFS 7:2, BLK 23:8 (ga100, ga102; tu102: 15:8, the same for blocks below 256:
-    // issue #40), AINCW 24:24, SECURE 28:28. AINCR 25:25 is in no IMEMC header (the DMEMC
+    // IMEMC: OFFS 7:2, BLK 23:8 (ga100, ga102; tu102: 15:8, regs::falcon::tu102), AINCW 24:24, SECURE 28:28. AINCR 25:25 is in no IMEMC header (the DMEMC
     // one of tu102 has it).
     field!(NV_PFALCON_FALCON_IMEMC.with_offs = 7:2, "tu102/dev_falcon_v4.h");
     field!(NV_PFALCON_FALCON_IMEMC.with_blk = 23:8, "ga102/dev_falcon_v4.h");
@@ -735,7 +734,7 @@ fn falcon2_and_fbif_registers() {
             Is("ampere/ga102/dev_falcon_second_pri.h", v),
             Absent(
                 "turing/tu102",
-                "no dev_falcon_second_pri.h for TU10x/GA100 (their HS boot differs: issue #40)",
+                "no dev_falcon_second_pri.h for TU10x/GA100 (FalconHal::Tu102/Ga100 never write them)",
             ),
         ]
     };
@@ -810,20 +809,20 @@ fn riscv_registers() {
             Differs(
                 "turing/tu102/dev_riscv_pri.h",
                 0x2b4,
-                "TU10x layout, unused (#40)",
+                "TU10x layout: regs::falcon::tu102",
             ),
             Differs(
                 "ampere/ga100/dev_riscv_pri.h",
                 0x2b4,
-                "GA100 layout, unused (#40)",
+                "GA100 layout: regs::falcon::tu102",
             ),
         ],
         &[],
     );
     field!(NV_PRISCV_RISCV_IRQMASK.with_mask = 31:0, NOT_DATA);
     // CPUCTL: GA102 on. TU10x/GA100 report RISC-V activity in CORE_SWITCH_RISCV_STATUS
-    // (0x240, ACTIVE_STAT 0:0; kflcnIsRiscvActive_TU102): issue #40.
-    let no_tu = "no RISC-V CPUCTL/BCR published for TU10x/GA100 (issue #40)";
+    // (0x240, ACTIVE_STAT 0:0; kflcnIsRiscvActive_TU102): headers/tu102_ga100.rs.
+    let no_tu = "no RISC-V CPUCTL/BCR for TU10x/GA100: FalconHal::Tu102/Ga100 never touch them";
     rel::<NV_PRISCV_RISCV_CPUCTL, Gsp>(
         &[
             Is("ampere/ga102/dev_riscv_pri.h", 0x388),
@@ -891,9 +890,8 @@ fn fuse_ucode_versions() {
     // ga100/dev_fuse.h: _UCODE1_VERSION .. _UCODE16_VERSION, 4 bytes apart, DATA 15:0.
     // tu102/dev_fuse.h (and gh100's) publish none of them: OpenRM's
     // k{gsp,sec2}ReadUcodeFuseVersion_b2b553 returns 0 on TU10x without reading, while
-    // nvbare's ucode_fuse_version reads them on every Booter chip (issue: falcon/mod.rs,
-    // gsp/boot/mod.rs `fuse_for`).
-    let no_tu = "not published for TU10x: issue, nvbare reads it on Turing";
+    // nvbare's FalconHal::ucode_fuse_version reads them on GA100 on only.
+    let no_tu = "not published for TU10x: FalconHal::Tu102 does not read it";
     let fuse = |v| {
         [
             Is("ampere/ga100/dev_fuse.h", v),
@@ -1216,6 +1214,9 @@ fn pci_config_mirror() {
     }
 }
 
+// The TU10x/GA100-only registers (falcon HAL `Tu102`/`Ga100`, `FbSizeSource`).
+mod tu102_ga100;
+
 // ---------------------------------------------------------------------------------------------
 // Completeness
 
@@ -1254,7 +1255,11 @@ fn ident(s: &str) -> &str {
 fn every_register_is_checked() {
     let this = include_str!("headers.rs");
     // Only what comes before the completeness section counts as checked.
-    let checked = &this[..this.find("// Completeness").unwrap()];
+    let checked = &std::format!(
+        "{}{}",
+        &this[..this.find("// Completeness").unwrap()],
+        include_str!("headers/tu102_ga100.rs")
+    );
     let mut declared: Vec<String> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     for (file, src) in SOURCES {

@@ -18,6 +18,35 @@ register! {
     }
 }
 
+register! {
+    /// The framebuffer size devinit computed, on TU10x and GA100 (`pascal/gp102/dev_fb.h`,
+    /// the header `kmemsysReadUsableFbSize_GP102` reads it with; RM's HAL table uses that
+    /// function for TU102-TU117 and GA100, and `NV_USABLE_FB_SIZE_IN_MB` from GA102 on).
+    pub NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE @ 0x0010_0ce0 {
+        /// 3:0 LOWER_SCALE
+        #[bits(4)] pub lower_scale: u8,
+        /// 9:4 LOWER_MAG
+        #[bits(6)] pub lower_mag: u8,
+        #[bits(20)] __: u32,
+        /// 30:30 ECC_MODE (1 = ENABLED)
+        #[bits(1)] pub ecc_mode: bool,
+        #[bits(1)] __: u8,
+    }
+}
+
+impl NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE {
+    /// Usable bytes: `LOWER_MAG << (LOWER_SCALE + 20)`, less a sixteenth with ECC on
+    /// (`kmemsysReadUsableFbSize_GP102`).
+    pub fn usable_bytes(self) -> u64 {
+        let size = (self.lower_mag() as u64) << (self.lower_scale() as u32 + 20);
+        if self.ecc_mode() {
+            size / 16 * 15
+        } else {
+            size
+        }
+    }
+}
+
 impl NV_PFB_PRI_MMU_WPR2_ADDR_LO {
     /// First byte of WPR2.
     pub fn address(self) -> u64 {
@@ -47,5 +76,14 @@ mod tests {
         assert_eq!(hi.address(), 0x0001_2345_6000);
         assert!(hi.is_active());
         assert!(!NV_PFB_PRI_MMU_WPR2_ADDR_HI::from(0xf).is_active());
+    }
+
+    #[test]
+    fn local_memory_range_size() {
+        // LOWER_MAG 15, LOWER_SCALE 10: 15 << 30 bytes; with ECC on, 16 GiB keeps 15/16.
+        let r = NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::from((15 << 4) | 10);
+        assert_eq!(r.usable_bytes(), 15 << 30);
+        let r = NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::from((1 << 30) | (16 << 4) | 10);
+        assert_eq!(r.usable_bytes(), 15 << 30);
     }
 }

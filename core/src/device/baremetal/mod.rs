@@ -43,6 +43,7 @@ use super::{
     Backend, BackendError, Location, MemoryRequest, PeerMapping, PeerPathInfo, PhysRange, RmEvent,
     RmObjects,
 };
+use crate::chip::identify_mmio;
 use crate::chip::{Architecture, ChipError, ChipInfo, Chipset};
 use crate::gsp::GspError;
 use crate::gsp::boot::firmware::BootFirmware;
@@ -54,10 +55,10 @@ use crate::gsp::boot::{
 use crate::gsp::rpc::{ClientConfig, GspRm, GspRpc, NV0000_ALLOC_PARAMETERS};
 use crate::gsp::sysinfo::GspStaticConfigInfo;
 use crate::hal::{Clock, DmaAllocator, HalError, Mmio, PciConfig};
+use crate::mm::vram::FbSizeSource;
 use crate::mm::{AllocError, FbLayout, MmError, MmuFormat, MmuInvalidate, PageDirectoryBase};
 use crate::regs::Register;
 use crate::regs::pbus::{NV_PBUS_BAR1_BLOCK, NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR};
-use crate::regs::pgc6::NV_PGC6_AON_SECURE_SCRATCH_GROUP_42;
 use crate::regs::usermode::USERMODE_BLOCK_SIZE;
 use crate::rm::alloc::{NV_CHANNEL_ALLOC_PARAMS, VaSpaceAlloc};
 use crate::rm::class::NV01_ROOT;
@@ -333,13 +334,16 @@ impl<H: BarePlatform> BareMetalBackend<H> {
         F: BootFirmware,
         O: BootObserver + ?Sized,
     {
-        let raw = hw
-            .bar0
-            .try_read32(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::OFFSET as usize)?;
+        // The size register is the chip's (`FbSizeSource`); an unknown chip is left for `boot`
+        // to name, and read as GA102 on to tell a lost device from it.
+        let source = identify_mmio(&hw.bar0).map_or(FbSizeSource::UsableFbSizeInMb, |c| {
+            FbSizeSource::for_chip(c.info)
+        });
+        let raw = hw.bar0.try_read32(source.offset())?;
         if raw == u32::MAX {
             return Err(BareMetalError::Hal(HalError::DeviceLost));
         }
-        let vram = NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::from(raw).vram_bytes();
+        let vram = source.decode(raw);
         if (bar1.size() as u64) < vram {
             return Err(BareMetalError::SmallBar {
                 bar1: bar1.size() as u64,

@@ -168,7 +168,7 @@ where
     let mem = Some(p.mem);
     let meta = p.meta;
     run.begin(BootPhase::FwsecFrts);
-    let fuse = fuse_for(bar0, vbios.fwsec_fuse());
+    let fuse = fuse_for(bar0, p.hal, vbios.fwsec_fuse());
     let frts = vbios
         .fwsec(
             FwsecCommand::Frts {
@@ -188,7 +188,7 @@ where
         .booter_fuse(BooterKind::Unload)
         .map_err(|e| run.fail(fw_err(e), mem))?;
     let unload_uc = fw
-        .booter(BooterKind::Unload, fuse_for(bar0, sel_u))
+        .booter(BooterKind::Unload, fuse_for(bar0, p.hal, sel_u))
         .map_err(|e| run.fail(fw_err(e), mem))?;
     let booter_unload = prepare(&hw.dma, unload_uc).map_err(|e| run.fail(hal_err(e), mem))?;
     run.quiesce = Quiesce::Teardown {
@@ -253,7 +253,7 @@ where
     let sel = fw
         .booter_fuse(BooterKind::Load)
         .map_err(|e| run.fail(fw_err(e), mem))?;
-    let fuse = fuse_for(bar0, sel);
+    let fuse = fuse_for(bar0, p.hal, sel);
     let load = fw
         .booter(BooterKind::Load, fuse)
         .map_err(|e| run.fail(fw_err(e), mem))?;

@@ -62,8 +62,8 @@ use core::time::Duration;
 
 use zerocopy::{FromZeros, IntoBytes};
 
-use crate::chip::{BootMethod, Chip, ChipInfo, identify_mmio};
-use crate::falcon::{Falcon, FalconHal, FuseEngine, RISCV_ACTIVE_TIMEOUT, ucode_fuse_version};
+use crate::chip::{BootMethod, Chip, ChipInfo, Chipset, identify_mmio};
+use crate::falcon::{Falcon, FalconHal, FuseEngine, RISCV_ACTIVE_TIMEOUT};
 use crate::gsp::GspError;
 use crate::gsp::events::NV_VGPU_MSG_EVENT_GSP_INIT_DONE;
 use crate::gsp::log::LogImage;
@@ -75,11 +75,11 @@ use crate::hal::{
     Clock, DmaAllocator, DmaBuffer, HalError, Mmio, PciConfig, PollError, is_register_value,
     poll_until,
 };
+use crate::mm::vram::FbSizeSource;
 use crate::mm::{FbLayout, FbOwner};
 use crate::regs::Register;
 use crate::regs::falcon::Gsp;
 use crate::regs::pfb::{NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_LO};
-use crate::regs::pgc6::NV_PGC6_AON_SECURE_SCRATCH_GROUP_42;
 
 use abi::GspFwWprMeta;
 use booter::{Booter, UnloadBundle};
@@ -336,13 +336,20 @@ fn gsp_err(e: GspError) -> BootErrorKind {
     }
 }
 
-/// Reads the fuse version for a ucode's signature.
-fn fuse_for<M: Mmio + ?Sized>(bar0: &M, sel: firmware::FuseSelector) -> u32 {
+/// Reads the fuse version for a ucode's signature (none on TU10x: `FalconHal::ucode_fuse_version`).
+fn fuse_for<M: Mmio + ?Sized>(bar0: &M, hal: FalconHal, sel: firmware::FuseSelector) -> u32 {
     match FuseEngine::from_engine_id_mask(sel.engine_id_mask) {
-        Some(engine) => ucode_fuse_version(bar0, engine, sel.ucode_id),
+        Some(engine) => hal.ucode_fuse_version(bar0, engine, sel.ucode_id),
         None => 0,
     }
 }
+
+/// The chips [`boot`] accepts: those whose boot path has run end to end against a simulator
+/// model of the chip (`tests/sim/src/models.rs`, which checks it has a model of each). Every
+/// other chip `chip::identify` knows is refused with [`BootErrorKind::NotSupported`]: TU10x and
+/// GA100 have their falcon HAL ([`FalconHal::Tu102`], [`FalconHal::Ga100`]) but not their
+/// FWSEC (generic bootloader) and PIO booter path, and no other chip has met a model.
+pub const BARE_METAL_CHIPS: [Chipset; 3] = [Chipset::AD102, Chipset::GH100, Chipset::GB202];
 
 /// Boots GSP-RM; see the [module documentation](self) for the sequence.
 ///
@@ -396,6 +403,10 @@ where
     let chip = identify_mmio(&hw.bar0).map_err(|e| run.fail(BootErrorKind::Chip(e), none))?;
     run.chip = Some(chip.info);
     let info = chip.info;
+    if !BARE_METAL_CHIPS.contains(&info.chipset) {
+        let chip = info.chipset;
+        return Err(run.fail(BootErrorKind::NotSupported { chip }, none));
+    }
     if fw.chipset().info().firmware_dir != info.firmware_dir {
         return Err(run.fail(
             BootErrorKind::WrongFirmware {
@@ -452,7 +463,7 @@ where
 
     // Layout.
     run.begin(BootPhase::ComputeLayout);
-    let fb_size = NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(bar0).vram_bytes();
+    let fb_size = FbSizeSource::for_chip(info).read(bar0);
     let params = WprParams::for_chip(info);
     let bl = fw.bootloader();
     let mut meta = GspFwWprMeta {
@@ -507,7 +518,7 @@ where
     let static_info = rpc
         .get_gsp_static_info()
         .map_err(|e| run.fail(gsp_err(e), Some(&mem)))?;
-    let fb_layout = final_layout(bar0, &kept, &params, &meta, &static_info)
+    let fb_layout = final_layout(bar0, info, &kept, &params, &meta, &static_info)
         .map_err(|k| run.fail(k, Some(&mem)))?;
     run.end();
 
@@ -779,12 +790,13 @@ pub fn system_info<P: PciConfig>(pci: &P, info: &ChipInfo, addrs: &SystemAddrs) 
 /// protected.
 fn final_layout<M: Mmio + ?Sized, B>(
     bar0: &M,
+    info: &ChipInfo,
     method: &MethodState<B>,
     params: &WprParams,
     meta: &GspFwWprMeta,
     si: &GspStaticConfigInfo,
 ) -> Result<FbLayout, BootErrorKind> {
-    let fb_size = NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(bar0).vram_bytes();
+    let fb_size = FbSizeSource::for_chip(info).read(bar0);
     let mut l = match method {
         MethodState::Booter(_) => booter::fb_layout(meta)?,
         MethodState::ChainOfTrust(_) => cot::fb_layout(bar0, fb_size, params, si)?,

@@ -116,6 +116,12 @@ impl BootObserver for NoObserver {}
 pub enum BootErrorKind {
     /// The GPU could not be identified.
     Chip(ChipError),
+    /// The chip is identified but its bare-metal boot is not yet supported: its boot path has
+    /// not run against a model of it ([`super::BARE_METAL_CHIPS`]).
+    NotSupported {
+        /// The GPU.
+        chip: Chipset,
+    },
     /// The firmware set is for another chip.
     WrongFirmware {
         /// The chip the firmware is for.
@@ -202,6 +208,22 @@ impl fmt::Display for BootErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BootErrorKind::Chip(e) => write!(f, "{e}"),
+            BootErrorKind::NotSupported { chip } => {
+                write!(
+                    f,
+                    "{chip} ({}) is not yet supported for bare metal: nvbare boots ",
+                    chip.info().architecture
+                )?;
+                for (i, c) in super::BARE_METAL_CHIPS.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(f, "{sep}{c}")?;
+                }
+                write!(
+                    f,
+                    " (the chips its simulator models); use the kernel-driver adapter \
+                     (`nvidia:N`) for this GPU"
+                )
+            }
             BootErrorKind::WrongFirmware { firmware, gpu } => write!(
                 f,
                 "the firmware set is for {firmware} but the GPU is {gpu}: load the files of \

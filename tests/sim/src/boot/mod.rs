@@ -59,6 +59,10 @@ mod unload;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pio_booter;
+#[cfg(test)]
+mod tests_unsupported;
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
