@@ -162,9 +162,17 @@ fn list_says_what_each_gpu_needs() {
         bars: vec![(0, 16 << 20), (2, 256 * g), (4, 32 << 20)],
         ..gpu("0000:06:00.0", 0x2335, Some("nvidia"), None, 0)
     });
+    // A T4 (TU104) ready in every other way: not a chip nvbare boots bare metal.
+    fx.add(&gpu(
+        "0000:07:00.0",
+        0x1eb8,
+        Some("vfio-pci"),
+        Some(33),
+        32 * g,
+    ));
     let dev = Scratch::new("ready-dev");
     std::fs::create_dir_all(dev.0.join("vfio")).unwrap();
-    for group in ["30", "31"] {
+    for group in ["30", "31", "33"] {
         std::fs::write(dev.0.join("vfio").join(group), "").unwrap();
     }
     let fw = testutil::require_firmware_dir();
@@ -227,6 +235,13 @@ fn list_says_what_each_gpu_needs() {
         "{vm}"
     );
     assert!(vm.contains("the VRAM window is BAR2, not BAR1"), "{vm}");
+
+    let t4 = block("0000:07:00.0");
+    assert!(t4.contains("not ready for nvbare"), "{t4}");
+    assert!(
+        t4.contains("TU104 is not yet supported for bare metal (nvbare boots AD102, GH100, GB202)"),
+        "{t4}"
+    );
 
     // The same as JSON fields.
     let v = json(&nvbare(&["list", "--json"], fx.root(), &dev.0, &fw));

@@ -4,8 +4,7 @@ use std::io::Write;
 
 use nvbare_core::chip::{self, BootMethod, Chip, MmuVersion};
 use nvbare_core::hal::PciConfig;
-use nvbare_core::regs::Register;
-use nvbare_core::regs::pgc6::NV_PGC6_AON_SECURE_SCRATCH_GROUP_42;
+use nvbare_core::mm::vram::FbSizeSource;
 use nvbare_core::rm::class::class_name;
 use nvbare_sim::{ChipModel, SimConfig, SimGpu};
 
@@ -72,7 +71,7 @@ pub fn run(out: &mut dyn Write, device: Option<DeviceSpec>, json: bool) -> Resul
             let bar0 = gpu.bar0();
             let chip = chip::identify_mmio(&bar0)?;
             let (id, sub) = sim_ids(&gpu)?;
-            let vram = NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(&bar0);
+            let vram_mib = FbSizeSource::for_chip(chip.info).read(&bar0) >> 20;
             writeln!(out, "device    {device} (simulated {})", model.board).map_err(io)?;
             writeln!(
                 out,
@@ -83,7 +82,7 @@ pub fn run(out: &mut dyn Write, device: Option<DeviceSpec>, json: bool) -> Resul
                 sub >> 16
             )
             .map_err(io)?;
-            writeln!(out, "vram      {} MiB", vram.value()).map_err(io)?;
+            writeln!(out, "vram      {vram_mib} MiB").map_err(io)?;
             print_chip(out, &chip).map_err(io)?;
             crate::cmd::device_info::print(out, device)
         }
@@ -147,11 +146,7 @@ fn report(device: DeviceSpec) -> Result<InfoReport, CliError> {
             let (id, sub) = sim_ids(&gpu)?;
             let mut r = InfoReport::new(&device, format!("simulated {}", model.board));
             r.set_pci(id, sub);
-            r.vram_mib = Some(
-                NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(&bar0)
-                    .value()
-                    .into(),
-            );
+            r.vram_mib = Some(FbSizeSource::for_chip(chip.info).read(&bar0) >> 20);
             r.chip = Some(ChipFacts::of(&chip));
             r.add_rm_view(device)?;
             Ok(r)
@@ -167,11 +162,7 @@ fn report(device: DeviceSpec) -> Result<InfoReport, CliError> {
                 pci.read_config32(0).unwrap_or(u32::MAX),
                 pci.read_config32(0x2c).unwrap_or(u32::MAX),
             );
-            r.vram_mib = Some(
-                NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(gpu.bar0())
-                    .value()
-                    .into(),
-            );
+            r.vram_mib = Some(FbSizeSource::for_chip(chip.info).read(gpu.bar0()) >> 20);
             r.chip = Some(ChipFacts::of(&chip));
             let group = f.iommu_group.map_or("none".into(), |g| g.to_string());
             r.extra.insert("iommu_group", group);

@@ -316,6 +316,18 @@ pub fn assess(ctx: &Context<'_>, f: &PciFunction, nvidia_index: Option<u32>) -> 
         ),
         _ => {}
     }
+    if let Some(c) = chip
+        && !nvbare_core::gsp::boot::BARE_METAL_CHIPS.contains(&c)
+    {
+        let supported: Vec<&str> = nvbare_core::gsp::boot::BARE_METAL_CHIPS
+            .iter()
+            .map(|c| c.name())
+            .collect();
+        advice.push(format!(
+            "{c} is not yet supported for bare metal (nvbare boots {}): use it through the              nvidia driver, --device nvidia:N",
+            supported.join(", ")
+        ));
+    }
     r.ready = advice.is_empty();
     r.advice = advice;
     r
