@@ -236,6 +236,11 @@ fn list_says_what_each_gpu_needs() {
     );
     assert!(vm.contains("the VRAM window is BAR2, not BAR1"), "{vm}");
 
+    check_more(&block, &fx, &dev, &fw);
+}
+
+/// The rest of `list_says_what_each_gpu_needs`: a chip nvbare does not boot, and the JSON.
+fn check_more(block: &dyn Fn(&str) -> String, fx: &SysfsFixture, dev: &Scratch, fw: &Path) {
     let t4 = block("0000:07:00.0");
     assert!(t4.contains("not ready for nvbare"), "{t4}");
     assert!(
@@ -244,7 +249,7 @@ fn list_says_what_each_gpu_needs() {
     );
 
     // The same as JSON fields.
-    let v = json(&nvbare(&["list", "--json"], fx.root(), &dev.0, &fw));
+    let v = json(&nvbare(&["list", "--json"], fx.root(), &dev.0, fw));
     let by = |bdf: &str| -> Value {
         v["functions"]
             .as_array()
