@@ -6,14 +6,14 @@
 //! Every entry point is `extern "C"` with NVIDIA's name and signature (cuda.h), catches
 //! panics (`CUDA_ERROR_UNKNOWN`), and turns raw pointers from the caller into safe values at
 //! once; everything behind that is safe Rust over the `nvbare` facade. Handles are ids looked
-//! up in tables ([`state`]), never our objects' addresses.
+//! up in tables (`state.rs`), never our objects' addresses.
 
 pub mod abi;
 mod api;
 pub mod error;
 pub mod image;
 pub mod jit;
-pub mod state;
+pub(crate) mod state;
 
 use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};

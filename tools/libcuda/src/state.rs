@@ -242,6 +242,10 @@ pub struct Objects {
     pub allocs: BTreeMap<u64, Arc<Alloc>>,
     /// Host allocations by address.
     pub host: HashMap<usize, HostAlloc>,
+    /// Graphs.
+    pub graphs: HashMap<usize, Arc<crate::api::GraphObj>>,
+    /// Instantiated graphs.
+    pub execs: HashMap<usize, Arc<crate::api::GraphObj>>,
 }
 
 impl Objects {

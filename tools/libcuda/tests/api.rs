@@ -563,10 +563,96 @@ fn names_strings_and_proc_addresses() {
         assert_eq!(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
         assert!(pfn.is_null());
         // Found but not implemented: the stub answers NOT_SUPPORTED.
+        let r = cuGetProcAddress(c"cuMemcpy2D".as_ptr(), &mut pfn, 12000, 0);
+        assert_eq!(r, CUDA_SUCCESS);
+        assert_eq!(pfn as usize, cuMemcpy2D_v2 as *const () as usize);
+        assert_eq!(cuMemcpy2D_v2(), CUDA_ERROR_NOT_SUPPORTED);
+        let r = cuGetProcAddress(c"cuGraphInstantiate".as_ptr(), &mut pfn, 12000, 0);
+        assert_eq!(r, CUDA_SUCCESS);
         assert_eq!(
-            cuGetProcAddress(c"cuGraphCreate".as_ptr(), &mut pfn, 12000, 0),
-            0
+            pfn as usize,
+            cuGraphInstantiateWithFlags as *const () as usize
         );
-        assert_eq!(cuGraphCreate(), CUDA_ERROR_NOT_SUPPORTED);
+    }
+}
+
+#[test]
+fn a_two_node_graph_replays_and_updates() {
+    let _g = setup();
+    context();
+    let (_m, f) = add1();
+    let mut p = alloc_with(&(0..64).collect::<Vec<u32>>());
+    let mut n: u32 = 64;
+    let mut params = [
+        (&mut p as *mut u64).cast::<c_void>(),
+        (&mut n as *mut u32).cast(),
+    ];
+    let mut out = vec![0u32; 64];
+    let kp = CUDA_KERNEL_NODE_PARAMS {
+        func: f,
+        gridDimX: 1,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 64,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        kernelParams: params.as_mut_ptr(),
+        extra: null_mut(),
+    };
+    // SAFETY: an all-zero CUDA_MEMCPY3D is valid (null pointers, zero sizes).
+    let mut cp: CUDA_MEMCPY3D = unsafe { std::mem::zeroed() };
+    cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = p;
+    cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+    cp.dstHost = out.as_mut_ptr().cast();
+    cp.WidthInBytes = 64 * 4;
+    cp.Height = 1;
+    cp.Depth = 1;
+    let (mut g, mut k, mut c, mut e) = (null_mut(), null_mut(), null_mut(), null_mut());
+    // SAFETY: handles from the driver; params and buffers that outlive the graph.
+    unsafe {
+        assert_eq!(cuGraphCreate(&mut g, 0), CUDA_SUCCESS);
+        assert_eq!(
+            cuGraphAddKernelNode(&mut k, g, null(), 0, &kp),
+            CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuGraphAddMemcpyNode(&mut c, g, &k, 1, &cp, null_mut()),
+            CUDA_SUCCESS
+        );
+        let bogus = 0xdead_0000usize as CUgraphNode;
+        let r = cuGraphAddMemcpyNode(&mut c, g, &bogus, 1, &cp, null_mut());
+        assert_eq!(r, CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(cuGraphInstantiateWithFlags(&mut e, g, 0), CUDA_SUCCESS);
+        assert_eq!(cuGraphLaunch(e, null_mut()), CUDA_SUCCESS);
+        assert_eq!(cuGraphLaunch(e, null_mut()), CUDA_SUCCESS);
+        assert_eq!(cuCtxSynchronize(), CUDA_SUCCESS);
+        assert_eq!(out, (2..66).collect::<Vec<u32>>());
+        // The arguments were captured at add time; an exec update changes them (n = 32).
+        let mut half: u32 = 32;
+        let mut params2 = [
+            (&mut p as *mut u64).cast::<c_void>(),
+            (&mut half as *mut u32).cast(),
+        ];
+        let kp2 = CUDA_KERNEL_NODE_PARAMS {
+            kernelParams: params2.as_mut_ptr(),
+            ..kp
+        };
+        assert_eq!(cuGraphExecKernelNodeSetParams(e, k, &kp2), CUDA_SUCCESS);
+        assert_eq!(
+            cuGraphExecKernelNodeSetParams(e, c, &kp2),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        assert_eq!(cuGraphLaunch(e, null_mut()), CUDA_SUCCESS);
+        assert_eq!(cuCtxSynchronize(), CUDA_SUCCESS);
+        let want: Vec<u32> = (0..64)
+            .map(|i| if i < 32 { i + 3 } else { i + 2 })
+            .collect();
+        assert_eq!(out, want);
+        assert_eq!(cuGraphExecDestroy(e), CUDA_SUCCESS);
+        assert_eq!(cuGraphLaunch(e, null_mut()), CUDA_ERROR_INVALID_HANDLE);
+        assert_eq!(cuGraphDestroy(g), CUDA_SUCCESS);
+        assert_eq!(cuMemFree_v2(p), CUDA_SUCCESS);
     }
 }

@@ -79,6 +79,12 @@ entry! {
     fn cuCtxDestroy_v2(ctx: CUcontext) {
         state::driver()?;
         let h = ctx_id(ctx)?;
+        if state::get(|o| &o.contexts, h, "context")?.primary {
+            return Err(err(
+                CUDA_ERROR_INVALID_CONTEXT,
+                "a primary context is released (cuDevicePrimaryCtxRelease), not destroyed",
+            ));
+        }
         if state::current_handle() == Some(h) {
             state::pop_current();
         }

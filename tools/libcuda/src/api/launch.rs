@@ -3,15 +3,16 @@
 //! parameter table.
 
 use std::ffi::{c_uint, c_void};
+use std::sync::Arc;
 
-use nvbare::LaunchConfig;
+use nvbare::{LaunchConfig, Stream};
 use nvbare_core::device::Arg;
 
 use super::{get, host};
 use crate::abi::*;
 use crate::entry;
 use crate::error::{CuResult, err};
-use crate::state;
+use crate::state::{self, FuncObj};
 
 /// Most `extra` key/value pairs read before `CU_LAUNCH_PARAM_END` must have come.
 const MAX_EXTRA_PAIRS: usize = 16;
@@ -117,6 +118,69 @@ unsafe fn arguments(
     Ok(out)
 }
 
+/// A launch, its arguments captured: what cuLaunchKernel submits and a graph's kernel node
+/// holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Launch {
+    /// The kernel.
+    pub func: Arc<FuncObj>,
+    /// Grid, block, dynamic shared memory.
+    pub cfg: LaunchConfig,
+    /// Each parameter's bytes.
+    pub args: Vec<Vec<u8>>,
+}
+
+impl Launch {
+    /// Checks the shape and captures the arguments.
+    ///
+    /// # Safety
+    ///
+    /// `params` and `extra` as [`arguments`] takes them.
+    pub(crate) unsafe fn new(
+        f: CUfunction,
+        grid: [c_uint; 3],
+        block: [c_uint; 3],
+        shared_mem_bytes: c_uint,
+        params: *mut *mut c_void,
+        extra: *mut *mut c_void,
+    ) -> CuResult<Launch> {
+        let func = super::module::function_of(f)?;
+        if grid.contains(&0) || block.contains(&0) {
+            return Err(err(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("grid {grid:?}, block {block:?}"),
+            ));
+        }
+        let max_dyn = *func
+            .max_dynamic_shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if shared_mem_bytes > max_dyn {
+            return Err(err(
+                CUDA_ERROR_INVALID_VALUE,
+                format!(
+                    "{shared_mem_bytes} bytes of dynamic shared memory; the function allows \
+                     {max_dyn} (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)"
+                ),
+            ));
+        }
+        // SAFETY: the caller's parameter arrays (this function's contract).
+        let args = unsafe { arguments(func.func.info(), params, extra)? };
+        let cfg = LaunchConfig {
+            grid,
+            block,
+            shared_mem_bytes,
+        };
+        Ok(Launch { func, cfg, args })
+    }
+
+    /// Queues it on `stream`.
+    pub(crate) fn submit(&self, stream: &Stream) -> CuResult<()> {
+        let args: Vec<Arg<'_>> = self.args.iter().map(|b| Arg::Bytes(b)).collect();
+        Ok(stream.launch_raw(&self.func.func, self.cfg, &args)?)
+    }
+}
+
 entry! {
     #[allow(clippy::too_many_arguments)]
     fn cuLaunchKernel(
@@ -132,26 +196,9 @@ entry! {
         kernel_params: *mut *mut c_void,
         extra: *mut *mut c_void,
     ) {
-        let func = super::module::function_of(f)?;
-        let s = state::stream_of(stream)?;
         let (grid, block) = ([grid_x, grid_y, grid_z], [block_x, block_y, block_z]);
-        if grid.contains(&0) || block.contains(&0) {
-            return Err(err(CUDA_ERROR_INVALID_VALUE, format!("grid {grid:?}, block {block:?}")));
-        }
-        let max_dyn = *func.max_dynamic_shared.lock().unwrap_or_else(|e| e.into_inner());
-        if shared_mem_bytes > max_dyn {
-            return Err(err(
-                CUDA_ERROR_INVALID_VALUE,
-                format!(
-                    "{shared_mem_bytes} bytes of dynamic shared memory; the function allows \
-                     {max_dyn} (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)"
-                ),
-            ));
-        }
         // SAFETY: the caller's parameter arrays (cuLaunchKernel's contract).
-        let bytes = unsafe { arguments(func.func.info(), kernel_params, extra)? };
-        let args: Vec<Arg<'_>> = bytes.iter().map(|b| Arg::Bytes(b)).collect();
-        let cfg = LaunchConfig { grid, block, shared_mem_bytes };
-        Ok(s.launch_raw(&func.func, cfg, &args)?)
+        let l = unsafe { Launch::new(f, grid, block, shared_mem_bytes, kernel_params, extra)? };
+        l.submit(&state::stream_of(stream)?)
     }
 }

@@ -46,7 +46,7 @@ fn free(ptr: CUdeviceptr) -> CuResult<()> {
         })
 }
 
-fn htod(dst: CUdeviceptr, src: &[u8], stream: &Stream) -> CuResult<()> {
+pub(crate) fn htod(dst: CUdeviceptr, src: &[u8], stream: &Stream) -> CuResult<()> {
     if src.is_empty() {
         return Ok(());
     }
@@ -54,7 +54,7 @@ fn htod(dst: CUdeviceptr, src: &[u8], stream: &Stream) -> CuResult<()> {
     Ok(stream.htod_copy_into(src, &d.slice()?)?)
 }
 
-fn dtoh(dst: &mut [u8], src: CUdeviceptr, stream: &Stream) -> CuResult<()> {
+pub(crate) fn dtoh(dst: &mut [u8], src: CUdeviceptr, stream: &Stream) -> CuResult<()> {
     if dst.is_empty() {
         return Ok(());
     }
@@ -62,7 +62,7 @@ fn dtoh(dst: &mut [u8], src: CUdeviceptr, stream: &Stream) -> CuResult<()> {
     Ok(stream.dtoh_copy_into(&s.slice()?, dst)?)
 }
 
-fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: &Stream) -> CuResult<()> {
+pub(crate) fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: &Stream) -> CuResult<()> {
     if n == 0 {
         return Ok(());
     }

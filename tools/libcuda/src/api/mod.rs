@@ -3,6 +3,7 @@
 
 mod context;
 mod device;
+mod graph;
 mod launch;
 mod memory;
 mod module;
@@ -11,6 +12,7 @@ mod stream;
 
 pub use context::*;
 pub use device::*;
+pub use graph::*;
 pub use launch::*;
 pub use memory::*;
 pub use module::*;

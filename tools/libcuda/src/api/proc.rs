@@ -48,11 +48,8 @@ unsupported! {
     cuLaunchKernelEx, cuLaunchCooperativeKernel, cuLaunchHostFunc, cuStreamAddCallback,
     cuStreamBeginCapture_v2, cuStreamEndCapture, cuStreamIsCapturing, cuStreamGetCaptureInfo_v2,
     cuStreamGetPriority, cuStreamGetFlags, cuStreamGetCtx,
-    cuGraphCreate, cuGraphAddKernelNode, cuGraphAddKernelNode_v2, cuGraphAddMemcpyNode,
-    cuGraphAddMemsetNode, cuGraphAddEmptyNode, cuGraphInstantiate, cuGraphInstantiate_v2,
-    cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecKernelNodeSetParams,
-    cuGraphExecKernelNodeSetParams_v2, cuGraphExecMemcpyNodeSetParams, cuGraphDestroy,
-    cuGraphExecDestroy, cuGraphKernelNodeGetParams, cuGraphKernelNodeSetParams,
+    cuGraphAddMemsetNode, cuGraphInstantiate, cuGraphKernelNodeGetParams,
+    cuGraphKernelNodeSetParams, cuStreamBeginCaptureToGraph,
     cuOccupancyMaxActiveBlocksPerMultiprocessor, cuOccupancyMaxPotentialBlockSize,
     cuArrayCreate_v2, cuTexObjectCreate, cuIpcGetMemHandle, cuIpcOpenMemHandle_v2,
     cuLibraryLoadData, cuLibraryGetKernel, cuKernelGetFunction, cuModuleGetLoadingMode,
@@ -86,6 +83,10 @@ implemented! {
     cuStreamQuery, cuStreamWaitEvent, cuEventCreate, cuEventRecord, cuEventRecordWithFlags,
     cuEventQuery, cuEventSynchronize, cuEventElapsedTime, cuEventElapsedTime_v2,
     cuEventDestroy_v2, cuGetErrorString, cuGetErrorName, cuGetProcAddress, cuGetProcAddress_v2,
+    cuGraphCreate, cuGraphAddEmptyNode, cuGraphAddKernelNode, cuGraphAddKernelNode_v2,
+    cuGraphAddMemcpyNode, cuGraphInstantiateWithFlags, cuGraphInstantiate_v2, cuGraphLaunch,
+    cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams_v2,
+    cuGraphExecMemcpyNodeSetParams, cuGraphDestroy, cuGraphExecDestroy,
 }
 
 /// The address of entry point `symbol` as a program built for CUDA `version` means it:
@@ -101,7 +102,11 @@ pub fn proc_address(symbol: &str, version: c_int) -> Option<usize> {
         "cuCtxCreate" if version >= 13000 => Some("cuCtxCreate_v4"),
         "cuEventElapsedTime" if version >= 13000 => Some("cuEventElapsedTime_v2"),
         "cuGetProcAddress" if version >= 12000 => Some("cuGetProcAddress_v2"),
-        "cuEventDestroy" | "cuStreamDestroy" | "cuCtxDestroy" | "cuCtxCreate" => None,
+        // CUDA 12 made cuGraphInstantiate the flags form.
+        "cuGraphInstantiate" if version >= 12000 => Some("cuGraphInstantiateWithFlags"),
+        "cuGraphAddKernelNode" | "cuGraphExecKernelNodeSetParams" if version < 12000 => {
+            Some(symbol)
+        }
         _ => None,
     };
     if let Some(n) = newest {

@@ -1,6 +1,7 @@
 /* A CUDA driver-API program with its own declarations (no NVIDIA header), linked against
  * nvbare's libcuda.so.1: devices, a context, memory, the fixture cubin's add1 launched through
- * kernelParams and through extra, streams and events, error names, cuGetProcAddress.
+ * kernelParams and through extra, streams and events, a two-node graph, error names,
+ * cuGetProcAddress.
  *
  * Usage: NVBARE_DEVICE=sim:gh100 ./driver_api_check KERNELS_SM90.cubin
  * Prints "driver_api_check: ok" and exits 0, or names the failing call and exits 1. */
@@ -46,6 +47,36 @@ CUresult cuEventSynchronize(CUevent e);
 CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b);
 CUresult cuEventDestroy_v2(CUevent e);
 CUresult cuGetErrorName(CUresult r, const char **name);
+typedef void *CUgraph, *CUgraphExec, *CUgraphNode;
+typedef struct {
+    CUfunction func;
+    unsigned int grid[3], block[3], shared;
+    void **params, **extra;
+} KernelNodeParams; /* cuda.h's CUDA_KERNEL_NODE_PARAMS (v1) */
+typedef struct {
+    size_t src_x, src_y, src_z, src_lod;
+    int src_type;
+    const void *src_host;
+    CUdeviceptr src_dev;
+    void *src_array, *reserved0;
+    size_t src_pitch, src_height;
+    size_t dst_x, dst_y, dst_z, dst_lod;
+    int dst_type;
+    void *dst_host;
+    CUdeviceptr dst_dev;
+    void *dst_array, *reserved1;
+    size_t dst_pitch, dst_height;
+    size_t width, height, depth;
+} Memcpy3d; /* cuda.h's CUDA_MEMCPY3D */
+CUresult cuGraphCreate(CUgraph *g, unsigned int flags);
+CUresult cuGraphAddKernelNode(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                              const KernelNodeParams *p);
+CUresult cuGraphAddMemcpyNode(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                              const Memcpy3d *p, CUcontext ctx);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long flags);
+CUresult cuGraphLaunch(CUgraphExec e, CUstream s);
+CUresult cuGraphExecDestroy(CUgraphExec e);
+CUresult cuGraphDestroy(CUgraph g);
 CUresult cuGetProcAddress(const char *sym, void **pfn, int version, unsigned long long flags);
 
 #define CHECK(call)                                                                         \
@@ -176,6 +207,31 @@ int main(int argc, char **argv) {
     EXPECT(ms >= 0);
     CHECK(cuStreamSynchronize(s1));
     check_values(buf, 4);
+
+    /* A two-node graph: add1, then a copy back to the host; launched twice. */
+    static uint32_t back[N];
+    CUgraph graph;
+    CUgraphExec exec;
+    CUgraphNode knode, cnode;
+    KernelNodeParams kp = {add1, {N / 256, 1, 1}, {256, 1, 1}, 0, params, 0};
+    Memcpy3d cp;
+    memset(&cp, 0, sizeof cp);
+    cp.src_type = 2; /* CU_MEMORYTYPE_DEVICE */
+    cp.src_dev = buf;
+    cp.dst_type = 1; /* CU_MEMORYTYPE_HOST */
+    cp.dst_host = back;
+    cp.width = sizeof back;
+    cp.height = cp.depth = 1;
+    CHECK(cuGraphCreate(&graph, 0));
+    CHECK(cuGraphAddKernelNode(&knode, graph, 0, 0, &kp));
+    CHECK(cuGraphAddMemcpyNode(&cnode, graph, &knode, 1, &cp, ctx));
+    CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    CHECK(cuGraphLaunch(exec, s1));
+    CHECK(cuGraphLaunch(exec, s1));
+    CHECK(cuStreamSynchronize(s1));
+    for (unsigned int i = 0; i < N; i++) EXPECT(back[i] == i + 6);
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(graph));
 
     /* Bad input answers, never crashes. */
     EXPECT(cuMemcpyDtoH_v2(host, 0xdeadbeef, 4) == 1 /* INVALID_VALUE */);
