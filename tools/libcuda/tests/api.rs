@@ -204,6 +204,12 @@ fn memory_round_trips_and_memsets() {
         assert_eq!(cuMemFree_v2(p + 4), CUDA_ERROR_INVALID_VALUE);
         assert_eq!(cuMemFree_v2(p), CUDA_SUCCESS);
         assert_eq!(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+        // Memory counts.
+        let (mut free, mut total, mut dev_total) = (0usize, 0usize, 0usize);
+        assert_eq!(cuMemGetInfo_v2(&mut free, &mut total), CUDA_SUCCESS);
+        assert!(free > 0 && free <= total, "{free} of {total}");
+        assert_eq!(cuDeviceTotalMem_v2(&mut dev_total, 0), CUDA_SUCCESS);
+        assert_eq!(dev_total, total);
         // Host memory.
         let mut h: *mut c_void = null_mut();
         assert_eq!(cuMemHostAlloc(&mut h, 100, 0), CUDA_SUCCESS);

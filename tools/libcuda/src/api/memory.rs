@@ -261,3 +261,35 @@ entry! {
         memset(dst, &ui.to_le_bytes(), n, &state::stream_of(stream)?)
     }
 }
+
+/// Video memory of the current context's device, `(free, total)`.
+fn memory_info() -> CuResult<(u64, u64)> {
+    let (_, c) = state::current()?;
+    c.gpu.memory_info()?.ok_or_else(|| {
+        err(
+            CUDA_ERROR_NOT_SUPPORTED,
+            format!("{} does not count its memory", c.gpu.name()),
+        )
+    })
+}
+
+entry! {
+    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) {
+        let (f, t) = memory_info()?;
+        // SAFETY: the caller's out-pointers.
+        unsafe {
+            put(free, f as usize, "free")?;
+            put(total, t as usize, "total")
+        }
+    }
+
+    /// Where the backend does not count its memory: `CUDA_ERROR_NOT_SUPPORTED`.
+    fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) {
+        let d = state::device(dev)?;
+        let (_, t) = d.gpu.memory_info()?.ok_or_else(|| {
+            err(CUDA_ERROR_NOT_SUPPORTED, format!("{} does not count its memory", d.spec))
+        })?;
+        // SAFETY: the caller's out-pointer.
+        unsafe { put(bytes, t as usize, "bytes") }
+    }
+}

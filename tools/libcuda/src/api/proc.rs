@@ -35,7 +35,6 @@ macro_rules! unsupported {
 }
 
 unsupported! {
-    cuDeviceTotalMem_v2, cuMemGetInfo_v2,
     cuDeviceGetUuid, cuDeviceGetUuid_v2, cuDeviceGetLuid, cuDeviceGetPCIBusId,
     cuDeviceGetByPCIBusId, cuDeviceGetProperties, cuDeviceGetDefaultMemPool,
     cuCtxGetFlags, cuCtxSetLimit, cuCtxGetLimit, cuCtxGetApiVersion, cuCtxDisablePeerAccess,
@@ -73,7 +72,7 @@ implemented! {
     cuCtxEnablePeerAccess, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease,
     cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxSetFlags_v2,
     cuMemAlloc_v2, cuMemFree_v2, cuMemGetAddressRange_v2, cuMemHostAlloc, cuMemAllocHost_v2,
-    cuMemFreeHost, cuMemcpyHtoD_v2, cuMemcpyDtoH_v2, cuMemcpyDtoD_v2, cuMemcpyHtoDAsync_v2,
+    cuMemFreeHost, cuMemGetInfo_v2, cuDeviceTotalMem_v2, cuMemcpyHtoD_v2, cuMemcpyDtoH_v2, cuMemcpyDtoD_v2, cuMemcpyHtoDAsync_v2,
     cuMemcpyDtoHAsync_v2, cuMemcpyDtoDAsync_v2, cuMemsetD8_v2, cuMemsetD16_v2, cuMemsetD32_v2,
     cuMemsetD8Async, cuMemsetD16Async, cuMemsetD32Async,
     cuModuleLoadData, cuModuleLoadDataEx, cuModuleLoadFatBinary, cuModuleLoad, cuModuleUnload,
