@@ -106,7 +106,9 @@ pub fn elf_size(header: &[u8], sections: &[u8]) -> CuResult<usize> {
     let (shoff, shlen) = elf_section_table(header)?;
     let phoff = u64_at(header, 0x20);
     let phlen = u16_at(header, 0x36) as u64 * u16_at(header, 0x38) as u64;
-    let mut end = (shoff as u64 + shlen as u64).max(phoff + phlen).max(64);
+    let mut end = (shoff as u64 + shlen as u64)
+        .max(phoff.saturating_add(phlen))
+        .max(64);
     for s in sections.chunks_exact(64) {
         const SHT_NOBITS: u32 = 8;
         if u32_at(s, 4) != SHT_NOBITS {

@@ -58,6 +58,16 @@ pub(crate) fn guard(name: &str, f: impl FnOnce() -> CuResult<()>) -> CUresult {
     }
 }
 
+/// Runs `f` when the process exits (or the library is unloaded): devices are closed then, so a
+/// bare-metal GPU is unloaded cleanly (GSP-RM shut down) as a program that never calls
+/// anything like `cuCtxDestroy` ends.
+pub(crate) fn at_exit(f: extern "C" fn()) {
+    // SAFETY: `atexit` takes any `extern "C" fn()`; `f` catches its own panics.
+    if unsafe { libc::atexit(f) } != 0 {
+        eprintln!("nvbare libcuda: atexit failed: devices will not be closed at exit");
+    }
+}
+
 /// Declares exported entry points: `#[no_mangle] unsafe extern "C"` with NVIDIA's name, the
 /// body (returning [`CuResult`]) run under [`guard`].
 macro_rules! entry {

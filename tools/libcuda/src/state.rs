@@ -128,7 +128,23 @@ fn open_devices() -> Result<Driver, (CUresult, String)> {
             }
         }
     }
+    crate::at_exit(close_at_exit);
     Ok(Driver { devices })
+}
+
+/// Closes every device (registered by cuInit): a bare-metal GPU's GSP-RM is shut down.
+extern "C" fn close_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(Ok(d)) = DRIVER.get() {
+            for s in &d.devices {
+                match s.gpu.clone().close() {
+                    Err(e) => eprintln!("nvbare libcuda: closing {} at exit: {e}", s.spec),
+                    Ok(()) if crate::verbose() => eprintln!("nvbare libcuda: {} closed", s.spec),
+                    Ok(()) => {}
+                }
+            }
+        }
+    });
 }
 
 /// A context: a device and its default stream.

@@ -25,21 +25,19 @@ fn new_context(dev: CUdevice, primary: bool) -> CuResult<usize> {
     Ok(h)
 }
 
-/// Forgets context `h` and what was made in it (streams, modules, functions).
+/// Forgets context `h` and what was made in it (streams, modules, functions); their device
+/// objects are released after the table lock is let go (a release may wait for the GPU).
 fn destroy_context(h: usize) {
     let mut o = state::objects();
-    o.contexts.remove(&h);
-    o.streams.retain(|_, s| s.ctx != h);
-    let gone: Vec<usize> = o
-        .modules
-        .iter()
-        .filter(|(_, m)| m.ctx == h)
-        .map(|(k, _)| *k)
+    let ctx = o.contexts.remove(&h);
+    let streams: Vec<_> = o.streams.extract_if(|_, s| s.ctx == h).collect();
+    let modules: Vec<_> = o.modules.extract_if(|_, m| m.ctx == h).collect();
+    let functions: Vec<_> = o
+        .functions
+        .extract_if(|_, f| modules.iter().any(|(m, _)| *m == f.module))
         .collect();
-    for m in gone {
-        o.modules.remove(&m);
-        o.functions.retain(|_, f| f.module != m);
-    }
+    drop(o);
+    drop((ctx, streams, functions, modules));
 }
 
 fn ctx_id(ctx: CUcontext) -> CuResult<usize> {

@@ -152,16 +152,16 @@ unsafe fn memcpy(p: *const CUDA_MEMCPY3D) -> CuResult<Work> {
     let (sx, dx) = (c.srcXInBytes, c.dstXInBytes);
     let copy = match (c.srcMemoryType, c.dstMemoryType) {
         (CU_MEMORYTYPE_HOST, d) if dev(d) => Copy1d::HtoD {
-            dst: c.dstDevice + dx as u64,
-            src: c.srcHost as usize + sx,
+            dst: c.dstDevice.wrapping_add(dx as u64),
+            src: (c.srcHost as usize).wrapping_add(sx),
         },
         (s, CU_MEMORYTYPE_HOST) if dev(s) => Copy1d::DtoH {
-            dst: c.dstHost as usize + dx,
-            src: c.srcDevice + sx as u64,
+            dst: (c.dstHost as usize).wrapping_add(dx),
+            src: c.srcDevice.wrapping_add(sx as u64),
         },
         (s, d) if dev(s) && dev(d) => Copy1d::DtoD {
-            dst: c.dstDevice + dx as u64,
-            src: c.srcDevice + sx as u64,
+            dst: c.dstDevice.wrapping_add(dx as u64),
+            src: c.srcDevice.wrapping_add(sx as u64),
         },
         (s, d) => {
             return Err(err(

@@ -79,7 +79,7 @@ unsafe fn arguments(
             let need = k
                 .params
                 .iter()
-                .map(|p| (p.offset + p.size) as usize)
+                .map(|p| p.offset as usize + p.size as usize)
                 .max()
                 .unwrap_or(0);
             if size < need {
@@ -94,7 +94,7 @@ unsafe fn arguments(
             // SAFETY: the caller's buffer of `size` bytes (CU_LAUNCH_PARAM_BUFFER_SIZE).
             let b = unsafe { host(buf, size, "extra buffer")? };
             for p in &k.params {
-                out.push(b[p.offset as usize..(p.offset + p.size) as usize].to_vec());
+                out.push(b[p.offset as usize..p.offset as usize + p.size as usize].to_vec());
             }
         }
         (true, true) if k.params.is_empty() => {}

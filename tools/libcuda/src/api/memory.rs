@@ -34,16 +34,15 @@ fn alloc(bytes: usize) -> CuResult<CUdeviceptr> {
 
 fn free(ptr: CUdeviceptr) -> CuResult<()> {
     state::current()?;
-    state::objects()
-        .allocs
-        .remove(&ptr)
-        .map(|_| ())
-        .ok_or_else(|| {
-            err(
-                CUDA_ERROR_INVALID_VALUE,
-                format!("{ptr:#x} is not an allocation's start"),
-            )
-        })
+    // Taken out first: the memory is released (which may wait for the GPU) after the table
+    // lock is let go.
+    let a = state::objects().allocs.remove(&ptr);
+    a.map(drop).ok_or_else(|| {
+        err(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("{ptr:#x} is not an allocation's start"),
+        )
+    })
 }
 
 pub(crate) fn htod(dst: CUdeviceptr, src: &[u8], stream: &Stream) -> CuResult<()> {

@@ -226,10 +226,13 @@ entry! {
         state::driver()?;
         let mut o = state::objects();
         let h = id(module);
-        o.modules
+        let m = o.modules
             .remove(&h)
             .ok_or_else(|| err(CUDA_ERROR_INVALID_HANDLE, format!("module {h:#x}")))?;
-        o.functions.retain(|_, f| f.module != h);
+        let functions: Vec<_> = o.functions.extract_if(|_, f| f.module == h).collect();
+        // The image is freed (which may wait for the GPU) after the table lock is let go.
+        drop(o);
+        drop((functions, m));
         Ok(())
     }
 
