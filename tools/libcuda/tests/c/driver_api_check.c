@@ -3,7 +3,8 @@
  * kernelParams and through extra, streams and events, a two-node graph, error names,
  * cuGetProcAddress.
  *
- * Usage: NVBARE_DEVICE=sim:gh100 ./driver_api_check KERNELS_SM90.cubin
+ * Usage: NVBARE_DEVICE=sim:gh100 ./driver_api_check KERNELS_SM90.cubin [IMAGE...]
+ * Each IMAGE (PTX, a fatbin, another cubin) holding the same add1 is loaded and run as well.
  * Prints "driver_api_check: ok" and exits 0, or names the failing call and exits 1. */
 #include <stdint.h>
 #include <stdio.h>
@@ -107,12 +108,13 @@ static void *read_file(const char *path) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    void *b = malloc((size_t)n);
+    char *b = malloc((size_t)n + 1); /* NUL-terminated: PTX is text */
     if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) {
         fprintf(stderr, "driver_api_check: reading %s failed\n", path);
         exit(1);
     }
     fclose(f);
+    b[n] = 0;
     return b;
 }
 
@@ -130,10 +132,11 @@ static void check_values(CUdeviceptr p, unsigned int add) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s KERNELS.cubin\n", argv[0]);
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s KERNELS.cubin [IMAGE...]\n", argv[0]);
         return 2;
     }
+    setvbuf(stdout, NULL, _IONBF, 0);
     int count = 0, version = 0, major = 0, minor = 0, warp = 0;
     char name[128];
     CUdevice dev;
@@ -233,10 +236,27 @@ int main(int argc, char **argv) {
     CHECK(cuGraphExecDestroy(exec));
     CHECK(cuGraphDestroy(graph));
 
+    /* The same add1 from the other images (PTX through the JIT, fatbins). */
+    unsigned int expect = 6;
+    for (int a = 2; a < argc; a++) {
+        CUmodule m2;
+        CUfunction f2;
+        void *img2 = read_file(argv[a]);
+        CHECK(cuModuleLoadData(&m2, img2));
+        CHECK(cuModuleGetFunction(&f2, m2, "add1"));
+        CHECK(cuLaunchKernel(f2, N / 256, 1, 1, 256, 1, 1, 0, 0, params, 0));
+        check_values(buf, ++expect);
+        CHECK(cuModuleUnload(m2));
+        free(img2);
+        printf("%s: add1 ran\n", argv[a]);
+    }
+
     /* Bad input answers, never crashes. */
     EXPECT(cuMemcpyDtoH_v2(host, 0xdeadbeef, 4) == 1 /* INVALID_VALUE */);
     EXPECT(cuMemAlloc_v2(0, 16) == 1);
-    EXPECT(cuStreamSynchronize((CUstream)0xdead0000) == 400 /* INVALID_HANDLE */);
+    /* A forged handle: NVIDIA's library may dereference it (DRIVER_API_CHECK_NO_FORGED=1). */
+    if (!getenv("DRIVER_API_CHECK_NO_FORGED"))
+        EXPECT(cuStreamSynchronize((CUstream)0xdead0000) == 400 /* INVALID_HANDLE */);
 
     CHECK(cuEventDestroy_v2(start));
     CHECK(cuEventDestroy_v2(stop));
