@@ -204,6 +204,14 @@ fn memory_round_trips_and_memsets() {
         assert_eq!(cuMemFree_v2(p + 4), CUDA_ERROR_INVALID_VALUE);
         assert_eq!(cuMemFree_v2(p), CUDA_SUCCESS);
         assert_eq!(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+        // Unified copies: device to host, host to device, by address.
+        let mut two = [0u32; 2];
+        let host_addr = two.as_mut_ptr() as u64;
+        assert_eq!(cuMemcpy(host_addr, q + 4, 8), CUDA_SUCCESS);
+        assert_eq!(two, [5, 5]);
+        let seven = [7u32; 2];
+        assert_eq!(cuMemcpy(q, seven.as_ptr() as u64, 8), CUDA_SUCCESS);
+        assert_eq!(read_back(q, 3), [7, 7, 5]);
         // Memory counts.
         let (mut free, mut total, mut dev_total) = (0usize, 0usize, 0usize);
         assert_eq!(cuMemGetInfo_v2(&mut free, &mut total), CUDA_SUCCESS);

@@ -292,3 +292,49 @@ entry! {
         unsafe { put(bytes, t as usize, "bytes") }
     }
 }
+
+/// A copy between unified addresses: an address inside an allocation is device memory, any
+/// other the caller's host memory.
+///
+/// # Safety
+///
+/// An address that is not inside an allocation is valid host memory for `n` bytes (cuda.h's
+/// contract for cuMemcpy with unified addressing).
+unsafe fn unified(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: &Stream) -> CuResult<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let (on_dst, on_src) = (
+        state::resolve(dst, n).is_ok(),
+        state::resolve(src, n).is_ok(),
+    );
+    let (dp, sp) = (dst as usize as *mut c_void, src as usize as *const c_void);
+    match (on_dst, on_src) {
+        (true, true) => dtod(dst, src, n, s),
+        // SAFETY: `src` is host memory of `n` bytes by this function's contract.
+        (true, false) => htod(dst, unsafe { host(sp, n, "src")? }, s),
+        // SAFETY: `dst` is host memory of `n` bytes by this function's contract.
+        (false, true) => dtoh(unsafe { host_mut(dp, n, "dst")? }, src, s),
+        (false, false) => {
+            // SAFETY: both are host memory of `n` bytes (this function's contract);
+            // `ptr::copy` allows them to overlap.
+            unsafe { std::ptr::copy(sp.cast::<u8>(), dp.cast::<u8>(), n) };
+            Ok(())
+        }
+    }
+}
+
+entry! {
+    /// Either direction, by unified address (synchronous).
+    fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: usize) {
+        let s = sync_default()?;
+        // SAFETY: the caller's unified addresses.
+        unsafe { unified(dst, src, n, &s)? };
+        Ok(s.synchronize()?)
+    }
+
+    fn cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream) {
+        // SAFETY: the caller's unified addresses.
+        unsafe { unified(dst, src, n, &state::stream_of(stream)?) }
+    }
+}
