@@ -27,6 +27,7 @@ fi
 
 log "exported names NVIDIA's libcuda.so.1 lacks"
 NV=$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')
+[ -n "$NV" ] || NV=$(find /usr/local/nvidia /usr/lib /usr/lib64 -name libcuda.so.1 2>/dev/null | head -1)
 nm -D --defined-only "$SO" | awk '$3 ~ /^cu/{print $3}' | sort >"$W/ours"
 nm -D --defined-only "$NV" | awk '{print $3}' | sort -u >"$W/theirs"
 comm -23 "$W/ours" "$W/theirs" | tee "$OUTDIR/names_not_in_nvidia.txt" | tee -a "$OUTDIR/summary.txt"
