@@ -8,6 +8,12 @@
 #      and from nvcc-built fatbins.
 # Usage: tools/libcuda/hw/hw-check.sh PATH/TO/libcuda.so [OUTDIR]
 set -u
+# Where the inputs are (a bundle elsewhere may set these).
+ABI_RS=${ABI_RS:-tools/libcuda/src/abi.rs}
+GEN=${GEN:-tools/libcuda/hw/gen_abi_check.py}
+CHECK_C=${CHECK_C:-tools/libcuda/tests/c/driver_api_check.c}
+PTX=${PTX:-tests/fixtures/cubins/src/kernels.ptx}
+CUBIN=${CUBIN:-tests/fixtures/cubins/kernels_sm90_cuda13.cubin}
 SO=$(realpath "$1")
 OUTDIR=${2:-/tmp/libcuda-hw-out}
 mkdir -p "$OUTDIR"
@@ -18,7 +24,7 @@ ln -sf "$SO" "$W/libcuda.so"
 log() { echo "== $*" | tee -a "$OUTDIR/summary.txt"; }
 
 log "abi.rs against $CUDA/include"
-python3 tools/libcuda/hw/gen_abi_check.py tools/libcuda/src/abi.rs >"$W/abi_check.c"
+python3 "$GEN" "$ABI_RS" >"$W/abi_check.c"
 if gcc -w -I"$CUDA/include" "$W/abi_check.c" -o "$W/abi_check" >"$OUTDIR/abi_compile.txt" 2>&1; then
     "$W/abi_check" | tee "$OUTDIR/abi.txt" | tail -4 | tee -a "$OUTDIR/summary.txt"
 else
@@ -34,14 +40,13 @@ comm -23 "$W/ours" "$W/theirs" | tee "$OUTDIR/names_not_in_nvidia.txt" | tee -a 
 echo "($(wc -l <"$W/ours") exported, NVIDIA's: $NV)" | tee -a "$OUTDIR/summary.txt"
 
 log "images"
-cp tests/fixtures/cubins/src/kernels.ptx "$W/kernels.ptx"
+cp "$PTX" "$W/kernels.ptx"
 nvcc --version | tail -1 | tee -a "$OUTDIR/summary.txt"
 nvcc -fatbin -gencode arch=compute_80,code='[sm_90,compute_80]' "$W/kernels.ptx" -o "$W/sm90_ptx.fatbin" 2>&1 | tail -3
 nvcc -fatbin -gencode arch=compute_80,code=compute_80 "$W/kernels.ptx" -o "$W/ptx_only.fatbin" 2>&1 | tail -3
 nvcc -fatbin --compress-mode=none -gencode arch=compute_80,code=sm_90 "$W/kernels.ptx" -o "$W/sm90_nocompress.fatbin" 2>&1 | tail -3
 ls -la "$W"/*.fatbin | tee -a "$OUTDIR/summary.txt"
-gcc -std=c11 -Wall -o "$W/dac" tools/libcuda/tests/c/driver_api_check.c -L"$W" -lcuda
-CUBIN=tests/fixtures/cubins/kernels_sm90_cuda13.cubin
+gcc -std=c11 -Wall -o "$W/dac" "$CHECK_C" -L"$W" -lcuda
 
 for img in "$W/kernels.ptx" "$W/sm90_ptx.fatbin" "$W/ptx_only.fatbin" "$W/sm90_nocompress.fatbin"; do
     log "NVIDIA's library: $(basename "$img")"
