@@ -35,6 +35,8 @@ pub(crate) trait Dev: Send {
         args: &[Arg<'_>],
     ) -> Result<()>;
     fn synchronize(&self) -> Result<()>;
+    /// Video memory `(free, total)`, where the backend counts it.
+    fn memory_info(&self) -> Result<Option<(u64, u64)>>;
     /// Streams the device has.
     fn streams(&self) -> u32;
     /// Runs `f` with every call on this device going to stream `stream`.
@@ -174,6 +176,10 @@ where
 
     fn synchronize(&self) -> Result<()> {
         Ok(self.dev.synchronize()?)
+    }
+
+    fn memory_info(&self) -> Result<Option<(u64, u64)>> {
+        Ok(self.dev.with_backend(|b| b.memory_info())?)
     }
 
     fn streams(&self) -> u32 {

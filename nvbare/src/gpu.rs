@@ -335,6 +335,12 @@ impl Gpu {
         DeviceBuffer::alloc(&self.shared, len, Location::Host, false)
     }
 
+    /// Video memory as `(free, total)` bytes where the backend counts it (bare metal: `sim:`,
+    /// `vfio:`, `remote:`); `None` through the kernel driver.
+    pub fn memory_info(&self) -> Result<Option<(u64, u64)>> {
+        self.shared.lock()?.memory_info()
+    }
+
     /// Waits until everything submitted on every stream has finished.
     pub fn synchronize(&self) -> Result<()> {
         self.shared.lock()?.synchronize()

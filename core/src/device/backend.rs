@@ -379,6 +379,12 @@ pub trait Backend {
         None
     }
 
+    /// Video memory as `(free, total)` bytes, where the backend keeps count (bare metal: its
+    /// VRAM allocator); `None` elsewhere. For `cuMemGetInfo`-style queries.
+    fn memory_info(&self) -> Option<(u64, u64)> {
+        None
+    }
+
     /// Makes the peer's video memory reachable from this GPU (kernel driver:
     /// `UVM_ENABLE_PEER_ACCESS` for PCIe peers, nothing for NVLink peers, which UVM enables at
     /// registration; bare metal: a BAR1 or NVLink path; simulator: a peer port). The device

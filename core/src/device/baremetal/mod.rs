@@ -584,6 +584,10 @@ impl<H: BarePlatform> Backend for BareMetalBackend<H> {
         &mut self.rm
     }
 
+    fn memory_info(&self) -> Option<(u64, u64)> {
+        Some(self.vram())
+    }
+
     fn clock(&self) -> &H::Clock {
         &self.rm.hw.clock
     }

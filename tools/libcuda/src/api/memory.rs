@@ -1,0 +1,340 @@
+//! Device and host memory, copies and memsets. A `CUdeviceptr` is the GPU virtual address of
+//! an nvbare buffer; an address inside one stands for the rest of it ([`state::resolve`]).
+
+use std::ffi::{c_uint, c_void};
+use std::sync::Arc;
+
+use nvbare::Stream;
+
+use super::{host, host_mut, put};
+use crate::abi::*;
+use crate::entry;
+use crate::error::{CuResult, err};
+use crate::state::{self, Alloc, HostAlloc, Page};
+
+/// Largest host chunk a memset stages at once.
+const MEMSET_CHUNK: usize = 1 << 20;
+
+fn alloc(bytes: usize) -> CuResult<CUdeviceptr> {
+    let (_, c) = state::current()?;
+    if bytes == 0 {
+        return Err(err(CUDA_ERROR_INVALID_VALUE, "bytesize is 0"));
+    }
+    let buf = c.gpu.alloc::<u8>(bytes)?;
+    let va = buf.gpu_va();
+    state::objects().allocs.insert(
+        va,
+        Arc::new(Alloc {
+            device: c.device,
+            buf,
+        }),
+    );
+    Ok(va)
+}
+
+fn free(ptr: CUdeviceptr) -> CuResult<()> {
+    state::current()?;
+    // Taken out first: the memory is released (which may wait for the GPU) after the table
+    // lock is let go.
+    let a = state::objects().allocs.remove(&ptr);
+    a.map(drop).ok_or_else(|| {
+        err(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("{ptr:#x} is not an allocation's start"),
+        )
+    })
+}
+
+pub(crate) fn htod(dst: CUdeviceptr, src: &[u8], stream: &Stream) -> CuResult<()> {
+    if src.is_empty() {
+        return Ok(());
+    }
+    let d = state::resolve(dst, src.len())?;
+    Ok(stream.htod_copy_into(src, &d.slice()?)?)
+}
+
+pub(crate) fn dtoh(dst: &mut [u8], src: CUdeviceptr, stream: &Stream) -> CuResult<()> {
+    if dst.is_empty() {
+        return Ok(());
+    }
+    let s = state::resolve(src, dst.len())?;
+    Ok(stream.dtoh_copy_into(&s.slice()?, dst)?)
+}
+
+pub(crate) fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: &Stream) -> CuResult<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let (s, d) = (state::resolve(src, n)?, state::resolve(dst, n)?);
+    if s.alloc.device != d.alloc.device {
+        // Devices opened one by one are not peers: through the host.
+        let mut tmp = Vec::new();
+        tmp.try_reserve_exact(n).map_err(|_| {
+            err(
+                CUDA_ERROR_OUT_OF_MEMORY,
+                format!("{n} bytes of host staging"),
+            )
+        })?;
+        tmp.resize(n, 0);
+        let src_stream = state::device(s.alloc.device as CUdevice)?
+            .gpu
+            .default_stream();
+        src_stream.dtoh_copy_into(&s.slice()?, &mut tmp)?;
+        return Ok(stream.htod_copy_into(&tmp, &d.slice()?)?);
+    }
+    Ok(stream.dtod_copy(&s.slice()?, &d.slice()?)?)
+}
+
+/// Fills `count` elements of `pattern` (1, 2 or 4 bytes) at `dst`, through host staging.
+fn memset(dst: CUdeviceptr, pattern: &[u8], count: usize, stream: &Stream) -> CuResult<()> {
+    let bytes = count
+        .checked_mul(pattern.len())
+        .ok_or_else(|| err(CUDA_ERROR_INVALID_VALUE, format!("{count} elements")))?;
+    if bytes == 0 {
+        return Ok(());
+    }
+    if !dst.is_multiple_of(pattern.len() as u64) {
+        return Err(err(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("{dst:#x} is not aligned to {} bytes", pattern.len()),
+        ));
+    }
+    let d = state::resolve(dst, bytes)?;
+    let chunk: Vec<u8> = pattern
+        .iter()
+        .copied()
+        .cycle()
+        .take(bytes.min(MEMSET_CHUNK))
+        .collect();
+    let mut at = 0;
+    while at < bytes {
+        let n = chunk.len().min(bytes - at);
+        let s = d.alloc.buf.slice(d.offset + at..d.offset + at + n)?;
+        stream.htod_copy_into(&chunk[..n], &s)?;
+        at += n;
+    }
+    Ok(())
+}
+
+/// The current context's default stream, after a synchronous call's work is queued on it:
+/// waited for, so the copy is complete when the call returns.
+fn sync_default() -> CuResult<Stream> {
+    state::stream_of(std::ptr::null_mut())
+}
+
+entry! {
+    fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) {
+        if dptr.is_null() {
+            return Err(crate::error::null("dptr"));
+        }
+        let va = alloc(bytesize)?;
+        // SAFETY: the caller's out-pointer (checked non-null above).
+        unsafe { put(dptr, va, "dptr") }
+    }
+
+    fn cuMemFree_v2(dptr: CUdeviceptr) {
+        free(dptr)
+    }
+
+    /// Base and size of the allocation holding `dptr`.
+    fn cuMemGetAddressRange_v2(pbase: *mut CUdeviceptr, psize: *mut usize, dptr: CUdeviceptr) {
+        state::current()?;
+        let r = state::resolve(dptr, 0)?;
+        // SAFETY: the caller's out-pointers (each may be null, as cuda.h allows).
+        unsafe {
+            if !pbase.is_null() {
+                put(pbase, r.alloc.buf.gpu_va(), "pbase")?;
+            }
+            if !psize.is_null() {
+                put(psize, r.alloc.buf.len(), "psize")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Page-aligned host memory. `CU_MEMHOSTALLOC_DEVICEMAP` (the GPU reading it directly)
+    /// is not supported; copies take it like any host pointer.
+    fn cuMemHostAlloc(pp: *mut *mut c_void, bytesize: usize, flags: c_uint) {
+        state::current()?;
+        if flags & CU_MEMHOSTALLOC_DEVICEMAP != 0 {
+            return Err(err(CUDA_ERROR_NOT_SUPPORTED, "CU_MEMHOSTALLOC_DEVICEMAP"));
+        }
+        if pp.is_null() {
+            return Err(crate::error::null("pp"));
+        }
+        if bytesize == 0 {
+            return Err(err(CUDA_ERROR_INVALID_VALUE, "bytesize is 0"));
+        }
+        let pages = bytesize.div_ceil(size_of::<Page>());
+        let mut v: Vec<Page> = Vec::new();
+        v.try_reserve_exact(pages)
+            .map_err(|_| err(CUDA_ERROR_OUT_OF_MEMORY, format!("{bytesize} bytes of host memory")))?;
+        v.resize(pages, Page([0; 4096]));
+        let p = v.as_mut_ptr().cast::<c_void>();
+        state::objects().host.insert(p as usize, HostAlloc { _pages: v });
+        // SAFETY: the caller's out-pointer (checked non-null above).
+        unsafe { put(pp, p, "pp") }
+    }
+
+    fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) {
+        // SAFETY: the caller's arguments, passed on.
+        match unsafe { cuMemHostAlloc(pp, bytesize, 0) } {
+            CUDA_SUCCESS => Ok(()),
+            code => Err(err(code, "cuMemHostAlloc failed")),
+        }
+    }
+
+    fn cuMemFreeHost(p: *mut c_void) {
+        state::driver()?;
+        state::objects()
+            .host
+            .remove(&(p as usize))
+            .map(|_| ())
+            .ok_or_else(|| err(CUDA_ERROR_INVALID_VALUE, format!("{p:?} is not from cuMemHostAlloc")))
+    }
+
+    fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) {
+        let s = sync_default()?;
+        // SAFETY: the caller's source buffer of `n` bytes.
+        htod(dst, unsafe { host(src, n, "srcHost")? }, &s)?;
+        Ok(s.synchronize()?)
+    }
+
+    fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) {
+        let s = sync_default()?;
+        // SAFETY: the caller's destination buffer of `n` bytes.
+        dtoh(unsafe { host_mut(dst, n, "dstHost")? }, src, &s)
+    }
+
+    fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) {
+        let s = sync_default()?;
+        dtod(dst, src, n, &s)?;
+        Ok(s.synchronize()?)
+    }
+
+    /// Returns once `src` may be reused; the copy completes in stream order.
+    fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, stream: CUstream) {
+        let s = state::stream_of(stream)?;
+        // SAFETY: the caller's source buffer of `n` bytes.
+        htod(dst, unsafe { host(src, n, "srcHost")? }, &s)
+    }
+
+    /// Waits for the stream's earlier work and the copy (stronger than CUDA, never weaker).
+    fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream) {
+        let s = state::stream_of(stream)?;
+        // SAFETY: the caller's destination buffer of `n` bytes.
+        dtoh(unsafe { host_mut(dst, n, "dstHost")? }, src, &s)
+    }
+
+    fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream) {
+        dtod(dst, src, n, &state::stream_of(stream)?)
+    }
+
+    fn cuMemsetD8_v2(dst: CUdeviceptr, uc: u8, n: usize) {
+        let s = sync_default()?;
+        memset(dst, &[uc], n, &s)?;
+        Ok(s.synchronize()?)
+    }
+
+    fn cuMemsetD16_v2(dst: CUdeviceptr, us: u16, n: usize) {
+        let s = sync_default()?;
+        memset(dst, &us.to_le_bytes(), n, &s)?;
+        Ok(s.synchronize()?)
+    }
+
+    fn cuMemsetD32_v2(dst: CUdeviceptr, ui: c_uint, n: usize) {
+        let s = sync_default()?;
+        memset(dst, &ui.to_le_bytes(), n, &s)?;
+        Ok(s.synchronize()?)
+    }
+
+    fn cuMemsetD8Async(dst: CUdeviceptr, uc: u8, n: usize, stream: CUstream) {
+        memset(dst, &[uc], n, &state::stream_of(stream)?)
+    }
+
+    fn cuMemsetD16Async(dst: CUdeviceptr, us: u16, n: usize, stream: CUstream) {
+        memset(dst, &us.to_le_bytes(), n, &state::stream_of(stream)?)
+    }
+
+    fn cuMemsetD32Async(dst: CUdeviceptr, ui: c_uint, n: usize, stream: CUstream) {
+        memset(dst, &ui.to_le_bytes(), n, &state::stream_of(stream)?)
+    }
+}
+
+/// Video memory of the current context's device, `(free, total)`.
+fn memory_info() -> CuResult<(u64, u64)> {
+    let (_, c) = state::current()?;
+    c.gpu.memory_info()?.ok_or_else(|| {
+        err(
+            CUDA_ERROR_NOT_SUPPORTED,
+            format!("{} does not count its memory", c.gpu.name()),
+        )
+    })
+}
+
+entry! {
+    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) {
+        let (f, t) = memory_info()?;
+        // SAFETY: the caller's out-pointers.
+        unsafe {
+            put(free, f as usize, "free")?;
+            put(total, t as usize, "total")
+        }
+    }
+
+    /// Where the backend does not count its memory: `CUDA_ERROR_NOT_SUPPORTED`.
+    fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) {
+        let d = state::device(dev)?;
+        let (_, t) = d.gpu.memory_info()?.ok_or_else(|| {
+            err(CUDA_ERROR_NOT_SUPPORTED, format!("{} does not count its memory", d.spec))
+        })?;
+        // SAFETY: the caller's out-pointer.
+        unsafe { put(bytes, t as usize, "bytes") }
+    }
+}
+
+/// A copy between unified addresses: an address inside an allocation is device memory, any
+/// other the caller's host memory.
+///
+/// # Safety
+///
+/// An address that is not inside an allocation is valid host memory for `n` bytes (cuda.h's
+/// contract for cuMemcpy with unified addressing).
+unsafe fn unified(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: &Stream) -> CuResult<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let (on_dst, on_src) = (
+        state::resolve(dst, n).is_ok(),
+        state::resolve(src, n).is_ok(),
+    );
+    let (dp, sp) = (dst as usize as *mut c_void, src as usize as *const c_void);
+    match (on_dst, on_src) {
+        (true, true) => dtod(dst, src, n, s),
+        // SAFETY: `src` is host memory of `n` bytes by this function's contract.
+        (true, false) => htod(dst, unsafe { host(sp, n, "src")? }, s),
+        // SAFETY: `dst` is host memory of `n` bytes by this function's contract.
+        (false, true) => dtoh(unsafe { host_mut(dp, n, "dst")? }, src, s),
+        (false, false) => {
+            // SAFETY: both are host memory of `n` bytes (this function's contract);
+            // `ptr::copy` allows them to overlap.
+            unsafe { std::ptr::copy(sp.cast::<u8>(), dp.cast::<u8>(), n) };
+            Ok(())
+        }
+    }
+}
+
+entry! {
+    /// Either direction, by unified address (synchronous).
+    fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: usize) {
+        let s = sync_default()?;
+        // SAFETY: the caller's unified addresses.
+        unsafe { unified(dst, src, n, &s)? };
+        Ok(s.synchronize()?)
+    }
+
+    fn cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream) {
+        // SAFETY: the caller's unified addresses.
+        unsafe { unified(dst, src, n, &state::stream_of(stream)?) }
+    }
+}

@@ -1,0 +1,392 @@
+//! The driver's state: the devices cuInit opened, and every handle given out (contexts,
+//! streams, events, modules, functions, allocations). Handles are ids, never addresses of our
+//! objects, so a stale or forged one is `CUDA_ERROR_INVALID_HANDLE`, not a crash.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+use nvbare::{DeviceBuffer, DeviceSlice, Gpu, Module, Stream};
+
+use crate::abi::*;
+use crate::error::{CuResult, err};
+
+/// Most streams each device is opened with (the default stream included); more CUDA streams
+/// share them (`cuStreamCreate`).
+pub const STREAMS_PER_DEVICE: u32 = 8;
+
+/// One device behind a CUDA ordinal.
+#[derive(Debug)]
+pub struct DeviceSlot {
+    /// The `NVBARE_DEVICE` entry it was opened from.
+    pub spec: String,
+    /// The open device.
+    pub gpu: Gpu,
+    /// Its primary context and how many retains it has (`cuDevicePrimaryCtxRetain`).
+    pub primary: Mutex<Option<(usize, u32)>>,
+}
+
+/// What cuInit opened.
+#[derive(Debug)]
+pub struct Driver {
+    /// By CUDA ordinal.
+    pub devices: Vec<DeviceSlot>,
+}
+
+static DRIVER: OnceLock<Result<Driver, (CUresult, String)>> = OnceLock::new();
+
+/// Opens the devices once (`NVBARE_DEVICE`, else every GPU bound to vfio-pci); later calls
+/// answer as the first did, as CUDA's cuInit does.
+pub fn init() -> CuResult<&'static Driver> {
+    let first = DRIVER.get().is_none();
+    match DRIVER.get_or_init(open_devices) {
+        Ok(d) => Ok(d),
+        Err((code, why)) => Err(crate::error::CuError {
+            quiet: !first,
+            ..err(*code, why.clone())
+        }),
+    }
+}
+
+/// The driver, if cuInit succeeded.
+pub fn driver() -> CuResult<&'static Driver> {
+    match DRIVER.get() {
+        Some(Ok(d)) => Ok(d),
+        Some(Err((code, why))) => Err(crate::error::CuError {
+            quiet: true,
+            ..err(*code, format!("cuInit failed: {why}"))
+        }),
+        None => Err(err(
+            CUDA_ERROR_NOT_INITIALIZED,
+            "cuInit has not been called",
+        )),
+    }
+}
+
+/// The device with ordinal `dev`.
+pub fn device(dev: CUdevice) -> CuResult<&'static DeviceSlot> {
+    let d = driver()?;
+    usize::try_from(dev)
+        .ok()
+        .and_then(|i| d.devices.get(i))
+        .ok_or_else(|| {
+            err(
+                CUDA_ERROR_INVALID_DEVICE,
+                format!("device {dev} (there are {})", d.devices.len()),
+            )
+        })
+}
+
+/// The device specs to open: `NVBARE_DEVICE`, else the GPUs bound to vfio-pci.
+fn specs() -> Result<Vec<String>, String> {
+    if let Ok(v) = std::env::var("NVBARE_DEVICE") {
+        let specs: Vec<String> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        if specs.is_empty() {
+            return Err("NVBARE_DEVICE is empty; set it to SPEC[,SPEC...] (e.g. sim:gh100)".into());
+        }
+        return Ok(specs);
+    }
+    let sysfs = nvbare_pci_host::Sysfs::from_env();
+    let fns = sysfs
+        .list_nvidia()
+        .map_err(|e| format!("listing PCI devices: {e}"))?;
+    let specs: Vec<String> = fns
+        .iter()
+        .filter(|f| f.is_gpu() && f.driver.as_deref() == Some("vfio-pci"))
+        .map(|f| format!("vfio:{}", f.bdf))
+        .collect();
+    if specs.is_empty() {
+        return Err(
+            "no NVIDIA GPU is bound to vfio-pci; bind one (nvbare bind BDF) or set \
+                    NVBARE_DEVICE=SPEC[,SPEC...] (e.g. sim:gh100, nvidia:0)"
+                .into(),
+        );
+    }
+    Ok(specs)
+}
+
+fn open_devices() -> Result<Driver, (CUresult, String)> {
+    let specs = specs().map_err(|why| (CUDA_ERROR_NO_DEVICE, why))?;
+    let mut devices = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let opts = nvbare::Options::default().streams(STREAMS_PER_DEVICE);
+        match nvbare::open_with(&spec, opts) {
+            Ok(gpu) => devices.push(DeviceSlot {
+                spec,
+                gpu,
+                primary: Mutex::new(None),
+            }),
+            Err(e) => {
+                let ce = crate::error::CuError::from(e);
+                return Err((ce.code, format!("opening {spec}: {}", ce.why)));
+            }
+        }
+    }
+    crate::at_exit(close_at_exit);
+    Ok(Driver { devices })
+}
+
+/// Closes every device (registered by cuInit): a bare-metal GPU's GSP-RM is shut down.
+extern "C" fn close_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(Ok(d)) = DRIVER.get() {
+            for s in &d.devices {
+                match s.gpu.clone().close() {
+                    Err(e) => eprintln!("nvbare libcuda: closing {} at exit: {e}", s.spec),
+                    Ok(()) if crate::verbose() => eprintln!("nvbare libcuda: {} closed", s.spec),
+                    Ok(()) => {}
+                }
+            }
+        }
+    });
+}
+
+/// A context: a device and its default stream.
+#[derive(Debug)]
+pub struct Context {
+    /// The device's ordinal.
+    pub device: usize,
+    /// The device.
+    pub gpu: Gpu,
+    /// Where work on the null stream goes.
+    pub stream: Stream,
+    /// Whether it is the device's primary context (destroyed only by its last release).
+    pub primary: bool,
+}
+
+/// A CUDA stream: one of its device's nvbare streams (shared when there are more CUDA streams
+/// than nvbare ones).
+#[derive(Debug)]
+pub struct StreamObj {
+    /// The context it belongs to.
+    pub ctx: usize,
+    /// Where its work goes.
+    pub stream: Stream,
+}
+
+/// Where an event was recorded.
+#[derive(Debug)]
+pub struct Recorded {
+    /// The nvbare event.
+    pub ev: nvbare::Event,
+    /// When it was recorded (submitted).
+    pub at: Instant,
+    /// Whether it was ever seen not yet complete.
+    pub pending: bool,
+    /// When it completed, as well as the host knows.
+    pub done_at: Option<Instant>,
+}
+
+/// A CUDA event.
+#[derive(Debug)]
+pub struct EventObj {
+    /// `CU_EVENT_*` flags.
+    pub flags: u32,
+    /// The last record, if any.
+    pub rec: Mutex<Option<Recorded>>,
+}
+
+/// A loaded module.
+#[derive(Debug)]
+pub struct ModuleObj {
+    /// The context it was loaded in.
+    pub ctx: usize,
+    /// Its device's shader model.
+    pub sm: u32,
+    /// The loaded image.
+    pub module: Module,
+    /// Functions handed out, by name (one handle per name, as CUDA's).
+    pub functions: Mutex<HashMap<String, usize>>,
+}
+
+/// A kernel of a module.
+#[derive(Debug)]
+pub struct FuncObj {
+    /// The module's handle.
+    pub module: usize,
+    /// Its device's shader model.
+    pub sm: u32,
+    /// The kernel.
+    pub func: nvbare::Function,
+    /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` as set.
+    pub max_dynamic_shared: Mutex<u32>,
+}
+
+/// A device allocation (`cuMemAlloc`).
+#[derive(Debug)]
+pub struct Alloc {
+    /// The device's ordinal.
+    pub device: usize,
+    /// The memory.
+    pub buf: DeviceBuffer<u8>,
+}
+
+/// Pinned host memory (`cuMemHostAlloc`): plain page-aligned host memory, which copies take
+/// like any host pointer.
+#[derive(Debug)]
+pub struct HostAlloc {
+    /// The pages (never touched by us while the caller owns them).
+    pub _pages: Vec<Page>,
+}
+
+/// One page of host memory, for the alignment `cuMemHostAlloc` promises.
+#[repr(C, align(4096))]
+#[derive(Debug, Clone, Copy)]
+pub struct Page(pub [u8; 4096]);
+
+/// Every live handle.
+#[derive(Debug, Default)]
+pub struct Objects {
+    next: usize,
+    /// Contexts.
+    pub contexts: HashMap<usize, Arc<Context>>,
+    /// Streams.
+    pub streams: HashMap<usize, Arc<StreamObj>>,
+    /// Events.
+    pub events: HashMap<usize, Arc<EventObj>>,
+    /// Modules.
+    pub modules: HashMap<usize, Arc<ModuleObj>>,
+    /// Functions.
+    pub functions: HashMap<usize, Arc<FuncObj>>,
+    /// Device allocations by GPU VA.
+    pub allocs: BTreeMap<u64, Arc<Alloc>>,
+    /// Host allocations by address.
+    pub host: HashMap<usize, HostAlloc>,
+    /// Graphs.
+    pub graphs: HashMap<usize, Arc<crate::api::GraphObj>>,
+    /// Instantiated graphs.
+    pub execs: HashMap<usize, Arc<crate::api::GraphObj>>,
+}
+
+impl Objects {
+    /// A new handle value: never 0 (null), 1 or 2 (`CU_STREAM_LEGACY`, `_PER_THREAD`).
+    pub fn handle(&mut self) -> usize {
+        self.next += 1;
+        0x1000 + self.next * 0x10
+    }
+}
+
+static OBJECTS: OnceLock<Mutex<Objects>> = OnceLock::new();
+
+/// The handles, locked (briefly: nothing waits on the device while holding this).
+pub fn objects() -> MutexGuard<'static, Objects> {
+    OBJECTS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Looks `h` up in one of [`Objects`]' maps.
+pub fn get<T>(
+    map: impl FnOnce(&Objects) -> &HashMap<usize, Arc<T>>,
+    h: usize,
+    what: &str,
+) -> CuResult<Arc<T>> {
+    let o = objects();
+    map(&o)
+        .get(&h)
+        .cloned()
+        .ok_or_else(|| err(CUDA_ERROR_INVALID_HANDLE, format!("{what} {h:#x}")))
+}
+
+thread_local! {
+    /// This thread's context stack (handles), top last.
+    static CURRENT: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The calling thread's current context handle, if any.
+pub fn current_handle() -> Option<usize> {
+    CURRENT.with(|c| c.borrow().last().copied())
+}
+
+/// Replaces the top of the stack (`None`: pops it).
+pub fn set_current(h: Option<usize>) {
+    CURRENT.with(|c| {
+        let mut c = c.borrow_mut();
+        c.pop();
+        if let Some(h) = h {
+            c.push(h);
+        }
+    });
+}
+
+/// Pushes `h`.
+pub fn push_current(h: usize) {
+    CURRENT.with(|c| c.borrow_mut().push(h));
+}
+
+/// Pops the top.
+pub fn pop_current() -> Option<usize> {
+    CURRENT.with(|c| c.borrow_mut().pop())
+}
+
+/// The current context.
+pub fn current() -> CuResult<(usize, Arc<Context>)> {
+    driver()?;
+    let h =
+        current_handle().ok_or_else(|| err(CUDA_ERROR_INVALID_CONTEXT, "no context is current"))?;
+    let c = get(|o| &o.contexts, h, "context").map_err(|_| {
+        err(
+            CUDA_ERROR_CONTEXT_IS_DESTROYED,
+            format!("the current context {h:#x} was destroyed"),
+        )
+    })?;
+    Ok((h, c))
+}
+
+/// The nvbare stream a CUDA stream handle stands for (null, `CU_STREAM_LEGACY` and
+/// `CU_STREAM_PER_THREAD`: the current context's default stream).
+pub fn stream_of(h: CUstream) -> CuResult<Stream> {
+    let h = h as usize;
+    if h == 0 || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD {
+        return Ok(current()?.1.stream.clone());
+    }
+    Ok(get(|o| &o.streams, h, "stream")?.stream.clone())
+}
+
+/// A byte range of device memory: the allocation holding `[ptr, ptr + len)`.
+#[derive(Debug)]
+pub struct DevRange {
+    /// The allocation.
+    pub alloc: Arc<Alloc>,
+    /// Byte offset of `ptr` in it.
+    pub offset: usize,
+    /// Bytes.
+    pub len: usize,
+}
+
+impl DevRange {
+    /// The range as a slice of the buffer (copies and memsets take slices).
+    pub fn slice(&self) -> CuResult<DeviceSlice<u8>> {
+        Ok(self.alloc.buf.slice(self.offset..self.offset + self.len)?)
+    }
+}
+
+/// The allocation holding `[ptr, ptr + len)`: an address inside one resolves to a slice of
+/// it, so pointer arithmetic works as on CUDA.
+pub fn resolve(ptr: CUdeviceptr, len: usize) -> CuResult<DevRange> {
+    let o = objects();
+    let bad = || {
+        err(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("{len} bytes at {ptr:#x} are not inside one allocation (cuMemAlloc)"),
+        )
+    };
+    let (base, a) = o.allocs.range(..=ptr).next_back().ok_or_else(bad)?;
+    let offset = usize::try_from(ptr - base).map_err(|_| bad())?;
+    let end = offset.checked_add(len).ok_or_else(bad)?;
+    if end > a.buf.len() || (len == 0 && offset >= a.buf.len()) {
+        return Err(bad());
+    }
+    Ok(DevRange {
+        alloc: a.clone(),
+        offset,
+        len,
+    })
+}

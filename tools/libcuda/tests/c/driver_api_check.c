@@ -1,0 +1,273 @@
+/* A CUDA driver-API program with its own declarations (no NVIDIA header), linked against
+ * nvbare's libcuda.so.1: devices, a context, memory, the fixture cubin's add1 launched through
+ * kernelParams and through extra, streams and events, a two-node graph, error names,
+ * cuGetProcAddress.
+ *
+ * Usage: NVBARE_DEVICE=sim:gh100 ./driver_api_check KERNELS_SM90.cubin [IMAGE...]
+ * Each IMAGE (PTX, a fatbin, another cubin) holding the same add1 is loaded and run as well.
+ * Prints "driver_api_check: ok" and exits 0, or names the failing call and exits 1. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
+
+CUresult cuInit(unsigned int flags);
+CUresult cuDriverGetVersion(int *version);
+CUresult cuDeviceGetCount(int *count);
+CUresult cuDeviceGet(CUdevice *dev, int ordinal);
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev);
+CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev);
+CUresult cuDeviceGetAttribute(int *v, int attrib, CUdevice dev);
+CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxDestroy_v2(CUcontext ctx);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n);
+CUresult cuMemFree_v2(CUdeviceptr p);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n);
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n);
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s);
+CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n);
+CUresult cuModuleLoadData(CUmodule *m, const void *image);
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name);
+CUresult cuModuleUnload(CUmodule m);
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shared, CUstream s, void **params,
+                        void **extra);
+CUresult cuStreamCreate(CUstream *s, unsigned int flags);
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags);
+CUresult cuStreamSynchronize(CUstream s);
+CUresult cuStreamDestroy_v2(CUstream s);
+CUresult cuEventCreate(CUevent *e, unsigned int flags);
+CUresult cuEventRecord(CUevent e, CUstream s);
+CUresult cuEventSynchronize(CUevent e);
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b);
+CUresult cuEventDestroy_v2(CUevent e);
+CUresult cuGetErrorName(CUresult r, const char **name);
+typedef void *CUgraph, *CUgraphExec, *CUgraphNode;
+typedef struct {
+    CUfunction func;
+    unsigned int grid[3], block[3], shared;
+    void **params, **extra;
+} KernelNodeParams; /* cuda.h's CUDA_KERNEL_NODE_PARAMS (v1) */
+typedef struct {
+    size_t src_x, src_y, src_z, src_lod;
+    int src_type;
+    const void *src_host;
+    CUdeviceptr src_dev;
+    void *src_array, *reserved0;
+    size_t src_pitch, src_height;
+    size_t dst_x, dst_y, dst_z, dst_lod;
+    int dst_type;
+    void *dst_host;
+    CUdeviceptr dst_dev;
+    void *dst_array, *reserved1;
+    size_t dst_pitch, dst_height;
+    size_t width, height, depth;
+} Memcpy3d; /* cuda.h's CUDA_MEMCPY3D */
+CUresult cuGraphCreate(CUgraph *g, unsigned int flags);
+CUresult cuGraphAddKernelNode(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                              const KernelNodeParams *p);
+CUresult cuGraphAddMemcpyNode(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                              const Memcpy3d *p, CUcontext ctx);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long flags);
+CUresult cuGraphLaunch(CUgraphExec e, CUstream s);
+CUresult cuGraphExecDestroy(CUgraphExec e);
+CUresult cuGraphDestroy(CUgraph g);
+CUresult cuGetProcAddress(const char *sym, void **pfn, int version, unsigned long long flags);
+
+#define CHECK(call)                                                                         \
+    do {                                                                                    \
+        CUresult r_ = (call);                                                               \
+        if (r_ != 0) {                                                                      \
+            const char *n_ = "?";                                                           \
+            cuGetErrorName(r_, &n_);                                                        \
+            fprintf(stderr, "driver_api_check: %s failed: %d %s\n", #call, r_, n_);         \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+#define EXPECT(cond)                                                                        \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            fprintf(stderr, "driver_api_check: expected %s (line %d)\n", #cond, __LINE__);  \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+static void *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1); /* NUL-terminated: PTX is text */
+    if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "driver_api_check: reading %s failed\n", path);
+        exit(1);
+    }
+    fclose(f);
+    b[n] = 0;
+    return b;
+}
+
+enum { N = 4096 };
+
+static void check_values(CUdeviceptr p, unsigned int add) {
+    static uint32_t out[N];
+    CHECK(cuMemcpyDtoH_v2(out, p, sizeof out));
+    for (unsigned int i = 0; i < N; i++) {
+        if (out[i] != i + add) {
+            fprintf(stderr, "driver_api_check: element %u is %u, not %u\n", i, out[i], i + add);
+            exit(1);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s KERNELS.cubin [IMAGE...]\n", argv[0]);
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IONBF, 0);
+    int count = 0, version = 0, major = 0, minor = 0, warp = 0;
+    char name[128];
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(cuInit(0));
+    CHECK(cuDriverGetVersion(&version));
+    CHECK(cuDeviceGetCount(&count));
+    EXPECT(count >= 1);
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDeviceGetName(name, sizeof name, dev));
+    CHECK(cuDeviceComputeCapability(&major, &minor, dev));
+    CHECK(cuDeviceGetAttribute(&warp, 10 /* CU_DEVICE_ATTRIBUTE_WARP_SIZE */, dev));
+    EXPECT(warp == 32);
+    printf("device 0: %s, sm_%d%d, driver %d\n", name, major, minor, version);
+    CHECK(cuCtxCreate_v2(&ctx, 0, dev));
+
+    /* cuMemAlloc looked up by name, as cuda-python does. */
+    CUresult (*alloc)(CUdeviceptr *, size_t) = 0;
+    CHECK(cuGetProcAddress("cuMemAlloc", (void **)&alloc, 12000, 0));
+    EXPECT(alloc != 0);
+
+    static uint32_t host[N];
+    for (unsigned int i = 0; i < N; i++) host[i] = i;
+    CUdeviceptr buf;
+    CHECK(alloc(&buf, sizeof host));
+    CHECK(cuMemcpyHtoD_v2(buf, host, sizeof host));
+
+    void *image = read_file(argv[1]);
+    CUmodule mod;
+    CUfunction add1;
+    CHECK(cuModuleLoadData(&mod, image));
+    CHECK(cuModuleGetFunction(&add1, mod, "add1"));
+    EXPECT(cuModuleGetFunction(&add1, mod, "no_such_kernel") == 500 /* NOT_FOUND */);
+    CHECK(cuModuleGetFunction(&add1, mod, "add1"));
+
+    /* kernelParams: one pointer per parameter. */
+    unsigned int n = N;
+    void *params[] = {&buf, &n};
+    CHECK(cuLaunchKernel(add1, N / 256, 1, 1, 256, 1, 1, 0, 0, params, 0));
+    check_values(buf, 1);
+
+    /* extra: the packed parameter buffer (u64 at 0, u32 at 8). */
+    struct {
+        CUdeviceptr p;
+        uint32_t n;
+    } packed = {buf, N};
+    size_t size = sizeof packed;
+    void *extra[] = {(void *)1 /* CU_LAUNCH_PARAM_BUFFER_POINTER */, &packed,
+                     (void *)2 /* CU_LAUNCH_PARAM_BUFFER_SIZE */, &size,
+                     (void *)0 /* CU_LAUNCH_PARAM_END */};
+    CHECK(cuLaunchKernel(add1, N / 256, 1, 1, 256, 1, 1, 0, 0, 0, extra));
+    check_values(buf, 2);
+
+    /* Two streams ordered by an event, timed by two more. */
+    CUstream s1, s2;
+    CUevent start, stop, between;
+    CHECK(cuStreamCreate(&s1, 0));
+    CHECK(cuStreamCreate(&s2, 1 /* CU_STREAM_NON_BLOCKING */));
+    CHECK(cuEventCreate(&start, 0));
+    CHECK(cuEventCreate(&stop, 0));
+    CHECK(cuEventCreate(&between, 2 /* CU_EVENT_DISABLE_TIMING */));
+    CHECK(cuEventRecord(start, s1));
+    CHECK(cuLaunchKernel(add1, N / 256, 1, 1, 256, 1, 1, 0, s1, params, 0));
+    CHECK(cuEventRecord(between, s1));
+    CHECK(cuStreamWaitEvent(s2, between, 0));
+    CHECK(cuLaunchKernel(add1, N / 256, 1, 1, 256, 1, 1, 0, s2, params, 0));
+    CHECK(cuEventRecord(stop, s2));
+    CHECK(cuEventSynchronize(stop));
+    float ms = -1;
+    CHECK(cuEventElapsedTime(&ms, start, stop));
+    EXPECT(ms >= 0);
+    CHECK(cuStreamSynchronize(s1));
+    check_values(buf, 4);
+
+    /* A two-node graph: add1, then a copy back to the host; launched twice. */
+    static uint32_t back[N];
+    CUgraph graph;
+    CUgraphExec exec;
+    CUgraphNode knode, cnode;
+    KernelNodeParams kp = {add1, {N / 256, 1, 1}, {256, 1, 1}, 0, params, 0};
+    Memcpy3d cp;
+    memset(&cp, 0, sizeof cp);
+    cp.src_type = 2; /* CU_MEMORYTYPE_DEVICE */
+    cp.src_dev = buf;
+    cp.dst_type = 1; /* CU_MEMORYTYPE_HOST */
+    cp.dst_host = back;
+    cp.width = sizeof back;
+    cp.height = cp.depth = 1;
+    CHECK(cuGraphCreate(&graph, 0));
+    CHECK(cuGraphAddKernelNode(&knode, graph, 0, 0, &kp));
+    CHECK(cuGraphAddMemcpyNode(&cnode, graph, &knode, 1, &cp, ctx));
+    CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    CHECK(cuGraphLaunch(exec, s1));
+    CHECK(cuGraphLaunch(exec, s1));
+    CHECK(cuStreamSynchronize(s1));
+    for (unsigned int i = 0; i < N; i++) EXPECT(back[i] == i + 6);
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(graph));
+
+    /* The same add1 from the other images (PTX through the JIT, fatbins). */
+    unsigned int expect = 6;
+    for (int a = 2; a < argc; a++) {
+        CUmodule m2;
+        CUfunction f2;
+        void *img2 = read_file(argv[a]);
+        CHECK(cuModuleLoadData(&m2, img2));
+        CHECK(cuModuleGetFunction(&f2, m2, "add1"));
+        CHECK(cuLaunchKernel(f2, N / 256, 1, 1, 256, 1, 1, 0, 0, params, 0));
+        check_values(buf, ++expect);
+        CHECK(cuModuleUnload(m2));
+        free(img2);
+        printf("%s: add1 ran\n", argv[a]);
+    }
+
+    /* Bad input answers, never crashes. */
+    EXPECT(cuMemcpyDtoH_v2(host, 0xdeadbeef, 4) == 1 /* INVALID_VALUE */);
+    EXPECT(cuMemAlloc_v2(0, 16) == 1);
+    /* A forged handle: NVIDIA's library may dereference it (DRIVER_API_CHECK_NO_FORGED=1). */
+    if (!getenv("DRIVER_API_CHECK_NO_FORGED"))
+        EXPECT(cuStreamSynchronize((CUstream)0xdead0000) == 400 /* INVALID_HANDLE */);
+
+    CHECK(cuEventDestroy_v2(start));
+    CHECK(cuEventDestroy_v2(stop));
+    CHECK(cuEventDestroy_v2(between));
+    CHECK(cuStreamDestroy_v2(s1));
+    CHECK(cuStreamDestroy_v2(s2));
+    CHECK(cuModuleUnload(mod));
+    CHECK(cuMemFree_v2(buf));
+    CHECK(cuCtxSynchronize());
+    CHECK(cuCtxDestroy_v2(ctx));
+    free(image);
+    printf("driver_api_check: ok\n");
+    return 0;
+}
