@@ -103,10 +103,15 @@ pub fn show_num(n: u64, s: Scalar) -> String {
     }
 }
 
-/// Bytes as hex, without trailing zeros past `keep` (GIDs are mostly padding).
+/// Bytes as hex digits, two a byte, first byte first.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Bytes as hex, without their trailing zeros (GIDs are mostly padding).
 pub fn show_bytes(b: &[u8]) -> String {
     let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
-    let mut s: String = b[..end].iter().map(|x| format!("{x:02x}")).collect();
+    let mut s = hex(&b[..end]);
     if end < b.len() {
         s.push_str(&format!(" (then {} zero bytes)", b.len() - end));
     }
@@ -135,6 +140,14 @@ pub fn print(out: &mut dyn Write, v: &Value, indent: usize) -> std::io::Result<(
         }
     }
     Ok(())
+}
+
+/// [`print`] into a string.
+pub fn to_text(v: &Value, indent: usize) -> String {
+    let mut b = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = print(&mut b, v, indent);
+    String::from_utf8_lossy(&b).into_owned()
 }
 
 fn one_line(v: &Value) -> String {
@@ -167,9 +180,7 @@ impl Serialize for Value {
             }
             Value::Num(n, _) => s.serialize_u64(*n),
             Value::Str(t) => s.serialize_str(t),
-            Value::Bytes(b) => {
-                s.serialize_str(&b.iter().map(|x| format!("{x:02x}")).collect::<String>())
-            }
+            Value::Bytes(b) => s.serialize_str(&hex(b)),
             Value::List { items, .. } => {
                 let mut q = s.serialize_seq(Some(items.len()))?;
                 for i in items {

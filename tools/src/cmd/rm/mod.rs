@@ -156,38 +156,12 @@ impl Outcome {
     }
 }
 
-fn rm_call<R>(any: &AnyDevice, f: impl FnOnce(&mut dyn RmDyn) -> R) -> Result<R, CliError> {
-    fn on<B: Backend, R>(
-        d: &Device<B>,
-        f: impl FnOnce(&mut dyn RmDyn) -> R,
-    ) -> Result<R, CliError> {
+fn rm_call<R>(any: &AnyDevice, f: impl FnOnce(&mut dyn Rm) -> R) -> Result<R, CliError> {
+    fn on<B: Backend, R>(d: &Device<B>, f: impl FnOnce(&mut dyn Rm) -> R) -> Result<R, CliError> {
         d.with_backend(|b| f(b.rm()))
             .map_err(|e| CliError::Runtime(format!("the device: {e}")))
     }
     with_device!(any, d => on(d, f))
-}
-
-/// [`Rm`] as a trait object (its methods take no generics).
-trait RmDyn {
-    fn abi(&self) -> RmAbi;
-    fn alloc(&mut self, parent: Handle, class: u32, params: &mut [u8]) -> Result<Handle, RmError>;
-    fn control(&mut self, object: Handle, cmd: u32, params: &mut [u8]) -> Result<(), RmError>;
-    fn free(&mut self, object: Handle) -> Result<(), RmError>;
-}
-
-impl<T: Rm> RmDyn for T {
-    fn abi(&self) -> RmAbi {
-        Rm::abi(self)
-    }
-    fn alloc(&mut self, parent: Handle, class: u32, params: &mut [u8]) -> Result<Handle, RmError> {
-        Rm::alloc(self, parent, class, params)
-    }
-    fn control(&mut self, object: Handle, cmd: u32, params: &mut [u8]) -> Result<(), RmError> {
-        Rm::control(self, object, cmd, params)
-    }
-    fn free(&mut self, object: Handle) -> Result<(), RmError> {
-        Rm::free(self, object)
-    }
 }
 
 fn class_label(class: u32) -> String {
@@ -195,10 +169,6 @@ fn class_label(class: u32) -> String {
         Some(n) => format!("{n} ({class:#x})"),
         None => format!("class {class:#x}"),
     }
-}
-
-fn hex_string(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 impl Session {
@@ -273,9 +243,7 @@ impl Session {
                 let mut t = format!("{} under {parent}: {h} (NV_OK)\n", class_label(class));
                 if let Some(l) = layout {
                     let v = decode::decode(&p, l);
-                    let mut b = Vec::new();
-                    decode::print(&mut b, &v, 2).map_err(io)?;
-                    t.push_str(&String::from_utf8_lossy(&b));
+                    t.push_str(&decode::to_text(&v, 2));
                     o.params = Some(v);
                 }
                 t
@@ -312,18 +280,13 @@ impl Session {
             match layout {
                 Some(l) => {
                     let v = decode::decode(&p, l);
-                    let mut b = Vec::new();
-                    decode::print(&mut b, &v, 2).map_err(io)?;
-                    text.push_str(&String::from_utf8_lossy(&b));
+                    text.push_str(&decode::to_text(&v, 2));
                     o.params = Some(v);
                 }
                 None => {
-                    text.push_str(&format!(
-                        "  params ({} bytes): {}\n",
-                        p.len(),
-                        hex_string(&p)
-                    ));
-                    o.params_hex = Some(hex_string(&p));
+                    let hex = decode::hex(&p);
+                    text.push_str(&format!("  params ({} bytes): {hex}\n", p.len()));
+                    o.params_hex = Some(hex);
                 }
             }
         }
