@@ -254,16 +254,20 @@ impl RmModel {
         })
     }
 
+    /// The VA space an alloc's `hVASpace` names (0: none named); it must be one.
+    fn named_vaspace(&self, c: Handle, h: u32) -> Result<Option<Handle>, RmStatus> {
+        if h == 0 {
+            return Ok(None);
+        }
+        self.vaspace_table(c, Handle(h))?;
+        Ok(Some(Handle(h)))
+    }
+
     /// `NV01_MEMORY_VIRTUAL`: virtmemConstruct returns at once for this class; the VA space is
     /// looked up when the range is used, so a device may have none yet.
     pub(super) fn alloc_virtual(&self, c: Handle, p: &[u8]) -> Result<Kind, RmStatus> {
         let a: NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS = params(p)?;
-        let vaspace = if a.hVASpace != 0 {
-            self.vaspace_table(c, Handle(a.hVASpace))?;
-            Some(Handle(a.hVASpace))
-        } else {
-            None
-        };
+        let vaspace = self.named_vaspace(c, a.hVASpace)?;
         if a.limit != 0 && a.offset > a.limit {
             return Err(RmStatus::NV_ERR_INVALID_LIMIT);
         }
@@ -281,12 +285,7 @@ impl RmModel {
         if a.engineType != NV2080_ENGINE_TYPE_GRAPHICS && !copy_engines.contains(&a.engineType) {
             return Err(RmStatus::NV_ERR_INVALID_ARGUMENT);
         }
-        let vaspace = if a.hVASpace != 0 {
-            self.vaspace_table(c, Handle(a.hVASpace))?;
-            Some(Handle(a.hVASpace))
-        } else {
-            None
-        };
+        let vaspace = self.named_vaspace(c, a.hVASpace)?;
         let tsg = self.next_tsg;
         self.next_tsg += 1;
         Ok(Kind::ChannelGroup {
