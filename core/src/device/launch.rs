@@ -106,10 +106,8 @@ impl<B: Backend> Inner<B> {
         sass_version: u32,
         call: &CallInputs<'_>,
     ) -> Result<(), DeviceError> {
-        self.check_alive()?;
         let key = call.key;
-        self.slot_va(key.slot, key.generation)
-            .map_err(|_| DeviceError::ForeignObject("module"))?;
+        self.check_call(key)?;
         self.defer = fast::launch_defer(self, opts);
         let r = self.launch_grid(info, opts, k, sass_version, call);
         self.defer = opts.tuning.deferred_submits;
@@ -160,9 +158,30 @@ impl<B: Backend> Inner<B> {
         }
         let form = fast::launch_form(self, opts);
         let head = self.submit_launch(info, opts, l, form, &mut |_, _, _| {})?;
+        self.after_launch(opts, l, form, head, call);
+        Ok(())
+    }
+
+    /// The device alive and the call's module this device's, loaded now.
+    fn check_call(&self, key: LaunchKey) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        self.slot_va(key.slot, key.generation)
+            .map_err(|_| DeviceError::ForeignObject("module"))?;
+        Ok(())
+    }
+
+    /// What follows an ordinary submission of `l`: caches counted invalid, the latency
+    /// machinery told.
+    fn after_launch(
+        &mut self,
+        opts: &DeviceOptions,
+        l: &Built<'_>,
+        form: LaunchForm,
+        head: Option<Head>,
+        call: &CallInputs<'_>,
+    ) {
         self.caches_invalidated();
         fast::launched(self, opts, l, form, head, call);
-        Ok(())
     }
 
     /// Checks the call against kernel `k` and the device, sizes local memory, and assembles
@@ -379,10 +398,8 @@ impl<B: Backend> Inner<B> {
         sass_version: u32,
         call: &CallInputs<'_>,
     ) -> Result<LaunchRecord, DeviceError> {
-        self.check_alive()?;
         let key = call.key;
-        self.slot_va(key.slot, key.generation)
-            .map_err(|_| DeviceError::ForeignObject("module"))?;
+        self.check_call(key)?;
         let (desc, cb_size) = self.build_launch(info, opts, k, sass_version, call)?;
         let cb = core::mem::take(&mut self.scratch);
         let l = Built {
@@ -401,8 +418,7 @@ impl<B: Backend> Inner<B> {
             })
         });
         let r = r.map(|head| {
-            self.caches_invalidated();
-            fast::launched(self, opts, &l, form, head, call);
+            self.after_launch(opts, &l, form, head, call);
             self.last_kernel = Some((key.slot, key.kernel));
         });
         self.scratch = cb;
