@@ -89,7 +89,7 @@ fn device_code(e: &nvbare_core::device::DeviceError) -> CUresult {
         D::Timeout { .. } => CUDA_ERROR_LAUNCH_TIMEOUT,
         D::Program(_) => CUDA_ERROR_INVALID_IMAGE,
         D::WrongSm { .. } => CUDA_ERROR_NO_BINARY_FOR_GPU,
-        D::NoSuchKernel(_) => CUDA_ERROR_NOT_FOUND,
+        D::NoSuchKernel(_) | D::NoSuchGlobal(_) => CUDA_ERROR_NOT_FOUND,
         D::Launch(_) | D::Qmd(_) => CUDA_ERROR_INVALID_VALUE,
         D::Arguments(_) | D::BadRange(_) => CUDA_ERROR_INVALID_VALUE,
         D::ForeignObject(_) => CUDA_ERROR_INVALID_CONTEXT,
