@@ -73,6 +73,10 @@ impl From<Error> for CuError {
             Error::ForeignObject(_) => CUDA_ERROR_INVALID_CONTEXT,
             Error::Closed(_) => CUDA_ERROR_CONTEXT_IS_DESTROYED,
             Error::Device(d) => device_code(d),
+            Error::Jit(nvbare_pci_host::jit::JitError::NotFound(_)) => {
+                CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+            }
+            Error::Jit(_) => CUDA_ERROR_INVALID_PTX,
             _ => CUDA_ERROR_UNKNOWN,
         };
         err(code, e.to_string())
