@@ -71,6 +71,7 @@ results! {
     CUDA_ERROR_FILE_NOT_FOUND = 301, "file not found";
     CUDA_ERROR_OPERATING_SYSTEM = 304, "OS call failed or operation not supported on this OS";
     CUDA_ERROR_INVALID_HANDLE = 400, "invalid resource handle";
+    CUDA_ERROR_ILLEGAL_STATE = 401, "the operation cannot be performed in the present state";
     CUDA_ERROR_NOT_FOUND = 500, "named symbol not found";
     CUDA_ERROR_NOT_READY = 600, "device not ready";
     CUDA_ERROR_ILLEGAL_ADDRESS = 700, "an illegal memory access was encountered";
@@ -86,6 +87,7 @@ results! {
     CUDA_ERROR_NOT_PERMITTED = 800, "operation not permitted";
     CUDA_ERROR_NOT_SUPPORTED = 801, "operation not supported";
     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900, "operation not permitted when stream is capturing";
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901, "operation failed due to a previous error during capture";
     CUDA_ERROR_TIMEOUT = 909, "wait operation timed out";
     CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910, "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update";
     CUDA_ERROR_UNKNOWN = 999, "unknown error";
@@ -174,6 +176,20 @@ pub const CU_LAUNCH_PARAM_BUFFER_SIZE: usize = 0x02;
 pub const CU_STREAM_LEGACY: usize = 0x1;
 /// `CU_STREAM_PER_THREAD` (`(CUstream)0x2`): the per-thread default stream.
 pub const CU_STREAM_PER_THREAD: usize = 0x2;
+
+// `CUstreamCaptureStatus` and `CUstreamCaptureMode` (cuda.h).
+/// `CU_STREAM_CAPTURE_STATUS_NONE`: not capturing.
+pub const CU_STREAM_CAPTURE_STATUS_NONE: c_uint = 0;
+/// `CU_STREAM_CAPTURE_STATUS_ACTIVE`.
+pub const CU_STREAM_CAPTURE_STATUS_ACTIVE: c_uint = 1;
+/// `CU_STREAM_CAPTURE_STATUS_INVALIDATED`: an error ended it; cuStreamEndCapture says so.
+pub const CU_STREAM_CAPTURE_STATUS_INVALIDATED: c_uint = 2;
+/// `CU_STREAM_CAPTURE_MODE_GLOBAL`.
+pub const CU_STREAM_CAPTURE_MODE_GLOBAL: c_uint = 0;
+/// `CU_STREAM_CAPTURE_MODE_THREAD_LOCAL`.
+pub const CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: c_uint = 1;
+/// `CU_STREAM_CAPTURE_MODE_RELAXED`.
+pub const CU_STREAM_CAPTURE_MODE_RELAXED: c_uint = 2;
 
 // Flags.
 /// `CU_STREAM_NON_BLOCKING` (`CUstream_flags`).

@@ -4,8 +4,15 @@
 //! The fatbin container is not described by cuda.h; its layout here (a 16-byte header, then
 //! entries with a 64-byte header each: kind at 0, header size at 4, payload size at 8, SM at
 //! 28, flags at 40) is the one NVIDIA's tools write as documented by the community
-//! (`fatbinary_section.h` in the toolkit gives only the wrapper and its magic). Compressed
-//! entries are refused.
+//! (`fatbinary_section.h` in the toolkit gives only the wrapper and its magic). A compressed
+//! entry (flag 0x2000: an LZ4 block, what nvcc 12 writes by default and nvcc 13's
+//! `--compress-mode=speed`; flag 0x8000: a zstd frame, nvcc 13's default for PTX and its
+//! `--compress-mode=size`) keeps the compressed length at 16 and the plain length at 56 of its
+//! header; both are checked before anything is allocated. The layout was read off fatbins
+//! nvcc 13.0 wrote (`tests/fixtures/cubins/kernels_*.fatbin`, tests below).
+
+use std::borrow::Cow;
+use std::io::Read;
 
 use crate::abi::*;
 use crate::error::{CuResult, err};
@@ -22,8 +29,10 @@ pub const MAX_IMAGE: u64 = 1 << 30;
 /// Fatbin entry kinds.
 const ENTRY_PTX: u16 = 1;
 const ENTRY_ELF: u16 = 2;
-/// An entry's payload is compressed.
-const ENTRY_COMPRESSED: u64 = 0x2000;
+/// An entry's payload is an LZ4 block.
+const ENTRY_LZ4: u64 = 0x2000;
+/// An entry's payload is a zstd frame.
+const ENTRY_ZSTD: u64 = 0x8000;
 
 /// What an image is, from its first four bytes (fewer if it has a NUL sooner: text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,50 +140,107 @@ pub fn fatbin_size(header: &[u8]) -> CuResult<usize> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Chosen<'a> {
     /// A cubin built for `sm`.
-    Cubin(&'a [u8]),
+    Cubin(Cow<'a, [u8]>),
     /// PTX (the newest one not newer than `sm`), to compile.
-    Ptx(&'a [u8]),
+    Ptx(Cow<'a, [u8]>),
 }
 
-/// Picks the cubin for `sm` from a fatbin, else its PTX.
-pub fn choose(fatbin: &[u8], sm: u32) -> CuResult<Chosen<'_>> {
+/// One fatbin entry: its header's facts and its payload as stored.
+struct Entry<'a> {
+    kind: u16,
+    arch: u32,
+    flags: u64,
+    header: &'a [u8],
+    payload: &'a [u8],
+}
+
+impl<'a> Entry<'a> {
+    /// The payload, decompressed if it is compressed.
+    fn contents(&self) -> CuResult<Cow<'a, [u8]>> {
+        if self.flags & (ENTRY_LZ4 | ENTRY_ZSTD) == 0 {
+            return Ok(Cow::Borrowed(self.payload));
+        }
+        let stored = u32_at(self.header, 16) as usize;
+        let plain = bounded(u64_at(self.header, 56))?;
+        let data = self.payload.get(..stored).ok_or_else(|| {
+            invalid(format!(
+                "a compressed fatbin entry of {stored} bytes in a payload of {}",
+                self.payload.len()
+            ))
+        })?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(plain).map_err(|_| {
+            err(
+                CUDA_ERROR_OUT_OF_MEMORY,
+                format!("{plain} bytes to decompress into"),
+            )
+        })?;
+        if self.flags & ENTRY_LZ4 != 0 {
+            out.resize(plain, 0);
+            let n = lz4_flex::block::decompress_into(data, &mut out)
+                .map_err(|e| invalid(format!("an LZ4 fatbin entry does not decompress: {e}")))?;
+            out.truncate(n);
+        } else {
+            let mut dec = ruzstd::decoding::StreamingDecoder::new(data)
+                .map_err(|e| invalid(format!("a zstd fatbin entry does not decompress: {e}")))?;
+            (&mut dec)
+                .take(plain as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| invalid(format!("a zstd fatbin entry does not decompress: {e}")))?;
+        }
+        if out.len() != plain {
+            return Err(invalid(format!(
+                "a compressed fatbin entry gives {} bytes, its header says {plain}",
+                out.len()
+            )));
+        }
+        Ok(Cow::Owned(out))
+    }
+}
+
+/// The entries of a fatbin, each checked to lie inside it.
+fn entries(fatbin: &[u8]) -> CuResult<Vec<Entry<'_>>> {
     let total = fatbin_size(fatbin)?;
     let body = fatbin
         .get(u16_at(fatbin, 6) as usize..total)
         .ok_or_else(|| invalid("a fatbin shorter than its header says"))?;
-    let mut cubin: Option<&[u8]> = None;
-    let mut ptx: Option<(u32, &[u8])> = None;
+    let mut out = Vec::new();
     let mut at = 0usize;
-    let mut compressed = false;
     while at + 64 <= body.len() {
         let e = &body[at..];
-        let (kind, hsize, size) = (u16_at(e, 0), u32_at(e, 4) as usize, u64_at(e, 8));
-        let arch = u32_at(e, 28);
+        let (hsize, size) = (u32_at(e, 4) as usize, u64_at(e, 8));
+        if hsize < 64 {
+            return Err(invalid(format!("a fatbin entry header of {hsize} bytes")));
+        }
         let payload = usize::try_from(size)
             .ok()
             .and_then(|n| e.get(hsize..hsize.checked_add(n)?))
             .ok_or_else(|| invalid("a fatbin entry past the fatbin's end"))?;
-        if hsize < 64 {
-            return Err(invalid(format!("a fatbin entry header of {hsize} bytes")));
-        }
-        if u64_at(e, 40) & ENTRY_COMPRESSED != 0 {
-            compressed = true;
-        } else if kind == ENTRY_ELF && arch == sm {
-            cubin = Some(payload);
-        } else if kind == ENTRY_PTX && arch <= sm && ptx.is_none_or(|(a, _)| arch > a) {
-            ptx = Some((arch, payload));
-        }
+        out.push(Entry {
+            kind: u16_at(e, 0),
+            arch: u32_at(e, 28),
+            flags: u64_at(e, 40),
+            header: &e[..hsize],
+            payload,
+        });
         at += hsize + payload.len();
     }
-    match (cubin, ptx) {
-        (Some(c), _) => Ok(Chosen::Cubin(c)),
-        (None, Some((_, p))) => Ok(Chosen::Ptx(p)),
-        (None, None) if compressed => Err(err(
-            CUDA_ERROR_NOT_SUPPORTED,
-            "the fatbin's entries are compressed (rebuild with -Xfatbin -compress-all=false \
-             or pass the cubin)",
-        )),
-        (None, None) => Err(err(
+    Ok(out)
+}
+
+/// Picks the cubin for `sm` from a fatbin, else its PTX; a compressed one is decompressed.
+pub fn choose(fatbin: &[u8], sm: u32) -> CuResult<Chosen<'_>> {
+    let all = entries(fatbin)?;
+    if let Some(c) = all.iter().find(|e| e.kind == ENTRY_ELF && e.arch == sm) {
+        return Ok(Chosen::Cubin(c.contents()?));
+    }
+    let ptx = all
+        .iter()
+        .filter(|e| e.kind == ENTRY_PTX && e.arch <= sm)
+        .max_by_key(|e| e.arch);
+    match ptx {
+        Some(p) => Ok(Chosen::Ptx(p.contents()?)),
+        None => Err(err(
             CUDA_ERROR_NO_BINARY_FOR_GPU,
             format!("the fatbin has no cubin for sm_{sm} and no PTX for it"),
         )),
@@ -223,19 +289,85 @@ mod tests {
         ]);
         assert_eq!(kind(&f), Kind::Fatbin);
         assert_eq!(fatbin_size(&f).unwrap(), f.len());
-        assert_eq!(choose(&f, 90).unwrap(), Chosen::Cubin(b"sm90"));
-        assert_eq!(choose(&f, 89).unwrap(), Chosen::Ptx(b"ptx80"));
-        assert_eq!(choose(&f, 75).unwrap(), Chosen::Ptx(b"ptx70"));
+        let b = |s: &'static [u8]| Cow::Borrowed(s);
+        assert_eq!(choose(&f, 90).unwrap(), Chosen::Cubin(b(b"sm90")));
+        assert_eq!(choose(&f, 89).unwrap(), Chosen::Ptx(b(b"ptx80")));
+        assert_eq!(choose(&f, 75).unwrap(), Chosen::Ptx(b(b"ptx70")));
         assert_eq!(
             choose(&f, 60).unwrap_err().code,
             CUDA_ERROR_NO_BINARY_FOR_GPU
         );
-        let c = fatbin(&[entry(ENTRY_ELF, 90, ENTRY_COMPRESSED, b"xx")]);
-        assert_eq!(choose(&c, 90).unwrap_err().code, CUDA_ERROR_NOT_SUPPORTED);
+        // Compressed entries whose data is not what the header says.
+        for flag in [ENTRY_LZ4, ENTRY_ZSTD] {
+            let mut e = entry(ENTRY_ELF, 90, flag, b"xxxxxxxx");
+            e[16..20].copy_from_slice(&8u32.to_le_bytes());
+            e[56..64].copy_from_slice(&100u64.to_le_bytes());
+            let c = fatbin(&[e.clone()]);
+            assert_eq!(choose(&c, 90).unwrap_err().code, CUDA_ERROR_INVALID_IMAGE);
+            // A stored length past the payload, a plain length past any image.
+            e[16..20].copy_from_slice(&9u32.to_le_bytes());
+            assert_eq!(
+                choose(&fatbin(&[e.clone()]), 90).unwrap_err().code,
+                CUDA_ERROR_INVALID_IMAGE
+            );
+            e[16..20].copy_from_slice(&8u32.to_le_bytes());
+            e[56..64].copy_from_slice(&u64::MAX.to_le_bytes());
+            assert_eq!(
+                choose(&fatbin(&[e]), 90).unwrap_err().code,
+                CUDA_ERROR_INVALID_IMAGE
+            );
+        }
         // An entry claiming more than the fatbin holds.
         let mut bad = fatbin(&[entry(ENTRY_ELF, 90, 0, b"sm90")]);
         bad[16 + 8] = 0xff;
         assert_eq!(choose(&bad, 90).unwrap_err().code, CUDA_ERROR_INVALID_IMAGE);
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/cubins/");
+        std::fs::read(format!("{dir}{name}")).unwrap()
+    }
+
+    /// nvcc 13.0's fatbins of kernels.ptx (sm_90 cubin + compute_80 PTX) with
+    /// `--compress-mode=speed` (LZ4 PTX), `=size` (zstd cubin and PTX) and the default (zstd
+    /// PTX, plain cubin) give the same cubin and the PTX of `--compress-mode=none`.
+    #[test]
+    fn compressed_fatbin_entries_decompress_to_the_plain_ones() {
+        let (default, none) = (
+            fixture("kernels_default.fatbin"),
+            fixture("kernels_ptx_none.fatbin"),
+        );
+        let (Chosen::Cubin(cubin), Chosen::Ptx(ptx)) =
+            (choose(&default, 90).unwrap(), choose(&none, 89).unwrap())
+        else {
+            panic!("an sm_90 cubin, and compute_80 PTX");
+        };
+        assert!(matches!(cubin, Cow::Borrowed(_)) && matches!(ptx, Cow::Borrowed(_)));
+        assert_eq!(kind(&cubin), Kind::Elf);
+        assert!(is_ptx(&ptx));
+        for name in [
+            "kernels_speed.fatbin",
+            "kernels_size.fatbin",
+            "kernels_default.fatbin",
+        ] {
+            let f = fixture(name);
+            assert_eq!(
+                choose(&f, 90).unwrap(),
+                Chosen::Cubin(cubin.clone()),
+                "{name}"
+            );
+            let Chosen::Ptx(p) = choose(&f, 89).unwrap() else {
+                panic!("{name}: sm_89 takes the PTX");
+            };
+            // The plain entry is padded to 8 bytes; the decompressed one is not.
+            assert_eq!(&ptx[..p.len()], &p[..], "{name}");
+            assert!(ptx[p.len()..].iter().all(|&b| b == 0), "{name}");
+        }
+        // A truncated compressed entry is an invalid image, not a panic.
+        let mut cut = fixture("kernels_size.fatbin");
+        let at = 16 + 64 + 100;
+        cut[at..at + 200].fill(0x55);
+        assert_eq!(choose(&cut, 90).unwrap_err().code, CUDA_ERROR_INVALID_IMAGE);
     }
 
     #[test]

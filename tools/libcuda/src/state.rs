@@ -168,6 +168,8 @@ pub struct StreamObj {
     pub ctx: usize,
     /// Where its work goes.
     pub stream: Stream,
+    /// Its capture into a graph, if one is in progress (api/capture.rs).
+    pub capture: Mutex<crate::api::Capture>,
 }
 
 /// Where an event was recorded.

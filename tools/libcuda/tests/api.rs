@@ -2,7 +2,7 @@
 //! (`NVBARE_DEVICE=sim:gh100`) with the fixture cubins. One process, one driver: the tests
 //! share its state, so each takes [`setup`]'s lock.
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{CStr, c_char, c_uint, c_void};
 use std::ptr::{null, null_mut};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -257,11 +257,11 @@ fn add1_through_kernel_params_and_extra() {
         );
         assert_eq!(r, CUDA_SUCCESS);
         assert_eq!(read_back(p, n as usize), (1..=n).collect::<Vec<_>>());
-        // The packed form: u64 pointer at 0, u32 at 8 (and the tail padding).
-        let mut buf = [0u8; 16];
+        // The packed form: u64 pointer at 0, u32 at 8, 12 bytes (room for the sizes below).
+        let mut buf = vec![0u8; 40_000];
         buf[..8].copy_from_slice(&p.to_le_bytes());
         buf[8..12].copy_from_slice(&n.to_le_bytes());
-        let size: *mut usize = Box::into_raw(Box::new(buf.len()));
+        let size: *mut usize = Box::into_raw(Box::new(12));
         let mut extra = [
             CU_LAUNCH_PARAM_BUFFER_POINTER as *mut c_void,
             buf.as_mut_ptr().cast(),
@@ -284,22 +284,35 @@ fn add1_through_kernel_params_and_extra() {
         );
         assert_eq!(r, CUDA_SUCCESS);
         assert_eq!(read_back(p, n as usize), (2..=n + 1).collect::<Vec<_>>());
-        // A parameter buffer too small for the kernel's parameters.
-        *size = 8;
-        let r = cuLaunchKernel(
-            f,
-            1,
-            1,
-            1,
-            32,
-            1,
-            1,
-            0,
-            null_mut(),
-            null_mut(),
-            extra.as_mut_ptr(),
-        );
-        assert_eq!(r, CUDA_ERROR_INVALID_VALUE);
+        // Other sizes answer as NVIDIA's library does (seen on the H200): none, or more than
+        // the parameter space, is invalid; longer than the parameters is out of resources; a
+        // short one launches (the rest reads as zeros here: n = 0, nothing changes).
+        for (bytes, want) in [
+            (0, CUDA_ERROR_INVALID_VALUE),
+            (13, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES),
+            (16, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES),
+            (32764, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES),
+            (32768, CUDA_ERROR_INVALID_VALUE),
+            (8, CUDA_SUCCESS),
+        ] {
+            *size = bytes;
+            let r = cuLaunchKernel(
+                f,
+                1,
+                1,
+                1,
+                32,
+                1,
+                1,
+                0,
+                null_mut(),
+                null_mut(),
+                extra.as_mut_ptr(),
+            );
+            assert_eq!(r, want, "extra buffer of {bytes} bytes");
+        }
+        assert_eq!(cuCtxSynchronize(), CUDA_SUCCESS);
+        assert_eq!(read_back(p, n as usize), (2..=n + 1).collect::<Vec<_>>());
         // Neither, and both.
         let r = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, null_mut(), null_mut(), null_mut());
         assert_eq!(r, CUDA_ERROR_INVALID_VALUE);
@@ -727,5 +740,157 @@ fn module_globals_by_name() {
             cuMemcpyDtoH_v2((&raw mut out).cast(), p, 4),
             CUDA_ERROR_INVALID_VALUE
         );
+    }
+}
+
+#[test]
+fn stream_capture_records_a_graph() {
+    let _g = setup();
+    context();
+    let (_m, f) = add1();
+    let mut p = alloc_with(&[0u32; 64]);
+    let mut n: u32 = 64;
+    let mut params = [
+        (&mut p as *mut u64).cast::<c_void>(),
+        (&mut n as *mut u32).cast(),
+    ];
+    let mut src: Vec<u32> = (100..164).collect();
+    let mut out = vec![0u32; 64];
+    let (mut s, mut g, mut e) = (null_mut(), null_mut(), null_mut());
+    let mut status: c_uint = 9;
+    // SAFETY: handles from the driver; buffers that outlive the graph's launches.
+    unsafe {
+        assert_eq!(cuStreamCreate(&mut s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        // Not capturing: ending is refused, the status says none.
+        assert_eq!(cuStreamEndCapture(s, &mut g), CUDA_ERROR_ILLEGAL_STATE);
+        assert_eq!(cuStreamIsCapturing(s, &mut status), CUDA_SUCCESS);
+        assert_eq!(status, CU_STREAM_CAPTURE_STATUS_NONE);
+        // The default stream cannot capture; a bad mode is refused.
+        assert_eq!(
+            cuStreamBeginCapture_v2(null_mut(), CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+        );
+        assert_eq!(cuStreamBeginCapture_v2(s, 7), CUDA_ERROR_INVALID_VALUE);
+
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_ILLEGAL_STATE
+        );
+        assert_eq!(cuStreamIsCapturing(s, &mut status), CUDA_SUCCESS);
+        assert_eq!(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+        // Copy in, add one twice, copy out: recorded, not run.
+        assert_eq!(
+            cuMemcpyHtoDAsync_v2(p, src.as_ptr().cast(), 256, s),
+            CUDA_SUCCESS
+        );
+        for _ in 0..2 {
+            let r = cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, s, params.as_mut_ptr(), null_mut());
+            assert_eq!(r, CUDA_SUCCESS);
+        }
+        assert_eq!(
+            cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), p, 256, s),
+            CUDA_SUCCESS
+        );
+        assert_eq!(read_back(p, 64), vec![0u32; 64]);
+        assert_eq!(out, vec![0u32; 64]);
+        assert_eq!(cuStreamEndCapture(s, &mut g), CUDA_SUCCESS);
+        assert!(!g.is_null());
+        let mut count = 0usize;
+        assert_eq!(cuGraphGetNodes(g, null_mut(), &mut count), CUDA_SUCCESS);
+        assert_eq!(count, 4);
+        let mut nodes = [null_mut(); 6];
+        let mut room = 6usize;
+        assert_eq!(
+            cuGraphGetNodes(g, nodes.as_mut_ptr(), &mut room),
+            CUDA_SUCCESS
+        );
+        assert_eq!(room, 4);
+        assert!(nodes[..4].iter().all(|h| !h.is_null()) && nodes[4..].iter().all(|h| h.is_null()));
+
+        assert_eq!(cuGraphInstantiateWithFlags(&mut e, g, 0), CUDA_SUCCESS);
+        assert_eq!(cuGraphLaunch(e, s), CUDA_SUCCESS);
+        assert_eq!(cuStreamSynchronize(s), CUDA_SUCCESS);
+        assert_eq!(out, (102..166).collect::<Vec<u32>>());
+        // The host source is read at launch time, as in CUDA.
+        src.copy_from_slice(&(0..64).collect::<Vec<u32>>());
+        assert_eq!(cuGraphLaunch(e, s), CUDA_SUCCESS);
+        assert_eq!(cuStreamSynchronize(s), CUDA_SUCCESS);
+        assert_eq!(out, (2..66).collect::<Vec<u32>>());
+
+        // A graph launched into a capture, then a memset: appended in order.
+        let mut g2 = null_mut();
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED),
+            CUDA_SUCCESS
+        );
+        assert_eq!(cuGraphLaunch(e, s), CUDA_SUCCESS);
+        assert_eq!(cuMemsetD32Async(p, 7, 64, s), CUDA_SUCCESS);
+        assert_eq!(cuStreamEndCapture(s, &mut g2), CUDA_SUCCESS);
+        assert_eq!(cuGraphGetNodes(g2, null_mut(), &mut count), CUDA_SUCCESS);
+        assert_eq!(count, 5);
+        let mut e2 = null_mut();
+        assert_eq!(cuGraphInstantiateWithFlags(&mut e2, g2, 0), CUDA_SUCCESS);
+        assert_eq!(cuGraphLaunch(e2, s), CUDA_SUCCESS);
+        assert_eq!(cuStreamSynchronize(s), CUDA_SUCCESS);
+        assert_eq!(out, (2..66).collect::<Vec<u32>>());
+        assert_eq!(read_back(p, 64), vec![7u32; 64]);
+
+        // An error during capture invalidates it: the end says so and gives no graph.
+        let mut g3 = 0x1234usize as CUgraph;
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_SUCCESS
+        );
+        let r = cuLaunchKernel(f, 0, 1, 1, 64, 1, 1, 0, s, params.as_mut_ptr(), null_mut());
+        assert_eq!(r, CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(cuStreamIsCapturing(s, &mut status), CUDA_SUCCESS);
+        assert_eq!(status, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+        let r = cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, s, params.as_mut_ptr(), null_mut());
+        assert_eq!(r, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        assert_eq!(
+            cuStreamEndCapture(s, &mut g3),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+        );
+        assert!(g3.is_null());
+        // Waiting on a capturing stream is refused and invalidates; so does a bad address.
+        for wait in 0..4 {
+            assert_eq!(
+                cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                CUDA_SUCCESS
+            );
+            let r = match wait {
+                0 => cuStreamSynchronize(s),
+                1 => cuStreamQuery(s),
+                2 => cuCtxSynchronize(),
+                _ => cuMemsetD32Async(0xdead_0000, 1, 4, s),
+            };
+            let want = if wait == 3 {
+                CUDA_ERROR_INVALID_VALUE
+            } else {
+                CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+            };
+            assert_eq!(r, want, "wait {wait}");
+            let mut gx = null_mut();
+            assert_eq!(
+                cuStreamEndCapture(s, &mut gx),
+                CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+            );
+        }
+        // The stream works normally afterwards.
+        assert_eq!(cuStreamSynchronize(s), CUDA_SUCCESS);
+        assert_eq!(cuStreamEndCapture(s, null_mut()), CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(cuStreamIsCapturing(s, null_mut()), CUDA_ERROR_INVALID_VALUE);
+        for h in [e, e2] {
+            assert_eq!(cuGraphExecDestroy(h), CUDA_SUCCESS);
+        }
+        for h in [g, g2] {
+            assert_eq!(cuGraphDestroy(h), CUDA_SUCCESS);
+        }
+        assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+        assert_eq!(cuMemFree_v2(p), CUDA_SUCCESS);
     }
 }

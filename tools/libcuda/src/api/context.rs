@@ -132,7 +132,8 @@ entry! {
 
     /// Waits (with the facade's deadline) for all work of the current context's device.
     fn cuCtxSynchronize() {
-        let (_, c) = state::current()?;
+        let (ch, c) = state::current()?;
+        super::capture::refuse_if_any_capturing(ch, "cuCtxSynchronize")?;
         Ok(c.gpu.synchronize()?)
     }
 

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use nvbare::Stream;
 
+use super::capture::capturing;
 use super::launch::Launch;
-use super::memory::{dtod, dtoh, htod};
+use super::memory::{dtod, dtoh, htod, memset};
 use super::{handle, id, put};
 use crate::abi::*;
 use crate::entry;
@@ -36,6 +37,15 @@ pub(crate) enum Work {
     Kernel(Launch),
     /// A copy of `bytes`.
     Memcpy(Copy1d, usize),
+    /// `count` elements of a 1-, 2- or 4-byte pattern at `dst` (captured cuMemsetD*Async).
+    Memset {
+        /// Where.
+        dst: CUdeviceptr,
+        /// The element's bytes.
+        pattern: Vec<u8>,
+        /// Elements.
+        count: usize,
+    },
 }
 
 /// A graph, or an instantiated one: nodes by handle, in the order they were added.
@@ -196,6 +206,11 @@ fn run(w: &Work, s: &Stream) -> CuResult<()> {
             )
         }
         Work::Memcpy(Copy1d::DtoD { dst, src }, n) => dtod(*dst, *src, *n, s),
+        Work::Memset {
+            dst,
+            pattern,
+            count,
+        } => memset(*dst, pattern, *count, s),
     }
 }
 
@@ -314,12 +329,35 @@ entry! {
         instantiate(pexec, g)
     }
 
-    /// Replays the nodes on `stream`, in order.
+    /// Replays the nodes on `stream`, in order (into a capturing stream: appends them).
     fn cuGraphLaunch(e: CUgraphExec, stream: CUstream) {
         let e = exec_of(e)?;
-        let s = state::stream_of(stream)?;
         let nodes = e.nodes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(c) = capturing(stream)? {
+            return c.add(|| Ok(nodes.into_iter().map(|(_, w)| w).collect()));
+        }
+        let s = state::stream_of(stream)?;
         nodes.iter().try_for_each(|(_, w)| run(w, &s))
+    }
+
+    /// The nodes in the order they were added; with `nodes` null, only their count.
+    fn cuGraphGetNodes(g: CUgraph, nodes: *mut CUgraphNode, num: *mut usize) {
+        state::driver()?;
+        let g = graph_of(g)?;
+        if num.is_null() {
+            return Err(null("numNodes"));
+        }
+        let hs: Vec<usize> = g.nodes.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(h, _)| *h).collect();
+        if !nodes.is_null() {
+            // SAFETY: the caller's in/out count.
+            let room = unsafe { super::get(num.cast_const(), "numNodes")? };
+            for i in 0..room {
+                // SAFETY: `nodes` holds `room` handles (cuda.h); past the graph's nodes, null.
+                unsafe { nodes.add(i).write_unaligned(hs.get(i).map_or(std::ptr::null_mut(), |h| handle(*h))) };
+            }
+        }
+        // SAFETY: the caller's out-pointer (checked non-null above).
+        unsafe { put(num, hs.len(), "numNodes") }
     }
 
     fn cuGraphExecKernelNodeSetParams(e: CUgraphExec, node: CUgraphNode, params: *const CUDA_KERNEL_NODE_PARAMS) {

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use nvbare::{LaunchConfig, Stream};
 use nvbare_core::device::Arg;
 
+use super::capture::capturing;
+use super::graph::Work;
 use super::{get, host};
 use crate::abi::*;
 use crate::entry;
@@ -51,6 +53,33 @@ unsafe fn extra_buffer(extra: *mut *mut c_void) -> CuResult<(*const c_void, usiz
     }
 }
 
+/// The most bytes of parameters a kernel takes (cuda.h: 32764 since CUDA 12.1 on Volta and
+/// later).
+const MAX_PARAM_BYTES: usize = 32764;
+
+/// The answers NVIDIA's library gives for an `extra` buffer of `size` bytes to a kernel taking
+/// `need` (seen on the H200, driver 580.159.04, docs/libcuda.md): none at all for a kernel
+/// with parameters and more than the parameter space are invalid; a short one is accepted;
+/// a longer one is `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`.
+fn check_extra_size(kernel: &str, size: usize, need: usize) -> CuResult<()> {
+    if (size == 0 && need > 0) || size > MAX_PARAM_BYTES {
+        return Err(err(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("`{kernel}` takes {need} bytes of parameters; extra's buffer has {size}"),
+        ));
+    }
+    if size > need {
+        return Err(err(
+            CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+            format!(
+                "`{kernel}` takes {need} bytes of parameters; extra's buffer has {size} (pass \
+                 the packed size, without the padding sizeof adds)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Each parameter's bytes, in parameter order.
 ///
 /// # Safety
@@ -82,19 +111,15 @@ unsafe fn arguments(
                 .map(|p| p.offset as usize + p.size as usize)
                 .max()
                 .unwrap_or(0);
-            if size < need {
-                return Err(err(
-                    CUDA_ERROR_INVALID_VALUE,
-                    format!(
-                        "`{}` takes {need} bytes of parameters, extra's buffer has {size}",
-                        k.name
-                    ),
-                ));
-            }
+            check_extra_size(&k.name, size, need)?;
             // SAFETY: the caller's buffer of `size` bytes (CU_LAUNCH_PARAM_BUFFER_SIZE).
             let b = unsafe { host(buf, size, "extra buffer")? };
+            // A short buffer is taken as NVIDIA's library takes it (the launch goes ahead);
+            // what the kernel sees past it is not known: zeros here.
+            let mut whole = b.to_vec();
+            whole.resize(need, 0);
             for p in &k.params {
-                out.push(b[p.offset as usize..p.offset as usize + p.size as usize].to_vec());
+                out.push(whole[p.offset as usize..p.offset as usize + p.size as usize].to_vec());
             }
         }
         (true, true) if k.params.is_empty() => {}
@@ -198,7 +223,10 @@ entry! {
     ) {
         let (grid, block) = ([grid_x, grid_y, grid_z], [block_x, block_y, block_z]);
         // SAFETY: the caller's parameter arrays (cuLaunchKernel's contract).
-        let l = unsafe { Launch::new(f, grid, block, shared_mem_bytes, kernel_params, extra)? };
-        l.submit(&state::stream_of(stream)?)
+        let l = unsafe { Launch::new(f, grid, block, shared_mem_bytes, kernel_params, extra) };
+        if let Some(c) = capturing(stream)? {
+            return c.add(|| Ok(vec![Work::Kernel(l?)]));
+        }
+        l?.submit(&state::stream_of(stream)?)
     }
 }

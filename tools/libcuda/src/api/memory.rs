@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use nvbare::Stream;
 
+use super::capture::{Capturing, capturing};
+use super::graph::{Copy1d, Work};
 use super::{host, host_mut, put};
 use crate::abi::*;
 use crate::entry;
@@ -92,7 +94,12 @@ pub(crate) fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: &Stream
 }
 
 /// Fills `count` elements of `pattern` (1, 2 or 4 bytes) at `dst`, through host staging.
-fn memset(dst: CUdeviceptr, pattern: &[u8], count: usize, stream: &Stream) -> CuResult<()> {
+pub(crate) fn memset(
+    dst: CUdeviceptr,
+    pattern: &[u8],
+    count: usize,
+    stream: &Stream,
+) -> CuResult<()> {
     let bytes = count
         .checked_mul(pattern.len())
         .ok_or_else(|| err(CUDA_ERROR_INVALID_VALUE, format!("{count} elements")))?;
@@ -120,6 +127,59 @@ fn memset(dst: CUdeviceptr, pattern: &[u8], count: usize, stream: &Stream) -> Cu
         at += n;
     }
     Ok(())
+}
+
+/// A copy queued on a capturing stream: checked now as the copy would be, run when the graph
+/// is launched (host memory is read or written then, as in CUDA).
+fn captured_copy(c: &Capturing, copy: Copy1d, n: usize) -> CuResult<()> {
+    c.add(|| {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        match copy {
+            Copy1d::HtoD { dst, src } => {
+                state::resolve(dst, n)?;
+                if src == 0 {
+                    return Err(crate::error::null("srcHost"));
+                }
+            }
+            Copy1d::DtoH { dst, src } => {
+                state::resolve(src, n)?;
+                if dst == 0 {
+                    return Err(crate::error::null("dstHost"));
+                }
+            }
+            Copy1d::DtoD { dst, src } => {
+                state::resolve(src, n)?;
+                state::resolve(dst, n)?;
+            }
+        }
+        Ok(vec![Work::Memcpy(copy, n)])
+    })
+}
+
+/// A memset queued on a capturing stream, checked now.
+fn captured_memset(c: &Capturing, dst: CUdeviceptr, pattern: &[u8], count: usize) -> CuResult<()> {
+    c.add(|| {
+        let bytes = count
+            .checked_mul(pattern.len())
+            .ok_or_else(|| err(CUDA_ERROR_INVALID_VALUE, format!("{count} elements")))?;
+        if bytes == 0 {
+            return Ok(Vec::new());
+        }
+        if !dst.is_multiple_of(pattern.len() as u64) {
+            return Err(err(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("{dst:#x} is not aligned to {} bytes", pattern.len()),
+            ));
+        }
+        state::resolve(dst, bytes)?;
+        Ok(vec![Work::Memset {
+            dst,
+            pattern: pattern.to_vec(),
+            count,
+        }])
+    })
 }
 
 /// The current context's default stream, after a synchronous call's work is queued on it:
@@ -220,6 +280,9 @@ entry! {
 
     /// Returns once `src` may be reused; the copy completes in stream order.
     fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, stream: CUstream) {
+        if let Some(c) = capturing(stream)? {
+            return captured_copy(&c, Copy1d::HtoD { dst, src: src as usize }, n);
+        }
         let s = state::stream_of(stream)?;
         // SAFETY: the caller's source buffer of `n` bytes.
         htod(dst, unsafe { host(src, n, "srcHost")? }, &s)
@@ -227,12 +290,18 @@ entry! {
 
     /// Waits for the stream's earlier work and the copy (stronger than CUDA, never weaker).
     fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream) {
+        if let Some(c) = capturing(stream)? {
+            return captured_copy(&c, Copy1d::DtoH { dst: dst as usize, src }, n);
+        }
         let s = state::stream_of(stream)?;
         // SAFETY: the caller's destination buffer of `n` bytes.
         dtoh(unsafe { host_mut(dst, n, "dstHost")? }, src, &s)
     }
 
     fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream) {
+        if let Some(c) = capturing(stream)? {
+            return captured_copy(&c, Copy1d::DtoD { dst, src }, n);
+        }
         dtod(dst, src, n, &state::stream_of(stream)?)
     }
 
@@ -255,14 +324,23 @@ entry! {
     }
 
     fn cuMemsetD8Async(dst: CUdeviceptr, uc: u8, n: usize, stream: CUstream) {
+        if let Some(c) = capturing(stream)? {
+            return captured_memset(&c, dst, &[uc], n);
+        }
         memset(dst, &[uc], n, &state::stream_of(stream)?)
     }
 
     fn cuMemsetD16Async(dst: CUdeviceptr, us: u16, n: usize, stream: CUstream) {
+        if let Some(c) = capturing(stream)? {
+            return captured_memset(&c, dst, &us.to_le_bytes(), n);
+        }
         memset(dst, &us.to_le_bytes(), n, &state::stream_of(stream)?)
     }
 
     fn cuMemsetD32Async(dst: CUdeviceptr, ui: c_uint, n: usize, stream: CUstream) {
+        if let Some(c) = capturing(stream)? {
+            return captured_memset(&c, dst, &ui.to_le_bytes(), n);
+        }
         memset(dst, &ui.to_le_bytes(), n, &state::stream_of(stream)?)
     }
 }
@@ -340,6 +418,17 @@ entry! {
     }
 
     fn cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream) {
+        if let Some(c) = capturing(stream)? {
+            let copy = match (state::resolve(dst, n).is_ok(), state::resolve(src, n).is_ok()) {
+                (true, true) => Copy1d::DtoD { dst, src },
+                (true, false) => Copy1d::HtoD { dst, src: src as usize },
+                (false, true) => Copy1d::DtoH { dst: dst as usize, src },
+                (false, false) => {
+                    return c.add(|| Err(err(CUDA_ERROR_NOT_SUPPORTED, "a host-to-host copy in a stream capture")));
+                }
+            };
+            return captured_copy(&c, copy, n);
+        }
         // SAFETY: the caller's unified addresses.
         unsafe { unified(dst, src, n, &state::stream_of(stream)?) }
     }

@@ -1,6 +1,7 @@
 //! The exported entry points, by area, and the few helpers that turn the caller's raw
 //! pointers into safe values (the only `unsafe` of the crate besides loading the JIT).
 
+mod capture;
 mod context;
 mod device;
 mod graph;
@@ -10,6 +11,7 @@ mod module;
 mod proc;
 mod stream;
 
+pub use capture::*;
 pub use context::*;
 pub use device::*;
 pub use graph::*;

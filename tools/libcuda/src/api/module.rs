@@ -86,7 +86,7 @@ fn load(ctx: &Context, k: Kind, bytes: &[u8]) -> CuResult<Module> {
     let cubin = match k {
         Kind::Elf => return Ok(ctx.gpu.load_cubin(bytes)?),
         Kind::Fatbin => match image::choose(bytes, sm)? {
-            Chosen::Cubin(c) => return Ok(ctx.gpu.load_cubin(c)?),
+            Chosen::Cubin(c) => return Ok(ctx.gpu.load_cubin(&c)?),
             Chosen::Ptx(p) => {
                 let end = p.iter().rposition(|&c| c != 0).map_or(0, |e| e + 1);
                 crate::jit::compile(&p[..end], sm)?

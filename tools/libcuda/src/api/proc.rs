@@ -45,7 +45,7 @@ unsupported! {
     cuMemcpy2DAsync_v2, cuMemcpy3D_v2, cuMemcpy3DAsync_v2, cuMemAllocAsync, cuMemFreeAsync,
     cuLinkCreate_v2, cuLinkAddData_v2, cuLinkAddFile_v2, cuLinkComplete, cuLinkDestroy,
     cuLaunchKernelEx, cuLaunchCooperativeKernel, cuLaunchHostFunc, cuStreamAddCallback,
-    cuStreamBeginCapture_v2, cuStreamEndCapture, cuStreamIsCapturing, cuStreamGetCaptureInfo_v2,
+    cuStreamGetCaptureInfo_v2,
     cuStreamGetPriority, cuStreamGetFlags, cuStreamGetCtx,
     cuGraphAddMemsetNode, cuGraphInstantiate, cuGraphKernelNodeGetParams,
     cuGraphKernelNodeSetParams, cuStreamBeginCaptureToGraph,
@@ -85,7 +85,8 @@ implemented! {
     cuGraphCreate, cuGraphAddEmptyNode, cuGraphAddKernelNode, cuGraphAddKernelNode_v2,
     cuGraphAddMemcpyNode, cuGraphInstantiateWithFlags, cuGraphInstantiate_v2, cuGraphLaunch,
     cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams_v2,
-    cuGraphExecMemcpyNodeSetParams, cuGraphDestroy, cuGraphExecDestroy,
+    cuGraphExecMemcpyNodeSetParams, cuGraphDestroy, cuGraphExecDestroy, cuGraphGetNodes,
+    cuStreamBeginCapture, cuStreamBeginCapture_v2, cuStreamEndCapture, cuStreamIsCapturing,
 }
 
 /// The address of entry point `symbol` as a program built for CUDA `version` means it:

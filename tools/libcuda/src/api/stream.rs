@@ -6,6 +6,7 @@ use std::ffi::{c_int, c_uint};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::capture::capturing;
 use super::{handle, id, put};
 use crate::abi::*;
 use crate::entry;
@@ -32,7 +33,14 @@ fn create_stream(ph: *mut CUstream) -> CuResult<usize> {
     };
     let mut o = state::objects();
     let h = o.handle();
-    o.streams.insert(h, Arc::new(StreamObj { ctx: ch, stream }));
+    o.streams.insert(
+        h,
+        Arc::new(StreamObj {
+            ctx: ch,
+            stream,
+            capture: Mutex::default(),
+        }),
+    );
     Ok(h)
 }
 
@@ -100,10 +108,16 @@ entry! {
     }
 
     fn cuStreamSynchronize(h: CUstream) {
+        if let Some(c) = capturing(h)? {
+            return Err(c.refuse(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuStreamSynchronize"));
+        }
         Ok(state::stream_of(h)?.synchronize()?)
     }
 
     fn cuStreamQuery(h: CUstream) {
+        if let Some(c) = capturing(h)? {
+            return Err(c.refuse(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuStreamQuery"));
+        }
         let s = state::stream_of(h)?;
         if s.record_event()?.is_done()? {
             Ok(())
@@ -115,6 +129,9 @@ entry! {
     /// Waits on the GPU for an event of the same device, on the CPU for another's.
     fn cuStreamWaitEvent(h: CUstream, ev: CUevent, flags: c_uint) {
         let _ = flags;
+        if let Some(c) = capturing(h)? {
+            return Err(c.refuse(CUDA_ERROR_NOT_SUPPORTED, "cuStreamWaitEvent (capture across streams is not implemented)"));
+        }
         let s = state::stream_of(h)?;
         let e = event_of(ev)?;
         let rec = e.rec.lock().unwrap_or_else(|p| p.into_inner());
@@ -142,6 +159,9 @@ entry! {
 
     fn cuEventRecord(ev: CUevent, h: CUstream) {
         let e = event_of(ev)?;
+        if let Some(c) = capturing(h)? {
+            return Err(c.refuse(CUDA_ERROR_NOT_SUPPORTED, "cuEventRecord (capture across streams is not implemented)"));
+        }
         let s = state::stream_of(h)?;
         let recorded = s.record_event()?;
         *e.rec.lock().unwrap_or_else(|p| p.into_inner()) = Some(Recorded {

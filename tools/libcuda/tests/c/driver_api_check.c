@@ -179,16 +179,18 @@ int main(int argc, char **argv) {
     check_values(buf, 1);
 
     /* extra: the packed parameter buffer (u64 at 0, u32 at 8). */
-    struct {
-        CUdeviceptr p;
-        uint32_t n;
-    } packed = {buf, N};
-    size_t size = sizeof packed;
-    void *extra[] = {(void *)1 /* CU_LAUNCH_PARAM_BUFFER_POINTER */, &packed,
+    unsigned char packed[16] = {0};
+    memcpy(packed, &buf, 8);
+    memcpy(packed + 8, &n, 4);
+    size_t size = 12; /* the parameters' bytes, not a padded struct's sizeof */
+    void *extra[] = {(void *)1 /* CU_LAUNCH_PARAM_BUFFER_POINTER */, packed,
                      (void *)2 /* CU_LAUNCH_PARAM_BUFFER_SIZE */, &size,
                      (void *)0 /* CU_LAUNCH_PARAM_END */};
     CHECK(cuLaunchKernel(add1, N / 256, 1, 1, 256, 1, 1, 0, 0, 0, extra));
     check_values(buf, 2);
+    /* A buffer longer than the parameters: what NVIDIA's library answers. */
+    size = 16;
+    EXPECT(cuLaunchKernel(add1, N / 256, 1, 1, 256, 1, 1, 0, 0, 0, extra) == 701 /* OUT_OF_RESOURCES */);
 
     /* Two streams ordered by an event, timed by two more. */
     CUstream s1, s2;
