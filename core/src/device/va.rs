@@ -121,7 +121,7 @@ impl VaWindow {
         if size == 0 {
             return Err(VaWindowError::Empty);
         }
-        if base % VA_WINDOW_ALIGN != 0 || size % VA_WINDOW_ALIGN != 0 {
+        if !base.is_multiple_of(VA_WINDOW_ALIGN) || !size.is_multiple_of(VA_WINDOW_ALIGN) {
             return Err(VaWindowError::Unaligned { base, size });
         }
         match base.checked_add(size) {

@@ -24,10 +24,8 @@ fn init() {
 fn primary(dev: CUdevice) -> CUcontext {
     let mut ctx = null_mut();
     // SAFETY: an out-pointer to a local.
-    assert_eq!(
-        unsafe { cuDevicePrimaryCtxRetain(&mut ctx, dev) },
-        CUDA_SUCCESS
-    );
+    let r = unsafe { cuDevicePrimaryCtxRetain(&mut ctx, dev) };
+    assert_eq!(r, CUDA_SUCCESS);
     ctx
 }
 
