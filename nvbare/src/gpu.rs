@@ -8,7 +8,7 @@ use crate::backend::baremetal::PhasePrinter;
 use crate::backend::firmware::{FirmwareSource, default_dir, fetch_disabled_by_env};
 use crate::backend::open::open_device_with;
 use crate::backend::{AnyDevice, BackendError, DeviceSpec};
-use nvbare_core::device::{Backend, Device, DeviceInfo, DeviceOptions, Location};
+use nvbare_core::device::{Backend, Device, DeviceInfo, DeviceOptions, Location, VaWindow};
 
 use crate::dev::{Dev, Finish, Held};
 use crate::module::Module;
@@ -40,6 +40,15 @@ pub struct Options {
     /// [`Options::firmware_dir`] (default true, unless `NVBARE_NO_FETCH=1`); off, missing
     /// firmware is [`Error::Firmware`] naming the fetch command.
     pub fetch_firmware: bool,
+    /// The GPU virtual addresses the device's memory gets ([`DeviceBuffer::gpu_va`]); default
+    /// [`VaWindow::DEFAULT`], 64 GiB up to 2^40, for every kind of device. Devices opened
+    /// with the same window hand out overlapping addresses (each has its own address space):
+    /// a program that keeps addresses of several devices in one table gives each a disjoint
+    /// window, e.g. `VaWindow::DEFAULT.slice(i, n)` for device `i` of `n` (what nvbare's
+    /// libcuda does). `nvidia:N` devices take windows inside
+    /// `nvbare_pci_host::nvidia::KMOD_VA_WINDOW` only (the default is that range); another
+    /// is [`Error::Spec`].
+    pub va_window: VaWindow,
 }
 
 impl Default for Options {
@@ -53,6 +62,7 @@ impl Default for Options {
             streams: d.streams,
             firmware_dir: None,
             fetch_firmware: !fetch_disabled_by_env(),
+            va_window: d.va_window,
         }
     }
 }
@@ -100,6 +110,12 @@ impl Options {
         self
     }
 
+    /// [`Options::va_window`].
+    pub fn va_window(mut self, window: VaWindow) -> Self {
+        self.va_window = window;
+        self
+    }
+
     fn firmware(&self) -> FirmwareSource {
         FirmwareSource {
             dir: self.firmware_dir.clone().unwrap_or_else(default_dir),
@@ -114,6 +130,7 @@ impl Options {
             staging_bytes: self.staging_bytes,
             stack_size: self.stack_size,
             streams: self.streams,
+            va_window: self.va_window,
             ..DeviceOptions::default()
         }
     }

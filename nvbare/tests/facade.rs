@@ -248,3 +248,35 @@ fn module_globals_are_buffers_and_a_missing_name_says_what_there_is() {
     drop(v);
     gpu.close().unwrap();
 }
+
+#[test]
+fn a_va_window_places_the_device_memory_and_a_kernel_driver_window_outside_is_refused() {
+    use nvbare::VaWindow;
+    let g = 1u64 << 30;
+    // The upper half of the default window: the device's own memory and every buffer there.
+    let window = VaWindow::DEFAULT.slice(1, 2).unwrap();
+    let gpu = nvbare::open_with("sim:gh100", Options::default().va_window(window)).unwrap();
+    let s = gpu.default_stream();
+    let data: Vec<u32> = (0..1024).collect();
+    let bufs: Vec<DeviceBuffer<u32>> = (0..3).map(|_| s.htod_copy(&data).unwrap()).collect();
+    let host: DeviceBuffer<u32> = gpu.alloc_host(1024).unwrap();
+    for b in bufs.iter().chain([&host]) {
+        let (va, end) = (b.gpu_va(), b.gpu_va() + 4 * b.len() as u64);
+        assert!(
+            va >= window.base() && end <= window.end(),
+            "{va:#x}..{end:#x} outside {window}"
+        );
+    }
+    assert_eq!(s.dtoh_copy(&bufs[2]).unwrap(), data);
+    drop(bufs);
+    drop(host);
+    gpu.close().unwrap();
+
+    // The kernel-driver adapter checks the window before it opens anything, so this needs no
+    // GPU: below its range is where RM and the CPU put things.
+    let low = VaWindow::new(0, 4 * g).unwrap();
+    match nvbare::open_with("nvidia:0", Options::default().va_window(low)) {
+        Err(Error::Spec(m)) => assert!(m.contains("choose a window inside it"), "{m}"),
+        other => panic!("expected Error::Spec, got {other:?}"),
+    }
+}

@@ -85,6 +85,7 @@ mod program;
 mod qmd;
 mod slots;
 mod transfer;
+mod va;
 mod wait;
 
 use alloc::string::{String, ToString};
@@ -107,6 +108,7 @@ pub use module::{Arg, Function, GlobalInfo, KernelInfo, LaunchConfig, Module, Ra
 pub use open::MAX_STREAMS;
 pub use peer::{Event, PeerBuffer, PeerLink, PeerMode, PeerPath, PeerSemaphore};
 pub use program::{Program, ProgramError, ProgramGlobal};
+pub use va::{VA_SLICE_MIN, VA_WINDOW_ALIGN, VaWindow, VaWindowError};
 
 pub use crate::channel::gpfifo::DoorbellFence;
 use crate::chip::{ChipInfo, Chipset, QmdVersion};
@@ -164,6 +166,14 @@ pub struct DeviceOptions {
     /// than 1 µs (docs/performance.md, "Device-to-device copies: the copy kernel, its
     /// carveout, the wait's poll").
     pub poll_interval: Duration,
+    /// The GPU virtual addresses the device's memory gets (default [`VaWindow::DEFAULT`]).
+    /// The backend allocates them, so the code that opens the backend applies it: nvbare's
+    /// `open_device_with` opens every backend with this window; [`Device::open`] on a backend
+    /// opened by hand does not change the backend's window. Two devices of one process hand
+    /// out the same addresses unless each gets its own window (a part of the default from
+    /// [`VaWindow::slice`], as nvbare's libcuda does): give them disjoint windows when
+    /// addresses of both are kept in one table.
+    pub va_window: VaWindow,
     /// The latency machinery's switches and the copy kernel's shape, for benchmarks and tests
     /// that measure each piece on and off. Not a stable API.
     #[doc(hidden)]
@@ -274,6 +284,7 @@ impl Default for DeviceOptions {
             perf_boost: true,
             spin: Duration::from_micros(20),
             poll_interval: Duration::from_micros(1),
+            va_window: VaWindow::DEFAULT,
             tuning: Tuning::default(),
         }
     }

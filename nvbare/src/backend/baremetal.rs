@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nvbare_core::chip::Chipset;
+use nvbare_core::device::VaWindow;
 use nvbare_core::device::baremetal::{
     BareHw, BareMetalBackend, BareMetalError, BareMetalOptions, BarePlatform, PeerPlatform,
 };
@@ -105,11 +106,12 @@ fn bm_err(what: &str) -> impl Fn(BareMetalError) -> BackendError + '_ {
     move |e| BackendError::Runtime(format!("{what}: {e}"))
 }
 
-/// Boots GSP-RM on a new simulated `chip` and opens the bare-metal backend over it. Returns
-/// the backend and the simulator (whose `errors()` say what the simulated hardware found
-/// wrong).
+/// Boots GSP-RM on a new simulated `chip` and opens the bare-metal backend over it, its
+/// memory at GPU VAs in `window`. Returns the backend and the simulator (whose `errors()` say
+/// what the simulated hardware found wrong).
 pub fn open_sim(
     chip: Chipset,
+    window: VaWindow,
     firmware: &FirmwareSource,
     obs: &mut dyn BootObserver,
 ) -> Result<(SimBareMetal, BareMetalSim), BackendError> {
@@ -125,6 +127,7 @@ pub fn open_sim(
             chip.name().to_ascii_lowercase(),
             model.board
         ),
+        va_window: window,
         ..Default::default()
     };
     match sim.open(&fw, &BootOptions::default(), obs, opts) {
@@ -292,9 +295,10 @@ pub fn vfio_hw(gpu: Arc<VfioGpu>) -> (VfioHw, VfioBar, SystemAddrs) {
 }
 
 /// Opens the GPU at `bdf` through VFIO, identifies it, boots GSP-RM and opens the bare-metal
-/// backend. Untested on real hardware (see docs/vfio.md).
+/// backend, its memory at GPU VAs in `window`. Untested on real hardware (see docs/vfio.md).
 pub fn open_vfio(
     bdf: Bdf,
+    window: VaWindow,
     firmware: &FirmwareSource,
     obs: &mut dyn BootObserver,
 ) -> Result<VfioBareMetal, BackendError> {
@@ -309,6 +313,7 @@ pub fn open_vfio(
     };
     let opts = BareMetalOptions {
         label: format!("vfio:{bdf} ({}, bare metal)", chip.info.name),
+        va_window: window,
         ..Default::default()
     };
     BareMetalBackend::open(hw, bar1, &fw, &boot, obs, opts).map_err(bm_err(&format!("vfio:{bdf}")))
@@ -416,11 +421,13 @@ pub fn remote_hw(gpu: &RemoteGpu) -> Result<(RemoteHw, RemoteBar, SystemAddrs), 
 }
 
 /// Connects to the remote PCI server at `host:port`, opens its GPU `index`, identifies it,
-/// boots GSP-RM and opens the bare-metal backend, as [`open_vfio`] does locally.
+/// boots GSP-RM and opens the bare-metal backend, its memory at GPU VAs in `window`, as
+/// [`open_vfio`] does locally.
 pub fn open_remote(
     host: &str,
     port: u16,
     index: u32,
+    window: VaWindow,
     firmware: &FirmwareSource,
     obs: &mut dyn BootObserver,
 ) -> Result<RemoteBareMetal, BackendError> {
@@ -446,6 +453,7 @@ pub fn open_remote(
     };
     let opts = BareMetalOptions {
         label: format!("{spec} ({}, bare metal over TCP)", chip.info.name),
+        va_window: window,
         ..Default::default()
     };
     BareMetalBackend::open(hw, bar1, &fw, &boot, obs, opts)

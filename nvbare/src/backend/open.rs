@@ -228,19 +228,20 @@ fn open_bare(
     let dev_err = |e| BackendError::Runtime(format!("{spec}: {e}"));
     match spec {
         DeviceSpec::Sim(cs) => {
-            let (backend, sim) = super::baremetal::open_sim(*cs, firmware, obs)?;
+            let (backend, sim) = super::baremetal::open_sim(*cs, opts.va_window, firmware, obs)?;
             Device::open(backend, opts)
                 .map(|d| AnyDevice::BareSim(d, sim))
                 .map_err(dev_err)
         }
         DeviceSpec::Vfio(bdf) => {
-            let backend = super::baremetal::open_vfio(*bdf, firmware, obs)?;
+            let backend = super::baremetal::open_vfio(*bdf, opts.va_window, firmware, obs)?;
             Device::open(backend, opts)
                 .map(AnyDevice::Vfio)
                 .map_err(dev_err)
         }
         DeviceSpec::Remote { host, port, index } => {
-            let backend = super::baremetal::open_remote(host, *port, *index, firmware, obs)?;
+            let backend =
+                super::baremetal::open_remote(host, *port, *index, opts.va_window, firmware, obs)?;
             Device::open(backend, opts)
                 .map(AnyDevice::Remote)
                 .map_err(dev_err)
@@ -248,7 +249,15 @@ fn open_bare(
         #[cfg(feature = "nvidia")]
         DeviceSpec::Nvidia(index) => {
             let t = std::time::Instant::now();
-            let backend = nvbare_pci_host::nvidia::KernelBackend::open(*index)?;
+            let mode = nvbare_pci_host::nvidia::VaMode::from_env()?;
+            let backend =
+                nvbare_pci_host::nvidia::KernelBackend::open_in(*index, mode, opts.va_window)
+                    .map_err(|e| match e {
+                        e @ nvbare_pci_host::nvidia::KmodError::VaWindow(_) => {
+                            BackendError::Usage(format!("{spec}: {e}"))
+                        }
+                        e => e.into(),
+                    })?;
             log::debug!(
                 "open: driver nodes, root client, GPU attach (nvidia.ko): {:.2} ms",
                 t.elapsed().as_secs_f64() * 1e3

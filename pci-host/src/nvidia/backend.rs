@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 
 use nvbare_core::device::{
     Backend, BackendError, Location, MemoryRequest as DeviceMemoryRequest, PeerMapping,
-    PeerPathInfo, Purpose, RmObjects,
+    PeerPathInfo, Purpose, RmObjects, VaWindow,
 };
 use nvbare_core::mm::{FitPolicy, RangeAllocator};
 use nvbare_core::rm::alloc::{
@@ -70,6 +70,15 @@ pub const VA_WINDOW_BASE: u64 = 0x10_0000_0000;
 /// End of the GPU VA window: the device layer needs every address below 2^40 (40-bit GP entries
 /// and semaphore addresses).
 pub const VA_WINDOW_END: u64 = 0x100_0000_0000;
+/// The GPU VA windows [`KernelBackend::open_in`] accepts: `[VA_WINDOW_BASE, VA_WINDOW_END)`.
+/// In UVM mode GPU VAs are also CPU addresses of this process (UVM external ranges share its
+/// address space), which is reserved for them; below `VA_WINDOW_BASE` live the addresses RM and
+/// the CPU use.
+pub const KMOD_VA_WINDOW: VaWindow =
+    match VaWindow::new(VA_WINDOW_BASE, VA_WINDOW_END - VA_WINDOW_BASE) {
+        Ok(w) => w,
+        Err(_) => panic!("VA_WINDOW_BASE..VA_WINDOW_END is not a VA window"),
+    };
 /// GPU VA given to UVM for each channel's RM-owned buffers (tinygrad gives 64 MiB).
 const UVM_CHANNEL_VA: u64 = 64 << 20;
 /// `NVOS46_FLAGS_GPU_CACHEABLE` (18:17) `_NO`: host memory the CPU writes (pushbuffers, rings,
@@ -187,6 +196,8 @@ pub struct KernelBackend {
     virt: Option<Handle>,
     /// VA allocator over the window ([`VaMode::Uvm`]).
     va: Box<RangeAllocator<VA_BLOCKS>>,
+    /// What `va` hands out.
+    window: VaWindow,
     /// The window, reserved in this process's address space ([`VaMode::Uvm`]).
     reservation: Option<VaReservation>,
     /// Host allocations that fell back to `NV01_MEMORY_SYSTEM` (reported once).
@@ -263,11 +274,12 @@ impl KernelBackend {
         let group = Arc::new(PeerGroup {
             uvm,
             enabled: Mutex::new(Vec::new()),
-            _reservation: reserve_window(),
+            _reservation: reserve_window(KMOD_VA_WINDOW),
         });
-        for (b, (base, len)) in backends.iter_mut().zip(group_windows(n)) {
-            *b.va = RangeAllocator::new(base, len, PAGE_SIZE, FitPolicy::FirstFit)
-                .map_err(|e| KmodError::Invalid(format!("GPU VA window: {e:?}")))?;
+        for (k, b) in backends.iter_mut().enumerate() {
+            let w = group_window(k as u64, n)?;
+            b.va = va_allocator(w)?;
+            b.window = w;
             b.group = Some(group.clone());
         }
         Ok(backends)
@@ -306,18 +318,19 @@ impl KernelBackend {
         Self::open_with(index, VaMode::from_env()?)
     }
 
-    /// Opens GPU `index` with VA mode `mode`.
+    /// Opens GPU `index` with VA mode `mode` and the whole [`KMOD_VA_WINDOW`].
     pub fn open_with(index: u32, mode: VaMode) -> Result<KernelBackend, KmodError> {
+        Self::open_in(index, mode, KMOD_VA_WINDOW)
+    }
+
+    /// Opens GPU `index` with VA mode `mode`, handing out GPU VAs from `window`, which must
+    /// lie inside [`KMOD_VA_WINDOW`] ([`KmodError::VaWindow`] otherwise). In UVM mode the
+    /// backend reserves `window` of the process's CPU addresses, so backends opened with
+    /// disjoint windows reserve disjoint ranges.
+    pub fn open_in(index: u32, mode: VaMode, window: VaWindow) -> Result<KernelBackend, KmodError> {
+        let window = check_window(window)?;
         let gpu = KernelGpu::open(index)?;
-        let va = Box::new(
-            RangeAllocator::new(
-                VA_WINDOW_BASE,
-                VA_WINDOW_END - VA_WINDOW_BASE,
-                PAGE_SIZE,
-                FitPolicy::FirstFit,
-            )
-            .map_err(|e| KmodError::Invalid(format!("GPU VA window: {e:?}")))?,
-        );
+        let va = va_allocator(window)?;
         let (vram_for, cmds_page) = placement(std::env::var("NVBARE_KMOD_CMDS").ok().as_deref())?;
         log::debug!("nvidia:{index}: {mode}, video memory for {vram_for:?}");
         Ok(KernelBackend {
@@ -328,6 +341,7 @@ impl KernelBackend {
             objs: None,
             virt: None,
             va,
+            window,
             reservation: None,
             fallback_warned: false,
             vram_for,
@@ -650,8 +664,8 @@ impl Backend for KernelBackend {
         match self.mode {
             VaMode::Rm => {
                 let mut v = NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS {
-                    offset: VA_WINDOW_BASE,
-                    limit: VA_WINDOW_END - 1,
+                    offset: self.window.base(),
+                    limit: self.window.end() - 1,
                     hVASpace: objects.vaspace.0,
                     _pad0: 0,
                 };
@@ -663,7 +677,7 @@ impl Backend for KernelBackend {
             }
             VaMode::Uvm => {
                 if self.reservation.is_none() && self.group.is_none() {
-                    self.reservation = reserve_window();
+                    self.reservation = reserve_window(self.window);
                 }
                 let uuid = self
                     .gpu
@@ -929,22 +943,37 @@ impl Backend for KernelBackend {
     }
 }
 
-/// The parts of the VA window the `n` GPUs of a group allocate from: equal, 2 MiB-aligned,
-/// disjoint (one UVM VA space holds them all).
-fn group_windows(n: u64) -> impl Iterator<Item = (u64, u64)> {
-    let part = ((VA_WINDOW_END - VA_WINDOW_BASE) / n.max(1)) & !((2 << 20) - 1);
-    (0..n).map(move |k| (VA_WINDOW_BASE + k * part, part))
+/// `window`, if the adapter can use it: inside [`KMOD_VA_WINDOW`].
+fn check_window(window: VaWindow) -> Result<VaWindow, KmodError> {
+    Ok(window.inside(KMOD_VA_WINDOW)?)
 }
 
-/// Reserves `[VA_WINDOW_BASE, VA_WINDOW_END)` of this process's address space, so nothing the
-/// CPU maps lands where UVM ranges live (UVM external ranges share the process's VA space).
-fn reserve_window() -> Option<VaReservation> {
-    match VaReservation::at(VA_WINDOW_BASE, VA_WINDOW_END - VA_WINDOW_BASE) {
+/// The allocator of GPU VAs in `window` (4 KiB granules), made in place (it is too large for
+/// a thread's stack).
+fn va_allocator(window: VaWindow) -> Result<Box<RangeAllocator<VA_BLOCKS>>, KmodError> {
+    let mut a = Box::new(RangeAllocator::empty());
+    a.reset(window.base(), window.size(), PAGE_SIZE, FitPolicy::FirstFit)
+        .map_err(|e| KmodError::Invalid(format!("{window}: {e:?}")))?;
+    Ok(a)
+}
+
+/// The part of [`KMOD_VA_WINDOW`] GPU `k` of a group of `n` allocates from: equal,
+/// 2 MiB-aligned, disjoint ([`VaWindow::slice`]; one UVM VA space holds them all).
+fn group_window(k: u64, n: u64) -> Result<VaWindow, KmodError> {
+    Ok(KMOD_VA_WINDOW.slice(k, n)?)
+}
+
+/// Reserves `window` of this process's address space, so nothing the CPU maps lands where UVM
+/// ranges live (UVM external ranges share the process's VA space).
+fn reserve_window(window: VaWindow) -> Option<VaReservation> {
+    match VaReservation::at(window.base(), window.size()) {
         Ok(r) => Some(r),
         Err(e) => {
             log::warn!(
-                "could not reserve CPU addresses {VA_WINDOW_BASE:#x}..{VA_WINDOW_END:#x} for UVM \
-                 ranges ({e}); continuing without the reservation"
+                "could not reserve CPU addresses {:#x}..{:#x} for UVM ranges ({e}); continuing \
+                 without the reservation",
+                window.base(),
+                window.end()
             );
             None
         }

@@ -158,6 +158,14 @@ pub enum KmodError {
     /// The caller asked for something the adapter cannot do.
     #[error("{0}")]
     Invalid(String),
+    /// A GPU VA window the adapter cannot use ([`super::KernelBackend::open_in`]): not inside
+    /// [`super::KMOD_VA_WINDOW`], or a split of it into parts too small.
+    #[error(
+        "{0} (the nvidia kernel-driver adapter hands out GPU VAs from {kmod}, which UVM mode \
+         reserves in the CPU's address space)",
+        kmod = super::KMOD_VA_WINDOW
+    )]
+    VaWindow(#[from] nvbare_core::device::VaWindowError),
 }
 
 fn list_cards(found: &[CardInfo]) -> String {

@@ -34,7 +34,7 @@ pub mod uvm;
 pub mod uvm_abi;
 pub mod vaspace;
 
-pub use backend::{KernelBackend, KernelMemory, PeerGroup, VaMode};
+pub use backend::{KMOD_VA_WINDOW, KernelBackend, KernelMemory, PeerGroup, VaMode};
 pub use driver::{CardInfo, DriverVersion, GpuNode, NvidiaDriver, NvidiaPaths};
 pub use error::{KmodError, SUPPORTED_BRANCH};
 pub use gpu::{GrInfo, KernelGpu, SelectedClasses, VramInfo, select_classes};

@@ -954,3 +954,27 @@ fn rela_entries(elf: &[u8], name: &str) -> usize {
         .map(|h| u64_at(h + 24))
         .unwrap_or_else(|| panic!("no section {name}"))
 }
+
+#[test]
+fn two_devices_with_disjoint_va_windows_hand_out_disjoint_addresses() {
+    use nvbare_core::device::VaWindow;
+    let windows = [0, 1].map(|i| VaWindow::DEFAULT.slice(i, 2).unwrap());
+    let devs = windows.map(|w| {
+        let b = SimBackend::new(GH100, true)
+            .expect("simulated GPU")
+            .with_va_window(w);
+        Device::open(b, DeviceOptions::default()).expect("device opens")
+    });
+    let data: Vec<u32> = (0..4096).map(|i| i * 3 + 1).collect();
+    for (dev, w) in devs.iter().zip(windows) {
+        let d = dev.htod_copy(&data).unwrap();
+        let h = dev.alloc_host::<u32>(4096).unwrap();
+        for (va, bytes) in [(d.gpu_va(), 4 * d.len()), (h.gpu_va(), 4 * h.len())] {
+            assert!(
+                va >= w.base() && va + bytes as u64 <= w.end(),
+                "{va:#x}+{bytes:#x} outside {w}"
+            );
+        }
+        assert_eq!(dev.dtoh_copy(&d).unwrap(), data);
+    }
+}

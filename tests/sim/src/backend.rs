@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use nvbare_core::chip::Chipset;
 use nvbare_core::device::{
     Backend, BackendError, GpuMemory, Location, MemoryRequest, PeerMapping, PeerPathInfo, Purpose,
-    RmObjects,
+    RmObjects, VaWindow,
 };
 use nvbare_core::hal::{HalError, Mmio};
 use nvbare_core::regs::usermode::USERMODE_BLOCK_SIZE;
@@ -45,9 +45,10 @@ use crate::{SimBar0, SimConfig, SimGpu};
 
 /// BAR0 offset of the usermode block.
 pub const USERMODE_BASE: usize = 0x00bb_0000;
-/// The VA window the backend maps memory into: [64 GiB, 1 TiB), below the 2^40 limit of GP
-/// entries and semaphore addresses.
-pub const VA_WINDOW: (u64, u64) = (0x10_0000_0000, 0x100_0000_0000 - 1);
+/// The VA window the backend maps memory into unless told otherwise
+/// ([`SimBackend::with_va_window`]) as (base, last address): [64 GiB, 1 TiB),
+/// [`VaWindow::DEFAULT`], below the 2^40 limit of GP entries and semaphore addresses.
+pub const VA_WINDOW: (u64, u64) = (VaWindow::DEFAULT.base(), VaWindow::DEFAULT.end() - 1);
 /// First handle the backend hands out (client-chosen handles, as over GSP).
 const FIRST_HANDLE: u32 = 0xcf00_0000;
 /// The client handle.
@@ -237,6 +238,8 @@ pub struct SimBackend {
     virt: Option<Handle>,
     usermode: Option<Handle>,
     existing: Option<(Handle, Handle)>,
+    /// Where the RM places memory (the virtual memory object's range).
+    window: VaWindow,
     /// The system this GPU belongs to and its index there.
     system: Option<(Arc<SimSystem>, usize)>,
     /// This process's write-combining buffers.
@@ -331,6 +334,7 @@ impl SimBackend {
             virt: None,
             usermode: None,
             existing: None,
+            window: VaWindow::DEFAULT,
             system: None,
             wc: Arc::new(WcBuffer::default()),
             clock,
@@ -388,6 +392,13 @@ impl SimBackend {
             ));
         }
         Ok((sys, *me, *other))
+    }
+
+    /// Maps memory at GPU VAs in `window` (the range of the `NV01_MEMORY_VIRTUAL` object the
+    /// RM allocates VAs from), as the kernel-driver adapter's RM mode does.
+    pub fn with_va_window(mut self, window: VaWindow) -> Self {
+        self.window = window;
+        self
     }
 
     /// Speaks the `abi` struct layouts to the RM (default r580, what the kernel-driver adapter
@@ -679,8 +690,8 @@ impl Backend for SimBackend {
 
     fn attach(&mut self, objects: &RmObjects) -> Result<(), BackendError> {
         let mut v = NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS {
-            offset: VA_WINDOW.0,
-            limit: VA_WINDOW.1,
+            offset: self.window.base(),
+            limit: self.window.end() - 1,
             hVASpace: objects.vaspace.0,
             _pad0: 0,
         };

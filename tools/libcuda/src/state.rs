@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
-use nvbare::{DeviceBuffer, DeviceSlice, Gpu, Module, Stream};
+use nvbare::{DeviceBuffer, DeviceSlice, Gpu, Module, Stream, VaWindow};
 
 use crate::abi::*;
 use crate::error::{CuResult, err};
@@ -23,6 +23,8 @@ pub struct DeviceSlot {
     pub spec: String,
     /// The open device.
     pub gpu: Gpu,
+    /// The GPU VAs its memory gets: its slice of the default window ([`device_window`]).
+    pub window: VaWindow,
     /// Its primary context and how many retains it has (`cuDevicePrimaryCtxRetain`).
     pub primary: Mutex<Option<(usize, u32)>>,
 }
@@ -111,17 +113,38 @@ fn specs() -> Result<Vec<String>, String> {
     Ok(specs)
 }
 
+/// The GPU VA window of device `ordinal` of `count`: CUDA's address space is unified (no two
+/// devices' pointers overlap), and each nvbare device has an address space of its own, so each
+/// gets an equal, disjoint slice of [`VaWindow::DEFAULT`] (960 GiB: 480 GiB each for two
+/// devices, 120 GiB for eight; at most 240 devices, each slice at least
+/// `nvbare_core::device::VA_SLICE_MIN`).
+pub fn device_window(ordinal: usize, count: usize) -> Result<VaWindow, String> {
+    VaWindow::DEFAULT
+        .slice(ordinal as u64, count as u64)
+        .map_err(|e| format!("the GPU VA window of device {ordinal}: {e}"))
+}
+
 fn open_devices() -> Result<Driver, (CUresult, String)> {
     let specs = specs().map_err(|why| (CUDA_ERROR_NO_DEVICE, why))?;
-    let mut devices = Vec::with_capacity(specs.len());
-    for spec in specs {
-        let opts = nvbare::Options::default().streams(STREAMS_PER_DEVICE);
+    let count = specs.len();
+    let mut devices = Vec::with_capacity(count);
+    for (i, spec) in specs.into_iter().enumerate() {
+        let window = device_window(i, count).map_err(|why| (CUDA_ERROR_NO_DEVICE, why))?;
+        let opts = nvbare::Options::default()
+            .streams(STREAMS_PER_DEVICE)
+            .va_window(window);
         match nvbare::open_with(&spec, opts) {
-            Ok(gpu) => devices.push(DeviceSlot {
-                spec,
-                gpu,
-                primary: Mutex::new(None),
-            }),
+            Ok(gpu) => {
+                if crate::verbose() {
+                    eprintln!("nvbare libcuda: device {i} is {spec}, memory at {window}");
+                }
+                devices.push(DeviceSlot {
+                    spec,
+                    gpu,
+                    window,
+                    primary: Mutex::new(None),
+                })
+            }
             Err(e) => {
                 let ce = crate::error::CuError::from(e);
                 return Err((ce.code, format!("opening {spec}: {}", ce.why)));
@@ -270,6 +293,45 @@ pub struct Objects {
 }
 
 impl Objects {
+    /// Why `len` bytes at `va` of device `device` cannot be recorded: outside the device's
+    /// window, or overlapping memory already recorded (an allocation or module variable of any
+    /// device). `None` when they can. Both mean an address was handed out twice, which would
+    /// make a pointer of one device resolve to another's memory: refused, never overwritten.
+    fn clash(&self, device: usize, va: u64, len: usize) -> Option<String> {
+        let end = va.saturating_add((len as u64).max(1));
+        if let Ok(slot) = self::device(device as CUdevice)
+            && (va < slot.window.base() || end > slot.window.end())
+        {
+            return Some(format!(
+                "{len} bytes at {va:#x} on device {device} ({}) are outside its {}",
+                slot.spec, slot.window
+            ));
+        }
+        // Recorded ranges never overlap one another, so only the nearest one starting below
+        // `end` can overlap `[va, end)`.
+        let near = |m: &BTreeMap<u64, Arc<Alloc>>| {
+            m.range(..end).next_back().map(|(&b, a)| (b, a.clone()))
+        };
+        let alloc = near(&self.allocs);
+        let global = self
+            .globals
+            .range(..end)
+            .next_back()
+            .map(|(&b, (_, a))| (b, a.clone()));
+        [alloc, global].into_iter().flatten().find_map(|(b, a)| {
+            let a_end = b.saturating_add((a.buf.len() as u64).max(1));
+            (a_end > va).then(|| {
+                format!(
+                    "{len} bytes at {va:#x} on device {device} overlap {} bytes at {b:#x} on \
+                     device {}: device addresses were handed out twice (each device has its own \
+                     window; report this with NVBARE_CUDA_LOG=1's output)",
+                    a.buf.len(),
+                    a.device
+                )
+            })
+        })
+    }
+
     /// A new handle value: never 0 (null), 1 or 2 (`CU_STREAM_LEGACY`, `_PER_THREAD`).
     pub fn handle(&mut self) -> usize {
         self.next += 1;
@@ -278,6 +340,42 @@ impl Objects {
 }
 
 static OBJECTS: OnceLock<Mutex<Objects>> = OnceLock::new();
+
+/// Records the device allocation `alloc` (`cuMemAlloc`) and returns its address, or refuses
+/// it with `CUDA_ERROR_UNKNOWN` (always logged) when its range is outside its device's window
+/// or overlaps recorded memory ([`Objects::clash`]); a refused allocation is freed.
+pub fn record_alloc(alloc: Alloc) -> CuResult<CUdeviceptr> {
+    let va = alloc.buf.gpu_va();
+    let mut o = objects();
+    if let Some(why) = o.clash(alloc.device, va, alloc.buf.len()) {
+        // Freed after the table lock is let go (freeing may wait for the GPU).
+        drop(o);
+        drop(alloc);
+        return Err(err(CUDA_ERROR_UNKNOWN, why));
+    }
+    o.allocs.insert(va, Arc::new(alloc));
+    Ok(va)
+}
+
+/// Records the variable `alloc` of module `module` (`cuModuleGetGlobal`) unless it already
+/// is, with the checks of [`record_alloc`].
+pub fn record_global(module: usize, alloc: Alloc) -> CuResult<()> {
+    let va = alloc.buf.gpu_va();
+    let mut o = objects();
+    if let Some((m, a)) = o.globals.get(&va)
+        && *m == module
+        && a.device == alloc.device
+    {
+        return Ok(());
+    }
+    if let Some(why) = o.clash(alloc.device, va, alloc.buf.len()) {
+        drop(o);
+        drop(alloc);
+        return Err(err(CUDA_ERROR_UNKNOWN, why));
+    }
+    o.globals.insert(va, (module, Arc::new(alloc)));
+    Ok(())
+}
 
 /// The handles, locked (briefly: nothing waits on the device while holding this).
 pub fn objects() -> MutexGuard<'static, Objects> {
@@ -413,4 +511,27 @@ pub fn resolve(ptr: CUdeviceptr, len: usize) -> CuResult<DevRange> {
         offset,
         len,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_windows_are_disjoint_slices_of_the_default() {
+        for count in [1, 2, 3, 8] {
+            let w: Vec<VaWindow> = (0..count)
+                .map(|i| device_window(i, count).unwrap())
+                .collect();
+            for (i, a) in w.iter().enumerate() {
+                assert!(VaWindow::DEFAULT.contains(a), "{a}");
+                for b in &w[i + 1..] {
+                    assert!(!a.overlaps(b), "{a} and {b}");
+                }
+            }
+        }
+        assert_eq!(device_window(0, 1).unwrap(), VaWindow::DEFAULT);
+        let e = device_window(0, 241).unwrap_err();
+        assert!(e.contains("open fewer devices"), "{e}");
+    }
 }

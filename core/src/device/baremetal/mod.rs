@@ -41,7 +41,7 @@ pub use rm::BareRm;
 
 use super::{
     Backend, BackendError, Location, MemoryRequest, PeerMapping, PeerPathInfo, PhysRange, RmEvent,
-    RmObjects,
+    RmObjects, VaWindow,
 };
 use crate::chip::identify_mmio;
 use crate::chip::{Architecture, ChipError, ChipInfo, Chipset};
@@ -113,8 +113,10 @@ pub struct BareMetalOptions {
     pub client: ClientConfig,
     /// First handle for the objects nvbare creates in GSP-RM's internal client.
     pub internal_first_handle: u32,
-    /// The GPU VA window memory is mapped into (base, size); must end below 2^40.
-    pub va_window: (u64, u64),
+    /// The GPU VA window memory is mapped into (default [`VaWindow::DEFAULT`]); a
+    /// [`VaWindow`] ends at or below 2^40, as GP entries and semaphores need, and inside every
+    /// MMU format's VA space.
+    pub va_window: VaWindow,
     /// Bytes of page-table memory (every 4 KiB mapped with small pages costs 8 bytes).
     pub table_bytes: u64,
     /// Where the page tables live.
@@ -132,7 +134,7 @@ impl Default for BareMetalOptions {
             label: String::from("bare metal"),
             client: ClientConfig::default(),
             internal_first_handle: 0xcf80_0000,
-            va_window: (0x10_0000_0000, 0xf0_0000_0000),
+            va_window: VaWindow::DEFAULT,
             table_bytes: 16 << 20,
             tables: TablePlacement::Vram,
             golden_image: true,
@@ -350,13 +352,6 @@ impl<H: BarePlatform> BareMetalBackend<H> {
                 needed: vram,
             });
         }
-        let window_end = opts.va_window.0.checked_add(opts.va_window.1);
-        if window_end.is_none_or(|e| e > crate::channel::gpfifo::GP_ADDRESS_LIMIT) {
-            return Err(BareMetalError::Setup(
-                "the VA window must end below 2^40 (GP entries and semaphores are 40-bit)",
-            ));
-        }
-
         let booted = boot(&hw, fw, boot_opts, obs)?;
         let (rpc, state) = booted.split();
         let chip = state.chip().info;
@@ -371,7 +366,7 @@ impl<H: BarePlatform> BareMetalBackend<H> {
             inval,
             opts.tables,
             opts.table_bytes,
-            opts.va_window,
+            (opts.va_window.base(), opts.va_window.size()),
         ) {
             Ok(m) => m,
             Err(e) => {

@@ -51,21 +51,61 @@ fn the_window_is_below_2_40_and_page_aligned() {
     const { assert!(VA_WINDOW_END <= 1 << 40) };
     assert_eq!(VA_WINDOW_BASE % (2 << 20), 0);
     assert_eq!(VA_WINDOW_END % (2 << 20), 0);
+    assert_eq!(
+        (KMOD_VA_WINDOW.base(), KMOD_VA_WINDOW.end()),
+        (VA_WINDOW_BASE, VA_WINDOW_END)
+    );
+}
+
+#[test]
+fn windows_inside_the_reserved_range_are_accepted() {
+    let g = 1u64 << 30;
+    for w in [
+        KMOD_VA_WINDOW,
+        VaWindow::new(VA_WINDOW_BASE, 4 * g).unwrap(),
+        VaWindow::new(VA_WINDOW_END - 8 * g, 8 * g).unwrap(),
+        KMOD_VA_WINDOW.slice(1, 2).unwrap(),
+    ] {
+        assert_eq!(check_window(w).unwrap(), w);
+        let a = va_allocator(w).unwrap();
+        assert_eq!((a.base(), a.size()), (w.base(), w.size()), "{w}");
+    }
+}
+
+#[test]
+fn windows_outside_the_reserved_range_are_refused_saying_where_to_go() {
+    let g = 1u64 << 30;
+    for w in [
+        // Below the base: where RM and the CPU put things.
+        VaWindow::new(0, 4 * g).unwrap(),
+        // Straddling the base.
+        VaWindow::new(VA_WINDOW_BASE - 2 * g, 4 * g).unwrap(),
+        VaWindow::new(0, 1 << 40).unwrap(),
+    ] {
+        let e = check_window(w).unwrap_err();
+        assert!(matches!(e, KmodError::VaWindow(_)), "{e:?}");
+        let t = e.to_string();
+        assert!(
+            t.contains(&format!("{:#x}", w.base())) && t.contains(&KMOD_VA_WINDOW.to_string()),
+            "{t}"
+        );
+        assert!(t.contains("choose a window inside it"), "{t}");
+    }
 }
 
 #[test]
 fn group_windows_are_disjoint_aligned_and_inside_the_window() {
     for n in 1..=8u64 {
-        let w: Vec<_> = group_windows(n).collect();
-        assert_eq!(w.len() as u64, n);
-        for (i, &(base, len)) in w.iter().enumerate() {
-            assert!(len >= 2 << 20 && len % (2 << 20) == 0);
-            assert!(base >= VA_WINDOW_BASE && base + len <= VA_WINDOW_END);
-            if let Some(&(next, _)) = w.get(i + 1) {
-                assert!(base + len <= next);
+        let w: Vec<_> = (0..n).map(|k| group_window(k, n).unwrap()).collect();
+        for (i, p) in w.iter().enumerate() {
+            assert!(p.size() >= 2 << 20 && p.size() % (2 << 20) == 0);
+            assert!(p.base() >= VA_WINDOW_BASE && p.end() <= VA_WINDOW_END);
+            if let Some(next) = w.get(i + 1) {
+                assert!(p.end() <= next.base());
             }
         }
     }
+    assert!(matches!(group_window(2, 2), Err(KmodError::VaWindow(_))));
 }
 
 #[test]

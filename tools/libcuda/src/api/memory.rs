@@ -2,7 +2,6 @@
 //! an nvbare buffer; an address inside one stands for the rest of it ([`state::resolve`]).
 
 use std::ffi::{c_uint, c_void};
-use std::sync::Arc;
 
 use nvbare::Stream;
 
@@ -23,15 +22,10 @@ fn alloc(bytes: usize) -> CuResult<CUdeviceptr> {
         return Err(err(CUDA_ERROR_INVALID_VALUE, "bytesize is 0"));
     }
     let buf = c.gpu.alloc::<u8>(bytes)?;
-    let va = buf.gpu_va();
-    state::objects().allocs.insert(
-        va,
-        Arc::new(Alloc {
-            device: c.device,
-            buf,
-        }),
-    );
-    Ok(va)
+    state::record_alloc(Alloc {
+        device: c.device,
+        buf,
+    })
 }
 
 fn free(ptr: CUdeviceptr) -> CuResult<()> {

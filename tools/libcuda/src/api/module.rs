@@ -285,10 +285,7 @@ entry! {
         let buf = m.module.global::<u8>(name)?;
         let (va, len) = (buf.gpu_va(), buf.len());
         let device = state::get(|o| &o.contexts, m.ctx, "context")?.device;
-        state::objects()
-            .globals
-            .entry(va)
-            .or_insert_with(|| (id(module), Arc::new(state::Alloc { device, buf })));
+        state::record_global(id(module), state::Alloc { device, buf })?;
         if !dptr.is_null() {
             // SAFETY: the caller's out-pointer (non-null).
             unsafe { put(dptr, va as CUdeviceptr, "dptr")? };
