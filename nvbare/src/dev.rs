@@ -42,6 +42,8 @@ pub(crate) trait Dev: Send {
     /// Runs `f` with every call on this device going to stream `stream`.
     fn on_stream(&self, stream: u32, f: &mut dyn FnMut(&dyn Dev) -> Result<()>) -> Result<()>;
     fn synchronize_stream(&self) -> Result<()>;
+    /// Publishes work queued without its doorbell (held launches); does not wait.
+    fn flush(&self) -> Result<()>;
     fn record_event(&self) -> Result<Event>;
     fn event_done(&self, e: &Event) -> Result<bool>;
     /// Waits on the CPU for an event of this device.
@@ -192,6 +194,10 @@ where
 
     fn synchronize_stream(&self) -> Result<()> {
         Ok(self.dev.synchronize_stream()?)
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(self.dev.flush()?)
     }
 
     fn record_event(&self) -> Result<Event> {

@@ -243,6 +243,13 @@ impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         self.run(|dev| dev.synchronize_stream())
     }
+
+    /// Starts what is queued now instead of letting the device layer hold it for launches
+    /// still to come (automatic deferral chains a run of launches; the run's end is only
+    /// known to the caller, for example at the end of a CUDA graph). Does not wait.
+    pub fn flush(&self) -> Result<()> {
+        self.run(|dev| dev.flush())
+    }
 }
 
 /// A recorded point in a stream ([`Stream::record_event`]).

@@ -87,3 +87,27 @@ fn events_of_another_device_are_waited_for() {
     let e = g1.default_stream().dtoh_copy(&buf).unwrap_err();
     assert!(matches!(e, Error::ForeignObject(_)), "{e}");
 }
+
+#[test]
+fn flush_starts_queued_work_and_fails_on_a_closed_device() {
+    let gpu = nvbare::open("sim:gh100").unwrap();
+    let m = demo(&gpu);
+    let add1 = m.function("add1").unwrap();
+    let n = 4096u32;
+    for s in [gpu.default_stream(), gpu.new_stream().unwrap()] {
+        let buf = s.htod_copy(&vec![0u32; n as usize]).unwrap();
+        for _ in 0..3 {
+            s.launch_builder(&add1)
+                .arg(&buf)
+                .arg(&n)
+                .launch(LaunchConfig::for_num_elems(n))
+                .unwrap();
+        }
+        s.flush().unwrap();
+        s.flush().unwrap();
+        assert_eq!(s.dtoh_copy(&buf).unwrap(), vec![3u32; n as usize]);
+    }
+    let s = gpu.default_stream();
+    gpu.close().unwrap();
+    assert!(matches!(s.flush(), Err(Error::Closed(_))));
+}

@@ -332,11 +332,16 @@ entry! {
     /// Replays the nodes on `stream`, in order (into a capturing stream: appends them).
     fn cuGraphLaunch(e: CUgraphExec, stream: CUstream) {
         let e = exec_of(e)?;
-        let nodes = e.nodes.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(c) = capturing(stream)? {
+            let nodes = e.nodes.lock().unwrap_or_else(|p| p.into_inner()).clone();
             return c.add(|| Ok(nodes.into_iter().map(|(_, w)| w).collect()));
         }
         let s = state::stream_of(stream)?;
+        // Held while the nodes are queued (an exec update of this graph from another thread
+        // waits): no copy of the nodes per launch.
+        let nodes = e.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        // No flush at the end: published at once, each graph's kernels start a batch of
+        // their own, and tinygrad's queued JIT steps ran slower that way (docs/performance.md).
         nodes.iter().try_for_each(|(_, w)| run(w, &s))
     }
 
