@@ -62,6 +62,8 @@ mod tests;
 #[cfg(test)]
 mod tests_pio_booter;
 #[cfg(test)]
+mod tests_tu102_layout;
+#[cfg(test)]
 mod tests_unsupported;
 
 use std::collections::VecDeque;
@@ -70,6 +72,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use nvbare_core::chip::{Architecture, BootMethod, Chipset};
+use nvbare_core::falcon::FalconHal;
 use nvbare_core::gsp::boot::abi::{
     GSP_ARGUMENTS_CACHED, GSP_FMC_BOOT_PARAMS, GSP_FW_WPR_META_MAGIC, GSP_FW_WPR_META_REVISION,
     GspFwWprMeta, LibosMemoryRegionInitArgument, NVDM_PAYLOAD_COT, libos_id8,
@@ -91,7 +94,7 @@ use crate::models::ChipModel;
 use crate::rm_service::RmService;
 use crate::{SimBar0, SimGpu, SimPci};
 
-use falcon::{Cpu, Falcon, Riscv, off};
+use falcon::{Cpu, Falcon, RegLayout, Riscv, off};
 pub use firmware::{SimFirmware, SimFwsec};
 
 /// The simulator's clock as a cloneable `Clock`, as `BootHw` wants it.
@@ -601,13 +604,18 @@ impl BootModel {
             0x2_00bc
         };
         let faults = cfg.faults.iter().copied().collect();
+        // TU10x and GA100 have neither the GA102 RISC-V layout nor FALCON2's BROM registers.
+        let layout = match FalconHal::for_chip(info) {
+            FalconHal::Tu102 | FalconHal::Ga100 => RegLayout::Tu102,
+            _ => RegLayout::Ga102,
+        };
         let m = BootModel {
             inner: Arc::new(Mutex::new(Model {
                 cfg,
                 model,
                 fwsec: SimFwsec::new(),
-                gsp: Falcon::new("GSP", GSP_BASE, true),
-                sec2: Falcon::new("SEC2", SEC2_BASE, false),
+                gsp: Falcon::new("GSP", GSP_BASE, true).with_layout(layout),
+                sec2: Falcon::new("SEC2", SEC2_BASE, false).with_layout(layout),
                 jobs: [None, None],
                 wpr2: None,
                 gfw_ready_at: Some(Duration::ZERO),
