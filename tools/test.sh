@@ -72,5 +72,8 @@ done
 step "witness: unmodified tinygrad 0.14.0 boots the simulated AD102 and GB202 (docs/witness.md)"
 bash tools/witness/tinygrad.sh
 
+step "tinygrad 0.14.0's CUDA backend on nvbare's libcuda.so.1 over the simulated GH100 (docs/libcuda.md)"
+bash tools/libcuda/tinygrad/sim.sh
+
 echo
 echo "all tests passed"

@@ -16,7 +16,9 @@ use alloc::string::ToString;
 use alloc::vec::Vec;
 use core::fmt;
 
-use nvbare_core::device::{Backend, Device, DeviceError, Module, Program, ProgramError};
+use nvbare_core::device::{
+    Backend, Device, DeviceError, Module, Program, ProgramError, ProgramGlobal,
+};
 
 use crate::cubin::{Cubin, CubinError, Kernel};
 
@@ -40,6 +42,17 @@ impl Program for Cubin {
 
     fn kernels(&self) -> Vec<Kernel> {
         self.kernels.clone()
+    }
+
+    fn globals(&self) -> Vec<ProgramGlobal> {
+        self.globals
+            .iter()
+            .map(|g| ProgramGlobal {
+                name: g.name.clone(),
+                image_offset: g.image_offset,
+                size: g.size,
+            })
+            .collect()
     }
 }
 

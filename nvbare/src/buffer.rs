@@ -14,6 +14,9 @@ use crate::{DeviceRepr, Error, Result};
 pub(crate) struct Memory {
     pub gpu: Arc<GpuShared>,
     pub raw: RawBuffer,
+    /// For a module's device variable ([`crate::Module::global`]): the module whose image
+    /// holds it, kept loaded; the memory is the module's, never freed on its own.
+    pub module: Option<Arc<crate::module::Loaded>>,
 }
 
 impl std::fmt::Debug for Memory {
@@ -27,6 +30,9 @@ impl std::fmt::Debug for Memory {
 
 impl Drop for Memory {
     fn drop(&mut self) {
+        if self.module.is_some() {
+            return;
+        }
         // A closed device freed everything already.
         if let Ok(d) = self.gpu.lock() {
             d.free(self.raw);
@@ -117,8 +123,32 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
             mem: Arc::new(Memory {
                 gpu: gpu.clone(),
                 raw,
+                module: None,
             }),
             len,
+            _t: PhantomData,
+        })
+    }
+
+    /// A module's device variable as a buffer: `raw` views the module's image, which `module`
+    /// keeps loaded.
+    pub(crate) fn of_module(module: Arc<crate::module::Loaded>, raw: RawBuffer) -> Result<Self> {
+        let size = size_of::<T>() as u64;
+        if size == 0 || !raw.bytes().is_multiple_of(size) {
+            return Err(Error::Device(nvbare_core::device::DeviceError::BadRange(
+                format!(
+                    "a device variable of {} bytes read as elements of {size} bytes",
+                    raw.bytes()
+                ),
+            )));
+        }
+        Ok(DeviceBuffer {
+            len: (raw.bytes() / size) as usize,
+            mem: Arc::new(Memory {
+                gpu: module.gpu.clone(),
+                raw,
+                module: Some(module),
+            }),
             _t: PhantomData,
         })
     }
@@ -128,7 +158,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         self.len
     }
 
-    /// Whether it holds no elements (never: buffers hold at least one byte).
+    /// Whether it holds no elements (never for an allocation: those hold at least one byte).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

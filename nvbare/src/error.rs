@@ -26,6 +26,13 @@ pub enum Error {
     /// A cubin that could not be loaded.
     #[error("{0}")]
     Program(String),
+    /// PTX that could not be compiled ([`crate::Gpu::load_ptx`], feature `jit`): nvJitLink is
+    /// not installed (the message says how: `pip install nvidia-nvjitlink`, the CUDA toolkit,
+    /// or `NVBARE_NVJITLINK=/path/to/libnvJitLink.so`), or the PTX does not compile (with
+    /// nvJitLink's log).
+    #[cfg(feature = "jit")]
+    #[error(transparent)]
+    Jit(#[from] nvbare_pci_host::jit::JitError),
     /// Kernel arguments that do not match the kernel's parameters.
     #[error("{0}")]
     Arguments(String),

@@ -319,6 +319,19 @@ impl Gpu {
         Ok(Module::new(self.shared.clone(), raw))
     }
 
+    /// Compiles PTX for this GPU's shader model with NVIDIA's nvJitLink (found at run time:
+    /// `$NVBARE_NVJITLINK`, else `libnvJitLink.so*` on the loader's path, under
+    /// `$CUDA_HOME/lib64` and `/usr/local/cuda/lib64`, and in the `nvidia-nvjitlink` Python
+    /// wheels; docs/libcuda.md) and loads the cubin, as [`Gpu::load_cubin`]. Compiled cubins
+    /// are cached in memory by PTX text and target. Feature `jit`. Without nvJitLink:
+    /// [`Error::Jit`](crate::Error::Jit) saying how to install it.
+    #[cfg(feature = "jit")]
+    pub fn load_ptx(&self, ptx: &str) -> Result<Module> {
+        let ptx = ptx.trim_end_matches('\0');
+        let cubin = nvbare_pci_host::jit::compile(ptx.as_bytes(), self.info().sm)?;
+        self.load_cubin(&cubin)
+    }
+
     /// A buffer of `len` elements in device memory, contents undefined.
     pub fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         DeviceBuffer::alloc(&self.shared, len, Location::Device, false)

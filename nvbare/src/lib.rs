@@ -59,7 +59,7 @@ pub use launch::{ByValue, KernelArg, LaunchBuilder};
 pub use module::{Function, Module};
 pub use stream::{Event, Stream};
 
-pub use nvbare_core::device::{DeviceInfo, DeviceRepr, LaunchConfig, Location};
+pub use nvbare_core::device::{DeviceInfo, DeviceRepr, GlobalInfo, LaunchConfig, Location};
 
 /// The cubin of demo kernels nvbare's simulator ships for shader model `sm` (80, 89, 90, 100,
 /// 120): `empty()`, `add1(u32*, u32)`, `vector_add(f32*, f32*, f32*, u32)`,

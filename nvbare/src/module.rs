@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use nvbare_core::device::{DeviceError, KernelInfo, RawModule};
+use nvbare_core::device::{DeviceError, GlobalInfo, KernelInfo, RawModule};
 
 use crate::gpu::GpuShared;
-use crate::{Error, Result};
+use crate::{DeviceBuffer, DeviceRepr, Error, Result};
 
 pub(crate) struct Loaded {
     pub gpu: Arc<GpuShared>,
@@ -45,6 +45,25 @@ impl Module {
     /// Every kernel, with its parameters.
     pub fn kernels(&self) -> &[KernelInfo] {
         self.loaded.raw.kernels()
+    }
+
+    /// Every device variable (`__device__` globals of `.nv.global` and `.nv.global.init`):
+    /// name, GPU VA and size.
+    pub fn globals(&self) -> &[GlobalInfo] {
+        self.loaded.raw.globals()
+    }
+
+    /// The device variable called `name` (mangled for C++ names outside `extern "C"`), as a
+    /// buffer of `T` over its bytes in the module's image: copy to and from it, or pass it to
+    /// a kernel, like any [`DeviceBuffer`]. It keeps the module loaded and is never freed on
+    /// its own. A missing name is [`DeviceError::NoSuchGlobal`] (listing the module's
+    /// variables); a size that is not a multiple of `T`'s is [`DeviceError::BadRange`].
+    ///
+    /// `__constant__` variables are not found: they live in constant banks, which are not
+    /// listed yet.
+    pub fn global<T: DeviceRepr>(&self, name: &str) -> Result<DeviceBuffer<T>> {
+        let raw = self.loaded.raw.global(name)?;
+        DeviceBuffer::of_module(self.loaded.clone(), raw)
     }
 
     /// The kernel called `name` (its mangled name for C++ kernels; `extern "C"` ones keep

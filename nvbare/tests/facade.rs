@@ -213,3 +213,38 @@ fn handles_of_a_closed_device_fail_with_closed() {
     // Dropping handles of a closed device is harmless.
     drop(buf);
 }
+
+#[test]
+fn module_globals_are_buffers_and_a_missing_name_says_what_there_is() {
+    let gpu = sim("gh100");
+    let s = gpu.default_stream();
+    let m = demo(&gpu);
+    // kernels.ptx's zero-initialised `.nv.global` variable.
+    let g = m
+        .globals()
+        .iter()
+        .find(|g| g.name == "spin_forever_release")
+        .cloned()
+        .unwrap();
+    assert_eq!(g.size, 4);
+    let v = m.global::<u32>("spin_forever_release").unwrap();
+    assert_eq!((v.len(), v.gpu_va()), (1, g.va));
+    assert_eq!(s.dtoh_copy(&v).unwrap(), [0]);
+    s.htod_copy_into(&[7u32], &v).unwrap();
+    assert_eq!(s.dtoh_copy(&v).unwrap(), [7]);
+    // The buffer keeps the module loaded after the module handle goes.
+    drop(m);
+    assert_eq!(s.dtoh_copy(&v).unwrap(), [7]);
+    let m = demo(&gpu);
+    let e = m.global::<u8>("no_such_variable").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Device(nvbare_core::device::DeviceError::NoSuchGlobal(_))
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("spin_forever_release"), "{e}");
+    drop(v);
+    gpu.close().unwrap();
+}

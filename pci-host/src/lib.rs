@@ -24,6 +24,8 @@ pub mod config;
 pub mod dma;
 #[cfg(feature = "device")]
 pub mod flusher;
+#[cfg(feature = "jit")]
+pub mod jit;
 #[cfg(feature = "nvidia-kmod")]
 pub mod nvidia;
 mod pci_ids;

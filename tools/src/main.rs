@@ -190,6 +190,12 @@ enum Command {
     /// Talk to a device's RM: alloc, control (by NVIDIA's names, replies decoded) and free;
     /// with no subcommand, read such commands from standard input (handles kept between them).
     Rm(cmd::rm::RmArgs),
+    /// nvbare's libcuda.so.1 (the CUDA driver API over nvbare, docs/libcuda.md): `env` prints
+    /// the LD_LIBRARY_PATH line that makes programs load it instead of NVIDIA's.
+    Cuda {
+        #[command(subcommand)]
+        command: cmd::cuda::CudaCommand,
+    },
     /// Fetch GSP firmware r570.144 into the cache, or inspect a firmware file.
     Fw {
         #[command(subcommand)]
@@ -269,6 +275,7 @@ fn main() -> ExitCode {
             },
         ),
         Command::Cubin { command } => cmd::cubin::run(&mut out, command),
+        Command::Cuda { command } => cmd::cuda::run(&mut out, command),
         Command::Bind {
             bdf,
             dry_run,

@@ -253,6 +253,8 @@ pub enum DeviceError {
     },
     /// No kernel of that name in the module.
     NoSuchKernel(String),
+    /// No device variable of that name in the module.
+    NoSuchGlobal(String),
     /// The launch configuration does not fit the hardware or the kernel.
     Launch(LaunchError),
     /// A QMD could not be built.
@@ -312,6 +314,11 @@ impl fmt::Display for DeviceError {
                     "the module has no kernel `{k}` (check the name and `extern \"C\"`)"
                 )
             }
+            DeviceError::NoSuchGlobal(g) => write!(
+                f,
+                "the module has no device variable `{g}` (a `__device__` global; check the \
+                 name and `extern \"C\"`)"
+            ),
             DeviceError::Launch(e) => write!(f, "invalid launch: {e}"),
             DeviceError::Qmd(e) => write!(f, "cannot build the QMD: {e}"),
             DeviceError::Arguments(s) => write!(f, "kernel arguments: {s}"),

@@ -10,7 +10,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 use super::backend::{Backend, Location, Purpose};
 use super::copy::CopyPath;
 use super::launch::{CallInputs, LaunchRecord};
-use super::module::{Arg, Function, KernelInfo, LaunchConfig, Module};
+use super::module::{Arg, Function, GlobalInfo, KernelInfo, LaunchConfig, Module};
 use super::program::Program;
 use super::qmd::LaunchKey;
 use super::{Device, DeviceError};
@@ -133,6 +133,18 @@ impl RawBuffer {
     /// Where it lives.
     pub fn location(&self) -> Location {
         self.location
+    }
+
+    /// A view of the bytes of global `g` of the program in `slot` (no memory of its own).
+    pub(super) fn view(device: u32, slot: usize, generation: u32, g: &GlobalInfo) -> RawBuffer {
+        RawBuffer {
+            device,
+            slot,
+            generation,
+            bytes: g.size,
+            va: g.va,
+            location: Location::Device,
+        }
     }
 
     /// A device pointer `offset` bytes in, as a kernel argument.
@@ -389,6 +401,11 @@ impl<B: Backend> Device<B> {
             .into_iter()
             .map(|k| KernelInfo::loaded(base, k))
             .collect();
+        let globals: Vec<GlobalInfo> = program
+            .globals()
+            .into_iter()
+            .map(|g| GlobalInfo::loaded(base, g))
+            .collect();
         Ok(Module {
             dev: self,
             slot,
@@ -397,6 +414,7 @@ impl<B: Backend> Device<B> {
             sm,
             sass_version: program.sass_version(),
             kernels: kernels.into(),
+            globals: globals.into(),
             owned: true,
         })
     }

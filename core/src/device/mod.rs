@@ -103,10 +103,10 @@ pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery,
 pub use fast::{AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher};
 pub use launch::LaunchRecord;
 pub use memory::{DeviceBuffer, DeviceRepr, RawBuffer};
-pub use module::{Arg, Function, KernelInfo, LaunchConfig, Module, RawModule};
+pub use module::{Arg, Function, GlobalInfo, KernelInfo, LaunchConfig, Module, RawModule};
 pub use open::MAX_STREAMS;
 pub use peer::{Event, PeerBuffer, PeerLink, PeerMode, PeerPath, PeerSemaphore};
-pub use program::{Program, ProgramError};
+pub use program::{Program, ProgramError, ProgramGlobal};
 
 pub use crate::channel::gpfifo::DoorbellFence;
 use crate::chip::{ChipInfo, Chipset, QmdVersion};

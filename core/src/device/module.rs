@@ -1,11 +1,14 @@
 //! Loaded programs, kernels, launch configurations and kernel arguments.
 
+use alloc::string::String;
 use alloc::sync::Arc;
+use alloc::vec::Vec;
 use core::fmt;
 use core::ops::Deref;
 
 use super::Device;
 use super::backend::Backend;
+use super::memory::RawBuffer;
 use crate::kernel::Kernel;
 
 /// Grid, block and dynamic shared memory of a launch (as in CUDA's `<<<grid, block, shmem>>>`).
@@ -171,6 +174,44 @@ impl Deref for KernelInfo {
     }
 }
 
+/// A device variable of a loaded module (a cubin's `__device__` global): where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalInfo {
+    /// Symbol name (mangled for C++ names outside `extern "C"`).
+    pub name: String,
+    /// GPU VA of its first byte (inside the module's image).
+    pub va: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+impl GlobalInfo {
+    /// The program's global `g` loaded at GPU VA `base`.
+    pub(super) fn loaded(base: u64, g: super::ProgramGlobal) -> GlobalInfo {
+        GlobalInfo {
+            name: g.name,
+            va: base + g.image_offset,
+            size: g.size,
+        }
+    }
+}
+
+/// The global called `name` of `globals`, or [`DeviceError::NoSuchGlobal`](super::DeviceError)
+/// naming the ones there are.
+fn find_global<'a>(
+    globals: &'a [GlobalInfo],
+    name: &str,
+) -> Result<&'a GlobalInfo, super::DeviceError> {
+    globals.iter().find(|g| g.name == name).ok_or_else(|| {
+        let names: Vec<&str> = globals.iter().map(|g| g.name.as_str()).collect();
+        super::DeviceError::NoSuchGlobal(if names.is_empty() {
+            alloc::format!("{name}` (it has none)")
+        } else {
+            alloc::format!("{name}` (it has `{}`)", names.join("`, `"))
+        })
+    })
+}
+
 /// A loaded program: its image lives in device memory until the module is dropped.
 pub struct Module<'d, B: Backend> {
     pub(super) dev: &'d Device<B>,
@@ -180,6 +221,7 @@ pub struct Module<'d, B: Backend> {
     pub(super) sm: u32,
     pub(super) sass_version: u32,
     pub(super) kernels: Arc<[KernelInfo]>,
+    pub(super) globals: Arc<[GlobalInfo]>,
     /// Dropping it unloads the image (not for a view of a [`RawModule`]).
     pub(super) owned: bool,
 }
@@ -208,6 +250,17 @@ impl<'d, B: Backend> Module<'d, B> {
     /// Every kernel.
     pub fn kernels(&self) -> &[KernelInfo] {
         &self.kernels
+    }
+
+    /// Every device variable (`__device__` globals), where it is loaded.
+    pub fn globals(&self) -> &[GlobalInfo] {
+        &self.globals
+    }
+
+    /// The device variable called `name`: its GPU VA and size
+    /// ([`DeviceError::NoSuchGlobal`](super::DeviceError) when there is none).
+    pub fn global(&self, name: &str) -> Result<&GlobalInfo, super::DeviceError> {
+        find_global(&self.globals, name)
     }
 
     /// The kernel called `name`.
@@ -252,6 +305,7 @@ impl<'d, B: Backend> Module<'d, B> {
             sm: self.sm,
             sass_version: self.sass_version,
             kernels: self.kernels.clone(),
+            globals: self.globals.clone(),
         }
     }
 }
@@ -267,6 +321,7 @@ pub struct RawModule {
     pub(super) sm: u32,
     pub(super) sass_version: u32,
     pub(super) kernels: Arc<[KernelInfo]>,
+    pub(super) globals: Arc<[GlobalInfo]>,
 }
 
 impl RawModule {
@@ -283,6 +338,19 @@ impl RawModule {
     /// The index of the kernel called `name` (for [`Module::function_at`]).
     pub fn kernel_index(&self, name: &str) -> Option<usize> {
         self.kernels.iter().position(|k| k.name == name)
+    }
+
+    /// Every device variable.
+    pub fn globals(&self) -> &[GlobalInfo] {
+        &self.globals
+    }
+
+    /// The device variable called `name` as a buffer of its bytes inside the image: use it
+    /// through [`Device::with_buffer`] while the module is loaded, and never free it (it is
+    /// the module's memory; [`Device::free_raw_module`] frees it with the rest).
+    pub fn global(&self, name: &str) -> Result<RawBuffer, super::DeviceError> {
+        let g = find_global(&self.globals, name)?;
+        Ok(RawBuffer::view(self.device, self.slot, self.generation, g))
     }
 }
 
@@ -305,6 +373,7 @@ impl<B: Backend> Device<B> {
             sm: raw.sm,
             sass_version: raw.sass_version,
             kernels: raw.kernels.clone(),
+            globals: raw.globals.clone(),
             owned: false,
         };
         Ok(f(&m))

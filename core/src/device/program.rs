@@ -24,6 +24,18 @@ impl fmt::Display for ProgramError {
 
 impl core::error::Error for ProgramError {}
 
+/// A device variable of a program (a cubin's `.nv.global` / `.nv.global.init` symbol): where
+/// it lies in the image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramGlobal {
+    /// Symbol name.
+    pub name: String,
+    /// Byte offset in the image.
+    pub image_offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
 /// A loadable program (a parsed cubin).
 pub trait Program {
     /// Shader model it was compiled for, `major * 10 + minor`.
@@ -39,4 +51,8 @@ pub trait Program {
     fn image(&self, base_va: u64) -> Result<Vec<u8>, ProgramError>;
     /// Its kernels, with offsets relative to the image.
     fn kernels(&self) -> Vec<Kernel>;
+    /// Its device variables, with offsets relative to the image (none by default).
+    fn globals(&self) -> Vec<ProgramGlobal> {
+        Vec::new()
+    }
 }

@@ -73,6 +73,10 @@ impl From<Error> for CuError {
             Error::ForeignObject(_) => CUDA_ERROR_INVALID_CONTEXT,
             Error::Closed(_) => CUDA_ERROR_CONTEXT_IS_DESTROYED,
             Error::Device(d) => device_code(d),
+            Error::Jit(nvbare_pci_host::jit::JitError::NotFound(_)) => {
+                CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+            }
+            Error::Jit(_) => CUDA_ERROR_INVALID_PTX,
             _ => CUDA_ERROR_UNKNOWN,
         };
         err(code, e.to_string())
@@ -89,7 +93,7 @@ fn device_code(e: &nvbare_core::device::DeviceError) -> CUresult {
         D::Timeout { .. } => CUDA_ERROR_LAUNCH_TIMEOUT,
         D::Program(_) => CUDA_ERROR_INVALID_IMAGE,
         D::WrongSm { .. } => CUDA_ERROR_NO_BINARY_FOR_GPU,
-        D::NoSuchKernel(_) => CUDA_ERROR_NOT_FOUND,
+        D::NoSuchKernel(_) | D::NoSuchGlobal(_) => CUDA_ERROR_NOT_FOUND,
         D::Launch(_) | D::Qmd(_) => CUDA_ERROR_INVALID_VALUE,
         D::Arguments(_) | D::BadRange(_) => CUDA_ERROR_INVALID_VALUE,
         D::ForeignObject(_) => CUDA_ERROR_INVALID_CONTEXT,

@@ -256,6 +256,9 @@ pub struct Objects {
     pub functions: HashMap<usize, Arc<FuncObj>>,
     /// Device allocations by GPU VA.
     pub allocs: BTreeMap<u64, Arc<Alloc>>,
+    /// Device variables of loaded modules by GPU VA, with their module's handle
+    /// (cuModuleGetGlobal_v2; copies and memsets find them as they find allocations).
+    pub globals: BTreeMap<u64, (usize, Arc<Alloc>)>,
     /// Host allocations by address.
     pub host: HashMap<usize, HostAlloc>,
     /// Graphs.
@@ -375,10 +378,29 @@ pub fn resolve(ptr: CUdeviceptr, len: usize) -> CuResult<DevRange> {
     let bad = || {
         err(
             CUDA_ERROR_INVALID_VALUE,
-            format!("{len} bytes at {ptr:#x} are not inside one allocation (cuMemAlloc)"),
+            format!(
+                "{len} bytes at {ptr:#x} are not inside one allocation (cuMemAlloc) or module \
+                 variable"
+            ),
         )
     };
-    let (base, a) = o.allocs.range(..=ptr).next_back().ok_or_else(bad)?;
+    let alloc = o.allocs.range(..=ptr).next_back();
+    let global = o
+        .globals
+        .range(..=ptr)
+        .next_back()
+        .map(|(b, (_, a))| (b, a));
+    // The nearer of the two below `ptr` is the only one that can hold it.
+    let (base, a) = match (alloc, global) {
+        (Some(x), Some(g)) => {
+            if g.0 > x.0 {
+                g
+            } else {
+                x
+            }
+        }
+        (x, g) => x.or(g).ok_or_else(bad)?,
+    };
     let offset = usize::try_from(ptr - base).map_err(|_| bad())?;
     let end = offset.checked_add(len).ok_or_else(bad)?;
     if end > a.buf.len() || (len == 0 && offset >= a.buf.len()) {

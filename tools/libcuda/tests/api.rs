@@ -670,3 +670,62 @@ fn a_two_node_graph_replays_and_updates() {
         assert_eq!(cuMemFree_v2(p), CUDA_SUCCESS);
     }
 }
+
+#[test]
+fn module_globals_by_name() {
+    let _g = setup();
+    context();
+    let (m, _) = add1();
+    let (mut p, mut n): (CUdeviceptr, usize) = (0, 0);
+    // SAFETY: out-pointers to locals (or null, which CUDA allows), NUL-terminated names.
+    unsafe {
+        assert_eq!(
+            cuModuleGetGlobal_v2(&mut p, &mut n, m, c"spin_forever_release".as_ptr()),
+            CUDA_SUCCESS
+        );
+        assert_eq!(n, 4);
+        assert_ne!(p, 0);
+        // Either out-pointer may be null; the same variable answers the same.
+        let mut q = 0;
+        assert_eq!(
+            cuModuleGetGlobal_v2(&mut q, null_mut(), m, c"spin_forever_release".as_ptr()),
+            CUDA_SUCCESS
+        );
+        assert_eq!(q, p);
+        let mut k = 0;
+        assert_eq!(
+            cuModuleGetGlobal_v2(null_mut(), &mut k, m, c"spin_forever_release".as_ptr()),
+            CUDA_SUCCESS
+        );
+        assert_eq!(k, 4);
+        // Copies and memsets take its address like an allocation's.
+        assert_eq!(read_back(p, 1), [0]);
+        let v = 41u32;
+        assert_eq!(cuMemcpyHtoD_v2(p, (&raw const v).cast(), 4), CUDA_SUCCESS);
+        assert_eq!(read_back(p, 1), [41]);
+        assert_eq!(cuMemsetD32_v2(p, 5, 1), CUDA_SUCCESS);
+        assert_eq!(read_back(p, 1), [5]);
+        // Not an allocation: cuMemFree refuses it.
+        assert_eq!(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+        // A missing name, a null name, a stale module.
+        assert_eq!(
+            cuModuleGetGlobal_v2(&mut p, &mut n, m, c"nope".as_ptr()),
+            CUDA_ERROR_NOT_FOUND
+        );
+        assert_eq!(
+            cuModuleGetGlobal_v2(&mut p, &mut n, m, null()),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        assert_eq!(cuModuleUnload(m), CUDA_SUCCESS);
+        assert_eq!(
+            cuModuleGetGlobal_v2(&mut q, &mut n, m, c"spin_forever_release".as_ptr()),
+            CUDA_ERROR_INVALID_HANDLE
+        );
+        // The unloaded module's variable is no longer memory.
+        let mut out = 0u32;
+        assert_eq!(
+            cuMemcpyDtoH_v2((&raw mut out).cast(), p, 4),
+            CUDA_ERROR_INVALID_VALUE
+        );
+    }
+}

@@ -7,6 +7,7 @@ pub mod bench_rpc;
 pub mod bind;
 pub mod boot;
 pub mod cubin;
+pub mod cuda;
 pub mod decode;
 pub mod decode_pushbuf;
 pub mod demo;

@@ -76,11 +76,17 @@ pub(crate) fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: &Stream
             )
         })?;
         tmp.resize(n, 0);
-        let src_stream = state::device(s.alloc.device as CUdevice)?
-            .gpu
-            .default_stream();
-        src_stream.dtoh_copy_into(&s.slice()?, &mut tmp)?;
-        return Ok(stream.htod_copy_into(&tmp, &d.slice()?)?);
+        // `stream` belongs to one of the two devices; each half runs on its own device's
+        // default stream, so the copy is done (synchronously) before this returns: after the
+        // caller's earlier work on `stream`, before anything queued later.
+        stream.synchronize()?;
+        let on = |dev: usize| -> CuResult<Stream> {
+            Ok(state::device(dev as CUdevice)?.gpu.default_stream())
+        };
+        on(s.alloc.device)?.dtoh_copy_into(&s.slice()?, &mut tmp)?;
+        let dst_stream = on(d.alloc.device)?;
+        dst_stream.htod_copy_into(&tmp, &d.slice()?)?;
+        return Ok(dst_stream.synchronize()?);
     }
     Ok(stream.dtod_copy(&s.slice()?, &d.slice()?)?)
 }

@@ -230,9 +230,10 @@ entry! {
             .remove(&h)
             .ok_or_else(|| err(CUDA_ERROR_INVALID_HANDLE, format!("module {h:#x}")))?;
         let functions: Vec<_> = o.functions.extract_if(|_, f| f.module == h).collect();
+        let globals: Vec<_> = o.globals.extract_if(.., |_, (gm, _)| *gm == h).collect();
         // The image is freed (which may wait for the GPU) after the table lock is let go.
         drop(o);
-        drop((functions, m));
+        drop((functions, globals, m));
         Ok(())
     }
 
@@ -269,17 +270,34 @@ entry! {
         unsafe { put(hfunc, handle(h), "hfunc") }
     }
 
-    /// Not yet: the facade does not look module globals up by name.
+    /// The device variable `name` of `module`: its address and size (either out-pointer may
+    /// be null). The address works with every copy and memset while the module is loaded.
     fn cuModuleGetGlobal_v2(
         dptr: *mut CUdeviceptr,
         bytes: *mut usize,
         module: CUmodule,
         name: *const c_char,
     ) {
-        let _ = (dptr, bytes, name);
-        module_of(module)?;
-        crate::log_once("cuModuleGetGlobal_v2 is not supported yet");
-        Err(err(CUDA_ERROR_NOT_SUPPORTED, "module globals by name"))
+        state::driver()?;
+        let m = module_of(module)?;
+        // SAFETY: the caller's NUL-terminated variable name.
+        let name = unsafe { cstr(name, "name")? };
+        let buf = m.module.global::<u8>(name)?;
+        let (va, len) = (buf.gpu_va(), buf.len());
+        let device = state::get(|o| &o.contexts, m.ctx, "context")?.device;
+        state::objects()
+            .globals
+            .entry(va)
+            .or_insert_with(|| (id(module), Arc::new(state::Alloc { device, buf })));
+        if !dptr.is_null() {
+            // SAFETY: the caller's out-pointer (non-null).
+            unsafe { put(dptr, va as CUdeviceptr, "dptr")? };
+        }
+        if !bytes.is_null() {
+            // SAFETY: the caller's out-pointer (non-null).
+            unsafe { put(bytes, len, "bytes")? };
+        }
+        Ok(())
     }
 
     fn cuFuncGetAttribute(pi: *mut c_int, attrib: c_int, hfunc: CUfunction) {
