@@ -59,6 +59,10 @@ pub struct WprParams {
     pub pmu_reserved: u64,
     /// `memmgrGetFBEndReserveSizeEstimate`.
     pub fb_end_reserve_estimate: u64,
+    /// `kgspGetFrtsSize`: [`FRTS_SIZE`], or 0 on GA100 (`kgspGetFrtsSize_4a4dee` in
+    /// `g_kernel_gsp_nvoc.c`), where FWSEC-FRTS does not run (`kgspBootstrap_TU102` runs it only
+    /// for a non-empty FRTS region).
+    pub frts_size: u64,
 }
 
 impl WprParams {
@@ -90,6 +94,11 @@ impl WprParams {
             // 0x800000 backing store + 0x1000000 surfaces + 4 KiB misc, 128 KiB aligned.
             pmu_reserved: if blackwell { 0x182_0000 } else { 0 },
             fb_end_reserve_estimate: if blackwell { 0x22_0000 } else { 0x20_0000 },
+            frts_size: if info.chipset == Chipset::GA100 {
+                0
+            } else {
+                FRTS_SIZE
+            },
         }
     }
 
@@ -168,8 +177,8 @@ pub fn layout_tu102(
     meta.vgaWorkspaceOffset = sub(fb_size, VGA_WORKSPACE_SIZE, fb_size)?;
     meta.vgaWorkspaceSize = VGA_WORKSPACE_SIZE;
     meta.gspFwWprEnd = align_down(meta.vgaWorkspaceOffset, 128 * KIB);
-    meta.frtsSize = FRTS_SIZE;
-    meta.frtsOffset = sub(meta.gspFwWprEnd, FRTS_SIZE, fb_size)?;
+    meta.frtsSize = params.frts_size;
+    meta.frtsOffset = sub(meta.gspFwWprEnd, params.frts_size, fb_size)?;
     meta.bootBinOffset = align_down(
         sub(meta.frtsOffset, meta.sizeOfBootloader, fb_size)?,
         4 * KIB,
@@ -249,7 +258,9 @@ pub fn fb_layout_tu102(meta: &GspFwWprMeta) -> Result<FbLayout, LayoutError> {
         meta.sizeOfBootloader,
         FbOwner::BootBin,
     )?;
-    r(&mut l, meta.frtsOffset, meta.frtsSize, FbOwner::Frts)?;
+    if meta.frtsSize != 0 {
+        r(&mut l, meta.frtsOffset, meta.frtsSize, FbOwner::Frts)?;
+    }
     r(
         &mut l,
         meta.vgaWorkspaceOffset,
@@ -359,6 +370,36 @@ mod tests {
         assert_eq!(l.reservations()[0].base + l.reservations()[0].size, fb);
         // More than tinygrad's 64 MiB: about 198 MiB on a 24 GiB board.
         assert!(fb - m.gspFwRsvdStart > 190 * MIB);
+    }
+
+    #[test]
+    fn ga100_has_no_frts_region_and_turing_has_one() {
+        // kgspGetFrtsSize_4a4dee (GA100) returns 0; _TU102 (TU10x, GA102 on) the 1 MiB region.
+        for (chip, frts) in [
+            (Chipset::GA100, 0),
+            (Chipset::TU102, FRTS_SIZE),
+            (Chipset::TU104, FRTS_SIZE),
+            (Chipset::GA102, FRTS_SIZE),
+        ] {
+            let p = WprParams::for_chip(chip.info());
+            assert_eq!(p.frts_size, frts, "{chip}");
+            let fb = 40_960u64 << 20;
+            let mut m = GspFwWprMeta {
+                sizeOfBootloader: 0x9000,
+                sizeOfRadix3Elf: 0x3c9_9000,
+                ..Default::default()
+            };
+            layout_tu102(&mut m, &p, fb).unwrap();
+            assert_eq!(m.frtsSize, frts, "{chip}");
+            assert_eq!(m.frtsOffset, m.gspFwWprEnd - frts, "{chip}");
+            assert!(
+                m.bootBinOffset + m.sizeOfBootloader <= m.frtsOffset,
+                "{chip}"
+            );
+            let l = fb_layout_tu102(&m).unwrap();
+            let has_frts = l.reservations().iter().any(|r| r.owner == FbOwner::Frts);
+            assert_eq!(has_frts, frts != 0, "{chip}");
+        }
     }
 
     #[test]
