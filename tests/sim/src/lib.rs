@@ -140,16 +140,16 @@ impl SimGpu {
         let (boot0, boot42) = chip::boot_registers(m.chipset, m.revision.0, m.revision.1);
         regs.set(NV_PMC_BOOT_0::OFFSET, boot0);
         regs.set(NV_PMC_BOOT_42::OFFSET, boot42);
-        // Where devinit leaves the usable size depends on the chip (`FbSizeSource`): TU10x and
-        // GA100 have no NV_USABLE_FB_SIZE_IN_MB (ga102 on), only LOCAL_MEMORY_RANGE.
-        match nvbare_core::mm::vram::FbSizeSource::for_chip(m.chipset.info()) {
-            nvbare_core::mm::vram::FbSizeSource::LocalMemoryRange => regs.set(
+        // Where devinit leaves the usable size depends on the chip: TU10x and GA100 have no
+        // NV_USABLE_FB_SIZE_IN_MB (ga102's dev_gc6_island.h on), only
+        // NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE (gp102 dev_fb.h, kmemsysReadUsableFbSize_GP102).
+        if m.has_local_memory_range_only() {
+            regs.set(
                 nvbare_core::regs::pfb::NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::OFFSET,
                 local_memory_range(m.vram_mib),
-            ),
-            nvbare_core::mm::vram::FbSizeSource::UsableFbSizeInMb => {
-                regs.set(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::OFFSET, m.vram_mib)
-            }
+            );
+        } else {
+            regs.set(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::OFFSET, m.vram_mib);
         }
         regs.set(
             NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_PRIV_LEVEL_MASK::OFFSET,
@@ -395,8 +395,13 @@ mod tests {
             let gpu = SimGpu::new(SimConfig::new(m).with_virtual_time());
             let c = chip::identify_mmio(&gpu.bar0()).unwrap();
             assert_eq!(c.chipset(), m.chipset);
-            let vram = NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(&gpu.bar0()).vram_bytes();
-            assert_eq!(vram, gpu.vram().size());
+            let vram = if m.has_local_memory_range_only() {
+                nvbare_core::regs::pfb::NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::read(&gpu.bar0())
+                    .usable_bytes()
+            } else {
+                NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(&gpu.bar0()).vram_bytes()
+            };
+            assert_eq!(vram, gpu.vram().size(), "{}", m.board);
         }
     }
 

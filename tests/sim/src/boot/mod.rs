@@ -323,6 +323,8 @@ pub(crate) const BSI14: u32 = 0x11_80f8;
 pub(crate) const VBIOS_SCRATCH_0E: u32 = 0x1438;
 pub(crate) const VBIOS_SCRATCH_15: u32 = 0x1454;
 pub(crate) const FUSE_BASE: u32 = 0x82_4100;
+/// `NV_PGC6_AON_SECURE_SCRATCH_GROUP_42` (ga102 `dev_gc6_island.h`).
+pub(crate) const SCRATCH_GROUP_42: u32 = 0x11_83a4;
 pub(crate) const FUSE_END: u32 = 0x82_4200;
 pub(crate) const QUEUE_HEAD0: u32 = 0x11_0c00;
 /// `NV_PGSP_MAILBOX(i)`, block-relative.
@@ -507,6 +509,9 @@ struct Model {
     flush: FlushRegs,
     /// The last unload kept GSP-RM's state in WPR2 (booter_unload refuses on Turing-Ada).
     state_kept: bool,
+    /// FWSEC-SB ran since the last booter_load (`kgspTeardown_TU102` runs it before
+    /// booter_unload).
+    sb_since_load: bool,
 }
 
 /// The sysmem flush registers of the simulated chip (published headers; the format follows
@@ -584,6 +589,7 @@ impl std::fmt::Debug for BootModel {
 #[derive(Debug)]
 pub struct BootEngine {
     model: BootModel,
+    chip: Chipset,
     fsp: bool,
     therm: u32,
     flush_offs: Vec<u32>,
@@ -634,6 +640,7 @@ impl BootModel {
                 sec2_loaded: None,
                 flush: FlushRegs::for_chip(model.chipset),
                 state_kept: false,
+                sb_since_load: false,
             })),
         };
         {
@@ -658,6 +665,7 @@ impl BootModel {
             .collect();
         gpu.add_engine(Box::new(BootEngine {
             model: m.clone(),
+            chip: model.chipset,
             fsp,
             therm,
             flush_offs,
@@ -895,6 +903,44 @@ impl Model {
 
     /// Checks the boot ROM parameters, the signature in DMEM and the secure IMEM of a
     /// heavy-secure ucode; `Err` says why the ROM refuses it.
+    /// The checks of a PIO-loaded heavy-secure ucode on a falcon without boot-ROM registers
+    /// (TU10x/GA100, `s_prepareHsFalconDirect`): BOOTVEC 0, the non-secure code at its tag,
+    /// the secure code at its tag and loaded secure, DMEM from 0 the patched data.
+    fn direct_check(
+        f: &Falcon,
+        (ns_va, ns): (u32, &[u8]),
+        (sec_va, sec): (u32, &[u8]),
+        dmem: &[u8],
+    ) -> Result<(), String> {
+        let name = f.name;
+        if f.reg(off::BOOTVEC) != 0 {
+            return Err(format!(
+                "{name}: BOOTVEC {:#x}, a PIO-loaded ucode starts at 0",
+                f.reg(off::BOOTVEC)
+            ));
+        }
+        if !ns.is_empty() && f.imem_by_va(ns_va, ns.len()).as_deref() != Some(ns) {
+            return Err(format!(
+                "{name}: IMEM does not hold the non-secure code at VA {ns_va:#x}"
+            ));
+        }
+        if f.imem_by_va(sec_va, sec.len()).as_deref() != Some(sec) {
+            return Err(format!(
+                "{name}: IMEM does not hold the secure code at VA {sec_va:#x}"
+            ));
+        }
+        if !f.imem_secure_by_va(sec_va, sec.len()) {
+            return Err(format!("{name}: the secure code was not loaded secure"));
+        }
+        if f.dmem.get(..dmem.len()) != Some(dmem) {
+            return Err(format!(
+                "{name}: DMEM differs from the ucode's data patched with the signature for the \
+                 fuse version"
+            ));
+        }
+        Ok(())
+    }
+
     fn brom_check(
         f: &Falcon,
         code_va: u32,
