@@ -146,7 +146,18 @@ impl<D: DmaAllocator, F: BootFirmware> Method<D, F> for Booter<F::Vbios> {
         run: &mut Run<'_, '_, M, C, O>,
     ) -> Result<(), BootError> {
         let none: Option<&BootMemory<D::Buffer>> = None;
-        layout::layout_tu102(meta, params, fb_size)
+        let lock = match run.chip {
+            Some(info) => layout::read_mmu_lock(run.bar0, info)
+                .map_err(|e| run.fail(BootErrorKind::Layout(e), none))?,
+            None => None,
+        };
+        if let Some((lo, hi)) = lock {
+            run.detail(format_args!(
+                "VBIOS MMU lock {lo:#x}..={:#x}: WPR ends below it",
+                hi + 0xfff
+            ));
+        }
+        layout::layout_tu102(meta, params, fb_size, lock)
             .map_err(|e| run.fail(BootErrorKind::Layout(e), none))?;
         run.detail(format_args!(
             "FB {} MiB; GSP carve-out {:#x}..{:#x} ({} MiB); {}; WPR heap {} MiB",

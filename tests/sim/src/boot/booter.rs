@@ -72,6 +72,17 @@ impl Model {
                 return;
             }
         };
+        if let Some((lock, _)) = self.mmu_lock
+            && meta.gspFwWprEnd > lock
+        {
+            // kgspCalculateFbLayout_TU102: WPR ends below the VBIOS's MMU lock.
+            self.error(format!(
+                "booter_load: WPR ends at {:#x}, above the VBIOS MMU lock at {lock:#x}",
+                meta.gspFwWprEnd
+            ));
+            self.sec2.set_reg(off::MAILBOX0, err::BOOTER_LAYOUT);
+            return;
+        }
         if self.model.chipset == Chipset::GA100 {
             // GA100 has no FRTS region (kgspGetFrtsSize_4a4dee) and runs no FWSEC-FRTS: WPR2
             // must be down and the metadata must ask for none. What its booter does with a

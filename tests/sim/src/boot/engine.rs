@@ -16,7 +16,10 @@ impl BootEngine {
     }
 
     fn claims_fixed(&self, o: u32) -> bool {
-        self.refused(o)
+        let ga100_lock =
+            self.chip == Chipset::GA100 && matches!(o, MMU_LOCK_PLM | MMU_LOCK_LO | MMU_LOCK_HI);
+        ga100_lock
+            || self.refused(o)
             || matches!(
                 o,
                 WPR2_LO | WPR2_HI | GFW_PLM | BSI14 | VBIOS_SCRATCH_0E | VBIOS_SCRATCH_15
@@ -67,6 +70,14 @@ impl MmioEngine for BootEngine {
                 )
             }
             WPR2_LO => g.wpr2.map_or(0, |(lo, _)| ((lo >> 12) as u32) << 4),
+            // GA100's VBIOS MMU lock: readable by the CPU, set by devinit.
+            MMU_LOCK_PLM if self.chip == Chipset::GA100 => 1,
+            MMU_LOCK_LO if self.chip == Chipset::GA100 => {
+                g.mmu_lock.map_or(0, |(lo, _)| ((lo >> 12) as u32) << 4)
+            }
+            MMU_LOCK_HI if self.chip == Chipset::GA100 => {
+                g.mmu_lock.map_or(0, |(_, hi)| ((hi >> 12) as u32) << 4)
+            }
             WPR2_HI => g
                 .wpr2
                 .map_or(0, |(_, end)| (((end - 4096) >> 12) as u32) << 4),

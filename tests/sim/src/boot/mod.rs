@@ -325,6 +325,10 @@ pub(crate) const VBIOS_SCRATCH_15: u32 = 0x1454;
 pub(crate) const FUSE_BASE: u32 = 0x82_4100;
 /// `NV_PGC6_AON_SECURE_SCRATCH_GROUP_42` (ga102 `dev_gc6_island.h`).
 pub(crate) const SCRATCH_GROUP_42: u32 = 0x11_83a4;
+/// `NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK`, `_ADDR_LO`, `_ADDR_HI` (ga100 `dev_fb.h`).
+pub(crate) const MMU_LOCK_PLM: u32 = 0x1f_a7c8;
+pub(crate) const MMU_LOCK_LO: u32 = 0x1f_a82c;
+pub(crate) const MMU_LOCK_HI: u32 = 0x1f_a830;
 pub(crate) const FUSE_END: u32 = 0x82_4200;
 pub(crate) const QUEUE_HEAD0: u32 = 0x11_0c00;
 /// `NV_PGSP_MAILBOX(i)`, block-relative.
@@ -361,6 +365,11 @@ pub mod unknown {
     pub const GFW_BOOT_MAX_HBM: Duration = ms(3000);
     /// ... and on GDDR parts.
     pub const GFW_BOOT_MAX_GDDR: Duration = ms(2000);
+    /// How much memory at the top of a GA100's FB the VBIOS locks away from the MMU for the row
+    /// remapper ("a few MBs", `mem_mgr_ga100.c` bug 2974274; the size is not public).
+    pub const GA100_MMU_LOCK: &str = "boot: size of GA100's VBIOS MMU lock (row remapper)";
+    /// The answers of [`GA100_MMU_LOCK`], in MiB.
+    pub const GA100_MMU_LOCK_MIB: [u64; 2] = [2, 32];
     /// Whether devinit / the FSP still runs when the driver first looks (right after power-on).
     pub const GFW_AT_POWER_ON: &str = "boot: devinit still running when the driver starts";
     /// What a WPR2 read returns before GFW boot completes: the register, or a PRI error.
@@ -512,6 +521,9 @@ struct Model {
     /// FWSEC-SB ran since the last booter_load (`kgspTeardown_TU102` runs it before
     /// booter_unload).
     sb_since_load: bool,
+    /// GA100: the range `[lo, hi]` (hi: its last 4 KiB page) the VBIOS locked away from the MMU
+    /// at the top of FB (`NV_PFB_PRI_MMU_LOCK_ADDR_LO/HI`).
+    mmu_lock: Option<(u64, u64)>,
 }
 
 /// The sysmem flush registers of the simulated chip (published headers; the format follows
@@ -641,6 +653,7 @@ impl BootModel {
                 flush: FlushRegs::for_chip(model.chipset),
                 state_kept: false,
                 sb_since_load: false,
+                mmu_lock: None,
             })),
         };
         {
@@ -650,8 +663,19 @@ impl BootModel {
                 c.unknowns
                     .pick(unknown::GFW_AT_POWER_ON, &[Duration::ZERO, m.gfw_max()])
             });
+            let lock_mib = gpu.with_core(|c| {
+                c.unknowns
+                    .pick(unknown::GA100_MMU_LOCK, &unknown::GA100_MMU_LOCK_MIB)
+            });
             let mut g = m.lock();
             g.gfw_ready_at = Some(pending);
+            if model.chipset == Chipset::GA100 {
+                // LOCAL_MEMORY_RANGE says the FB rounded up to a GiB; the VBIOS locks the part
+                // the row remapper uses (memmgrBlockMemLockedMemory_GA100 expects it to end at
+                // the top of FB).
+                let top = g.fb_size;
+                g.mmu_lock = Some((top - (lock_mib << 20), top - 4096));
+            }
             if has(&g.faults, BootFault::GfwBootNeverCompletes) {
                 g.gfw_ready_at = None;
             }

@@ -1030,6 +1030,12 @@ fn ga100_boots_by_its_pio_booters_without_fwsec_frts_within_its_headers() {
             "{:?}",
             rec.phases
         );
+        // WPR ends below the VBIOS's MMU lock (the booter refuses a layout above it).
+        assert!(
+            rec.details.iter().any(|d| d.contains("VBIOS MMU lock")),
+            "{:?}",
+            rec.details
+        );
         assert!(
             rec.phases.contains(&BootPhase::BooterLoad),
             "{:?}",
