@@ -106,8 +106,8 @@ fn falcon_block_offsets() {
         NV_FALCON2_GSP_BASE + 0x210,
     );
     // NV_PRISCV_RISCV_CPUCTL 0x388 (ga102, gh100), _BCR_CTRL 0x668 (ga102) above
-    // NV_FALCON2_GSP_BASE. TU10x and GA100 publish neither (issue #40); the simulated chips are
-    // AD102, GH100 and GB202.
+    // NV_FALCON2_GSP_BASE. TU10x and GA100 publish neither (issue #40): the simulated GA100
+    // refuses both (`RegLayout::Tu102`); AD102, GH100 and GB202 answer them.
     hdr(
         "off::RISCV_CPUCTL",
         NV_PGSP + off::RISCV_CPUCTL,
