@@ -306,6 +306,7 @@ impl BootFirmware for FirmwareSet {
                 b.engine_id_mask(),
                 b.ucode_id(),
             ),
+            direct: b.direct_load(),
         })
     }
 
@@ -365,10 +366,20 @@ impl ParsedVbios {
             file: "VBIOS",
             what: "no valid PCI expansion ROM image chain in the PROM window",
         })?;
-        v.fwsec().map_err(|_| FirmwareError::Invalid {
-            file: "VBIOS",
-            what: "no FWSEC (falcon ucode table entry FWSEC_PROD) with a v3 descriptor",
-        })?;
+        match v.fwsec() {
+            Ok(_) => {}
+            // TU10x/GA100 carry FWSEC with a FALCON_UCODE_DESC_V2 (RM's
+            // s_vbiosFillFlcnUcodeFromDescV2, loaded through the generic bootloader): the ROM is
+            // theirs, and running FWSEC from it fails when it is asked for.
+            Err(crate::Error::UnsupportedVersion { version: 2, .. }) => {}
+            Err(_) => {
+                return Err(FirmwareError::Invalid {
+                    file: "VBIOS",
+                    what: "no FWSEC (falcon ucode table entry FWSEC_PROD) with a v3 (or v2) \
+                           descriptor",
+                });
+            }
+        }
         Ok(ParsedVbios { rom })
     }
 
@@ -398,6 +409,7 @@ fn fwsec_load(u: FwsecUcode) -> HsUcode<Vec<u8>> {
     HsUcode {
         image: u.image,
         load,
+        direct: Default::default(),
     }
 }
 

@@ -137,6 +137,34 @@ fn an_unknown_sim_unknowns_mode_is_refused_with_the_accepted_ones() {
 }
 
 #[test]
+fn demo_passes_on_the_simulated_a100_also_with_pessimistic_unknowns() {
+    let dir = testutil::require_firmware_dir();
+    for unknowns in ["helpful", "pessimistic"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_nvbare"))
+            .args(["demo", "--elements", "4096", "--device", "sim:ga100"])
+            .env_remove("NVBARE_LOG")
+            .env("NVBARE_FIRMWARE_DIR", &dir)
+            .env("NVBARE_SIM_UNKNOWNS", unknowns)
+            .output()
+            .expect("run nvbare");
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "{unknowns}: {out}\n{}", text(&o.stderr));
+        for want in [
+            "booting GSP-RM on sim:ga100",
+            "booter_load (SEC2)",
+            "AMPERE_COMPUTE_A (0xc6c0)",
+            "QMD V03_00",
+            "GMMU v2",
+            "kernels_sm80",
+            "all 4096 elements verified",
+            "demo passed on sim:ga100 (simulated A100 SXM4 40GB, bare metal)",
+        ] {
+            assert!(out.contains(want), "{unknowns}: missing {want:?} in\n{out}");
+        }
+    }
+}
+
+#[test]
 fn demo_faults_passes_with_unknowns_drawn_from_a_seed_and_says_which() {
     let dir = testutil::require_firmware_dir();
     let mut c = Command::new(env!("CARGO_BIN_EXE_nvbare"));

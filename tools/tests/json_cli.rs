@@ -244,7 +244,9 @@ fn check_more(block: &dyn Fn(&str) -> String, fx: &SysfsFixture, dev: &Scratch, 
     let t4 = block("0000:07:00.0");
     assert!(t4.contains("not ready for nvbare"), "{t4}");
     assert!(
-        t4.contains("TU104 is not yet supported for bare metal (nvbare boots AD102, GH100, GB202)"),
+        t4.contains(
+            "TU104 is not yet supported for bare metal (nvbare boots GA100, AD102, GH100, GB202)"
+        ),
         "{t4}"
     );
 

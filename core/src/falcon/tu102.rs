@@ -7,7 +7,7 @@
 use core::time::Duration;
 
 use super::{FLCN_BLK_ALIGNMENT, Falcon, FalconEngine, FalconError, FalconHal, HS_HALT_TIMEOUT};
-use crate::hal::{Clock, Mmio, is_register_value};
+use crate::hal::{Clock, DmaBuffer, HalError, Mmio, is_register_value};
 use crate::regs::RelativeRegister;
 use crate::regs::falcon::{
     NV_PFALCON_FALCON_BOOTVEC, NV_PFALCON_FALCON_DMACTL, NV_PFALCON_FALCON_DMATRFMOFFS,
@@ -51,19 +51,6 @@ impl HsDirectLoad {
             dmem_size: os_data.1,
         }
     }
-}
-
-/// `image[off..off + len]`, or a named load error.
-fn part<'i>(
-    image: &'i [u8],
-    off: u32,
-    len: u32,
-    engine: &'static str,
-    what: &'static str,
-) -> Result<&'i [u8], FalconError> {
-    let end = (off as usize).checked_add(len as usize);
-    end.and_then(|e| image.get(off as usize..e))
-        .ok_or(FalconError::BadLoad { engine, what })
 }
 
 impl<E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'_, E, M, C> {
@@ -180,43 +167,70 @@ impl<E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'_, E, M, C> {
         load: &HsDirectLoad,
         mailboxes: Option<(u32, u32)>,
     ) -> Result<(u32, u32), FalconError> {
+        self.execute_direct_from(&SliceSource(image), load, mailboxes)
+    }
+
+    /// [`Falcon::execute_hs_direct`] of an image kept in a DMA buffer (the booter_unload the
+    /// boot prepares before WPR2 goes up), read block by block.
+    pub fn execute_hs_direct_dma<B: DmaBuffer + ?Sized>(
+        &self,
+        buf: &B,
+        load: &HsDirectLoad,
+        mailboxes: Option<(u32, u32)>,
+    ) -> Result<(u32, u32), FalconError> {
+        self.execute_direct_from(&DmaSource(buf), load, mailboxes)
+    }
+
+    fn execute_direct_from(
+        &self,
+        src: &dyn Source,
+        load: &HsDirectLoad,
+        mailboxes: Option<(u32, u32)>,
+    ) -> Result<(u32, u32), FalconError> {
         if self.hal.boots_from_hs() {
             return Err(self.unsupported("the PIO heavy-secure load (this chip boots from HS)"));
         }
-        let ns = part(
-            image,
+        let inside = |off: u32, len: u32, what| {
+            if (off as u64) + (len as u64) > src.len() as u64 {
+                Err(FalconError::BadLoad {
+                    engine: E::NAME,
+                    what,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        inside(
             load.ns_offset,
             load.ns_size,
-            E::NAME,
             "non-secure code outside the image",
         )?;
-        let sec = part(
-            image,
+        inside(
             load.sec_offset,
             load.sec_size,
-            E::NAME,
             "secure code outside the image",
         )?;
-        let data = part(
-            image,
-            load.data_offset,
-            load.dmem_size,
-            E::NAME,
-            "data outside the image",
-        )?;
-        if sec.is_empty() {
+        inside(load.data_offset, load.dmem_size, "data outside the image")?;
+        if load.sec_size == 0 {
             return Err(self.narrow("no secure code"));
         }
         // RM tags blocks with `offset >> 8`.
         let tag = |off: u32| off & !(FLCN_BLK_ALIGNMENT - 1);
         self.disable_ctx_req();
-        if !ns.is_empty() {
-            self.load_imem_pio(0, tag(load.ns_offset), ns, false)?;
+        if load.ns_size != 0 {
+            self.load_imem_from(
+                0,
+                tag(load.ns_offset),
+                src,
+                load.ns_offset,
+                load.ns_size,
+                false,
+            )?;
         }
         let sec_pa = load.ns_size.next_multiple_of(FLCN_BLK_ALIGNMENT);
         let sec_tag = tag(load.sec_offset);
-        self.load_imem_pio(sec_pa, sec_tag, sec, true)?;
-        self.load_dmem_pio(load.dmem_pa, data)?;
+        self.load_imem_from(sec_pa, sec_tag, src, load.sec_offset, load.sec_size, true)?;
+        self.load_dmem_from(load.dmem_pa, src, load.data_offset, load.dmem_size)?;
         NV_PFALCON_FALCON_BOOTVEC::new()
             .with_vec(0)
             .write_of::<E, _>(self.bar0);
@@ -226,5 +240,89 @@ impl<E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized> Falcon<'_, E, M, C> {
         self.start_cpu();
         self.wait_halted(HS_HALT_TIMEOUT)?;
         Ok(self.mailboxes())
+    }
+
+    /// [`Falcon::load_imem_pio`] of `src[off..off + len]`, one 256-byte block at a time.
+    fn load_imem_from(
+        &self,
+        imem_pa: u32,
+        imem_va: u32,
+        src: &dyn Source,
+        off: u32,
+        len: u32,
+        secure: bool,
+    ) -> Result<(), FalconError> {
+        let mut block = [0u8; FLCN_BLK_ALIGNMENT as usize];
+        let mut done = 0u32;
+        let mut pa = imem_pa;
+        let mut va = imem_va;
+        while done < len {
+            let n = (len - done).min(FLCN_BLK_ALIGNMENT);
+            block.fill(0);
+            src.read(off + done, &mut block[..n as usize])
+                .map_err(FalconError::Hal)?;
+            self.load_imem_pio(pa, va, &block[..n as usize], secure)?;
+            done += n;
+            pa += FLCN_BLK_ALIGNMENT;
+            va += FLCN_BLK_ALIGNMENT;
+        }
+        Ok(())
+    }
+
+    /// [`Falcon::load_dmem_pio`] of `src[off..off + len]`, 256 bytes at a time.
+    fn load_dmem_from(
+        &self,
+        dmem_pa: u32,
+        src: &dyn Source,
+        off: u32,
+        len: u32,
+    ) -> Result<(), FalconError> {
+        let mut chunk = [0u8; FLCN_BLK_ALIGNMENT as usize];
+        let mut done = 0u32;
+        while done < len {
+            let n = (len - done).min(FLCN_BLK_ALIGNMENT);
+            src.read(off + done, &mut chunk[..n as usize])
+                .map_err(FalconError::Hal)?;
+            self.load_dmem_pio(dmem_pa + done, &chunk[..n as usize])?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// Where a PIO load reads the image from.
+trait Source {
+    fn len(&self) -> usize;
+    fn read(&self, off: u32, dst: &mut [u8]) -> Result<(), HalError>;
+}
+
+struct SliceSource<'i>(&'i [u8]);
+
+impl Source for SliceSource<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn read(&self, off: u32, dst: &mut [u8]) -> Result<(), HalError> {
+        let src = (off as usize)
+            .checked_add(dst.len())
+            .and_then(|end| self.0.get(off as usize..end))
+            .ok_or(HalError::OutOfRange {
+                offset: off as u64,
+                len: dst.len() as u64,
+                limit: self.0.len() as u64,
+            })?;
+        dst.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+struct DmaSource<'b, B: ?Sized>(&'b B);
+
+impl<B: DmaBuffer + ?Sized> Source for DmaSource<'_, B> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn read(&self, off: u32, dst: &mut [u8]) -> Result<(), HalError> {
+        self.0.read(off as usize, dst)
     }
 }

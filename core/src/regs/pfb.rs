@@ -34,6 +34,31 @@ register! {
     }
 }
 
+register! {
+    /// Who may read the MMU lock range, on GA100 (`ampere/ga100/dev_fb.h`; the
+    /// `NV_PFB_PRI_MMU_LOCK_ADDR_LO__PRIV_LEVEL_MASK` `memmgrReadMmuLock_GA100` checks).
+    pub NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK @ 0x001f_a7c8 {
+        /// 0:0 READ_PROTECTION_LEVEL0 (1 = ENABLE: level 0, the CPU, may read)
+        #[bits(1)] pub read_protection_level0: bool,
+        #[bits(31)] __: u32,
+    }
+
+    /// First byte of the range the VBIOS locked away from the MMU, on GA100 (the row
+    /// remapper's memory above the usable FB, bug 2974274 in `mem_mgr_ga100.c`).
+    pub NV_PFB_PRI_MMU_LOCK_ADDR_LO @ 0x001f_a82c {
+        #[bits(4)] __: u8,
+        /// 31:4 VAL: address >> 12 (ALIGNMENT 0xc)
+        #[bits(28)] pub val: u32,
+    }
+
+    /// Last 4 KiB page of the MMU lock range, on GA100.
+    pub NV_PFB_PRI_MMU_LOCK_ADDR_HI @ 0x001f_a830 {
+        #[bits(4)] __: u8,
+        /// 31:4 VAL: address >> 12 (ALIGNMENT 0xc)
+        #[bits(28)] pub val: u32,
+    }
+}
+
 impl NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE {
     /// Usable bytes: `LOWER_MAG << (LOWER_SCALE + 20)`, less a sixteenth with ECC on
     /// (`kmemsysReadUsableFbSize_GP102`).

@@ -1,6 +1,6 @@
 //! The device-string grammar shared by [`crate::open`] and every CLI subcommand (`--device`).
 //!
-//! * `sim` or `sim:CHIP`: the built-in simulated GPU (CHIP: ad102, gh100, gb202; default gh100),
+//! * `sim` or `sim:CHIP`: the built-in simulated GPU (CHIP: ga100, ad102, gh100, gb202; default gh100),
 //!   driven bare metal (GSP boot with the real firmware, GSP RPC, our page tables);
 //! * `nvidia:N`: GPU N through the nvidia kernel driver (the kernel-driver adapter);
 //! * `vfio:DOMAIN:BUS:DEV.FN`: a GPU bound to vfio-pci, driven bare-metal;

@@ -140,7 +140,17 @@ impl SimGpu {
         let (boot0, boot42) = chip::boot_registers(m.chipset, m.revision.0, m.revision.1);
         regs.set(NV_PMC_BOOT_0::OFFSET, boot0);
         regs.set(NV_PMC_BOOT_42::OFFSET, boot42);
-        regs.set(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::OFFSET, m.vram_mib);
+        // Where devinit leaves the usable size depends on the chip: TU10x and GA100 have no
+        // NV_USABLE_FB_SIZE_IN_MB (ga102's dev_gc6_island.h on), only
+        // NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE (gp102 dev_fb.h, kmemsysReadUsableFbSize_GP102).
+        if m.has_local_memory_range_only() {
+            regs.set(
+                nvbare_core::regs::pfb::NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::OFFSET,
+                local_memory_range(m.vram_mib),
+            );
+        } else {
+            regs.set(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::OFFSET, m.vram_mib);
+        }
         regs.set(
             NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_PRIV_LEVEL_MASK::OFFSET,
             NV_PGC6_AON_SECURE_SCRATCH_GROUP_05_PRIV_LEVEL_MASK::new()
@@ -385,8 +395,13 @@ mod tests {
             let gpu = SimGpu::new(SimConfig::new(m).with_virtual_time());
             let c = chip::identify_mmio(&gpu.bar0()).unwrap();
             assert_eq!(c.chipset(), m.chipset);
-            let vram = NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(&gpu.bar0()).vram_bytes();
-            assert_eq!(vram, gpu.vram().size());
+            let vram = if m.has_local_memory_range_only() {
+                nvbare_core::regs::pfb::NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::read(&gpu.bar0())
+                    .usable_bytes()
+            } else {
+                NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::read(&gpu.bar0()).vram_bytes()
+            };
+            assert_eq!(vram, gpu.vram().size(), "{}", m.board);
         }
     }
 
@@ -422,5 +437,29 @@ mod tests {
         let dma = gpu.dma();
         let buf = dma.alloc_dma(4096).unwrap();
         assert!(buf.dev_addr() >= host::DMA_BASE);
+    }
+}
+
+/// `NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE` (gp102 dev_fb.h: LOWER_SCALE 3:0, LOWER_MAG 9:4, ECC
+/// off) for `mib`, rounded down to what the field can say (`mag << scale` MiB, `mag` < 64;
+/// exact for the power-of-two-ish sizes of real TU10x and GA100 boards).
+fn local_memory_range(mib: u32) -> u32 {
+    let scale = (0..16).find(|&s| mib >> s < 64).unwrap_or(15);
+    ((mib >> scale) << 4) | scale
+}
+
+#[cfg(test)]
+mod local_memory_range_tests {
+    use nvbare_core::regs::pfb::NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE;
+
+    #[test]
+    fn encodes_what_the_core_decodes() {
+        for mib in [16_384u32, 40_960, 81_920, 24_576] {
+            let r = NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::from(super::local_memory_range(mib));
+            assert_eq!(r.usable_bytes(), (mib as u64) << 20, "{mib}");
+        }
+        // Not representable: rounded down (24,564 MiB -> 47 << 9 = 24,064).
+        let r = NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE::from(super::local_memory_range(24_564));
+        assert_eq!(r.usable_bytes(), 24_064 << 20);
     }
 }

@@ -17,11 +17,28 @@ pub struct ChipModel {
     pub class: u32,
     /// Revision (major, minor) as in BOOT_42, e.g. (0xa, 1) for A1.
     pub revision: (u8, u8),
-    /// Usable VRAM in MiB (what the VBIOS writes to `NV_USABLE_FB_SIZE_IN_MB`).
+    /// Usable VRAM in MiB (what the VBIOS writes to `NV_USABLE_FB_SIZE_IN_MB`, or on TU10x and
+    /// GA100 to `NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE`, which can say only `mag << scale` MiB).
     pub vram_mib: u32,
     /// BAR1 (VRAM aperture) size in bytes.
     pub bar1_size: u64,
 }
+
+/// A100 SXM4 40 GB (GA100): PCI id 0x20b0 (`pci-host`'s pci_ids), a 3D controller; 40 GiB
+/// HBM2 (what LOCAL_MEMORY_RANGE can say: 40 << 10 MiB), BAR1 64 GiB (the subsystem id and
+/// BAR1 size are what such boards commonly report, not checked against one here).
+/// Its VRAM size is in `NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE` (no `NV_USABLE_FB_SIZE_IN_MB` in
+/// ga100's headers).
+pub const GA100: ChipModel = ChipModel {
+    chipset: Chipset::GA100,
+    board: "A100 SXM4 40GB",
+    device_id: 0x20b0,
+    subsystem: (0x10de, 0x134f),
+    class: 0x03_0200,
+    revision: (0xa, 1),
+    vram_mib: 40_960,
+    bar1_size: 64 << 30,
+};
 
 /// GeForce RTX 4090 (AD102).
 pub const AD102: ChipModel = ChipModel {
@@ -60,12 +77,19 @@ pub const GB202: ChipModel = ChipModel {
 };
 
 /// Every model.
-pub const MODELS: [ChipModel; 3] = [AD102, GH100, GB202];
+pub const MODELS: [ChipModel; 4] = [GA100, AD102, GH100, GB202];
 
 impl ChipModel {
     /// The model for a chip, if the simulator has one.
     pub fn for_chipset(chipset: Chipset) -> Option<ChipModel> {
         MODELS.iter().copied().find(|m| m.chipset == chipset)
+    }
+
+    /// Whether the chip's headers give the VRAM size only in
+    /// `NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE` (TU10x, GA100: no `NV_USABLE_FB_SIZE_IN_MB`).
+    pub fn has_local_memory_range_only(&self) -> bool {
+        self.chipset.info().architecture == nvbare_core::chip::Architecture::Turing
+            || self.chipset == Chipset::GA100
     }
 
     /// Names of the modelled chips, for error messages.

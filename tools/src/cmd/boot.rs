@@ -32,7 +32,7 @@ use crate::{CliError, DeviceSpec};
 /// Options of `nvbare boot`.
 #[derive(clap::Args, Debug)]
 pub struct BootArgs {
-    /// sim:CHIP (ad102, gh100, gb202), vfio:DOMAIN:BUS:DEV.FN or remote:HOST[:PORT[:N]].
+    /// sim:CHIP (ga100, ad102, gh100, gb202), vfio:DOMAIN:BUS:DEV.FN or remote:HOST[:PORT[:N]].
     #[arg(long, short, default_value = "sim:gh100")]
     pub device: DeviceSpec,
     /// Boot/unload cycles.
@@ -516,7 +516,7 @@ fn run_text(out: &mut dyn Write, args: &BootArgs, rec: &mut BootJson) -> Result<
         }
         other => {
             return Err(CliError::Usage(format!(
-                "nvbare boot runs on sim:CHIP (ad102, gh100, gb202), vfio:BDF and \
+                "nvbare boot runs on sim:CHIP (ga100, ad102, gh100, gb202), vfio:BDF and \
                  remote:HOST:PORT:N; {other} is driven by the nvidia kernel driver, which boots \
                  GSP-RM itself"
             )));

@@ -377,6 +377,7 @@ mod tests {
     fn demo_runs_the_bare_metal_path_on_every_simulated_chip() {
         nvbare_gsp_firmware::testutil::require_firmware_dir();
         for (cs, boot_phase, unload_phase) in [
+            (Chipset::GA100, "booter_load (SEC2)", "booter_unload (SEC2)"),
             (Chipset::AD102, "booter_load (SEC2)", "booter_unload (SEC2)"),
             (Chipset::GH100, "FSP chain of trust", "wait for GSP halt"),
             (Chipset::GB202, "FSP chain of trust", "wait for GSP halt"),

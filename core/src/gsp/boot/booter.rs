@@ -5,7 +5,7 @@
 use core::time::Duration;
 
 use crate::chip::ChipInfo;
-use crate::falcon::{Falcon, FalconHal};
+use crate::falcon::{Falcon, FalconEngine, FalconHal, HsDirectLoad};
 use crate::hal::{Clock, DmaAllocator, DmaBuffer, HalError, Mmio, PciConfig, is_register_value};
 use crate::mm::FbLayout;
 use crate::regs::falcon::{
@@ -37,18 +37,42 @@ use super::{
 pub(super) struct PreparedUcode<B> {
     buf: B,
     load: crate::falcon::HsLoad,
+    direct: HsDirectLoad,
 }
 
 impl<B: DmaBuffer> PreparedUcode<B> {
     fn at(&self) -> UcodeAt {
         (self.buf.dev_addr(), self.buf.len(), self.load)
     }
+
+    /// Runs it on falcon `E` as the chip loads heavy-secure ucode: DMA through the boot ROM
+    /// (`kgspExecuteHsFalcon_GA102`) or PIO from this buffer (`kgspExecuteHsFalcon_TU102`).
+    fn execute<E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized>(
+        &self,
+        falcon: &Falcon<'_, E, M, C>,
+        hal: FalconHal,
+        mailboxes: Option<(u32, u32)>,
+    ) -> Result<(u32, u32), crate::falcon::FalconError> {
+        if hal.boots_from_hs() {
+            falcon.execute_hs(
+                self.buf.dev_addr(),
+                self.buf.len(),
+                &self.load,
+                mailboxes,
+                TRANSCFG_TARGET_COHERENT_SYSMEM,
+            )
+        } else {
+            falcon.execute_hs_direct_dma(&self.buf, &self.direct, mailboxes)
+        }
+    }
 }
 
 /// What the Turing-Ada unload runs (prepared at boot, as nova-core's `UnloadBundle`).
 #[derive(Debug)]
 pub(super) struct UnloadBundle<B> {
-    fwsec_sb: PreparedUcode<B>,
+    /// FWSEC-SB; `None` where FWSEC is loaded through the generic bootloader (TU10x, GA100:
+    /// `FALCON_UCODE_DESC_V2`, `KGSP_FLCN_UCODE_BOOT_WITH_LOADER`), which nvbare does not do yet.
+    fwsec_sb: Option<PreparedUcode<B>>,
     booter_unload: PreparedUcode<B>,
 }
 
@@ -68,6 +92,7 @@ fn prepare<D: DmaAllocator, I: AsRef<[u8]>>(
     Ok(PreparedUcode {
         buf: copy_to_dma(dma, u.image.as_ref())?,
         load: u.load,
+        direct: u.direct,
     })
 }
 
@@ -121,15 +146,26 @@ impl<D: DmaAllocator, F: BootFirmware> Method<D, F> for Booter<F::Vbios> {
         run: &mut Run<'_, '_, M, C, O>,
     ) -> Result<(), BootError> {
         let none: Option<&BootMemory<D::Buffer>> = None;
-        layout::layout_tu102(meta, params, fb_size)
+        let lock = match run.chip {
+            Some(info) => layout::read_mmu_lock(run.bar0, info)
+                .map_err(|e| run.fail(BootErrorKind::Layout(e), none))?,
+            None => None,
+        };
+        if let Some((lo, hi)) = lock {
+            run.detail(format_args!(
+                "VBIOS MMU lock {lo:#x}..={:#x}: WPR ends below it",
+                hi + 0xfff
+            ));
+        }
+        layout::layout_tu102(meta, params, fb_size, lock)
             .map_err(|e| run.fail(BootErrorKind::Layout(e), none))?;
         run.detail(format_args!(
-            "FB {} MiB; GSP carve-out {:#x}..{:#x} ({} MiB); FRTS at {:#x}; WPR heap {} MiB",
+            "FB {} MiB; GSP carve-out {:#x}..{:#x} ({} MiB); {}; WPR heap {} MiB",
             fb_size >> 20,
             meta.gspFwRsvdStart,
             meta.fbSize,
             (meta.fbSize - meta.gspFwRsvdStart) >> 20,
-            meta.frtsOffset,
+            Frts(meta.frtsOffset, meta.frtsSize),
             meta.gspFwHeapSize >> 20
         ));
         Ok(())
@@ -142,9 +178,28 @@ impl<D: DmaAllocator, F: BootFirmware> Method<D, F> for Booter<F::Vbios> {
         p: &Prepared<'_, D::Buffer>,
         run: &mut Run<'_, '_, M, C, O>,
     ) -> Result<MethodState<D::Buffer>, BootError> {
-        let bundle = fwsec_frts(&self.vbios, hw, fw, p, run)?;
+        // kgspBootstrap_TU102 runs FWSEC-FRTS only for a non-empty FRTS region (none on
+        // GA100: kgspGetFrtsSize_4a4dee); there booter_load puts WPR2 up itself.
+        let bundle = if p.meta.frtsSize > 0 {
+            fwsec_frts(&self.vbios, hw, fw, p, run)?
+        } else {
+            unload_bundle(hw, fw, p, run, None)?
+        };
         booter_load(hw, fw, p, run)?;
         Ok(MethodState::Booter(bundle))
+    }
+}
+
+/// "FRTS at ..." or, where the chip has no FRTS region (GA100), "no FRTS region".
+struct Frts(u64, u64);
+
+impl core::fmt::Display for Frts {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.1 == 0 {
+            f.write_str("no FRTS region")
+        } else {
+            write!(f, "FRTS at {:#x}", self.0)
+        }
     }
 }
 
@@ -168,6 +223,17 @@ where
     let mem = Some(p.mem);
     let meta = p.meta;
     run.begin(BootPhase::FwsecFrts);
+    if !p.hal.boots_from_hs() {
+        // TU10x: FWSEC is a FALCON_UCODE_DESC_V2 ucode that RM loads through the generic
+        // bootloader (s_prepareHsFalconWithLoader); that load is not implemented.
+        return Err(run.fail(
+            BootErrorKind::Falcon(crate::falcon::FalconError::Unsupported {
+                engine: "GSP",
+                what: "FWSEC through the generic bootloader (FALCON_UCODE_DESC_V2)",
+            }),
+            mem,
+        ));
+    }
     let fuse = fuse_for(bar0, p.hal, vbios.fwsec_fuse());
     let frts = vbios
         .fwsec(
@@ -183,23 +249,7 @@ where
         .map_err(|e| run.fail(fw_err(e), mem))?;
     let frts = prepare(&hw.dma, frts).map_err(|e| run.fail(hal_err(e), mem))?;
     let fwsec_sb = prepare(&hw.dma, sb).map_err(|e| run.fail(hal_err(e), mem))?;
-    // The unload bundle exists before WPR2 goes up (nova-core's UnloadBundle).
-    let sel_u = fw
-        .booter_fuse(BooterKind::Unload)
-        .map_err(|e| run.fail(fw_err(e), mem))?;
-    let unload_uc = fw
-        .booter(BooterKind::Unload, fuse_for(bar0, p.hal, sel_u))
-        .map_err(|e| run.fail(fw_err(e), mem))?;
-    let booter_unload = prepare(&hw.dma, unload_uc).map_err(|e| run.fail(hal_err(e), mem))?;
-    run.quiesce = Quiesce::Teardown {
-        hal: p.hal,
-        fwsec_sb: fwsec_sb.at(),
-        booter_unload: booter_unload.at(),
-    };
-    let bundle = UnloadBundle {
-        fwsec_sb,
-        booter_unload,
-    };
+    let bundle = unload_bundle(hw, fw, p, run, Some(fwsec_sb))?;
     let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, &hw.clock, p.hal);
     gsp.reset()
         .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
@@ -229,6 +279,41 @@ where
     run.detail(format_args!("WPR2 up at {lo:#x}; fuse version {fuse}"));
     run.end();
     Ok(bundle)
+}
+
+/// The unload bundle, prepared before WPR2 goes up (nova-core's UnloadBundle), and the
+/// teardown a failure from here on runs.
+fn unload_bundle<M, D, C, P, F, O>(
+    hw: &BootHw<M, D, C, P>,
+    fw: &F,
+    p: &Prepared<'_, D::Buffer>,
+    run: &mut Run<'_, '_, M, C, O>,
+    fwsec_sb: Option<PreparedUcode<D::Buffer>>,
+) -> Result<UnloadBundle<D::Buffer>, BootError>
+where
+    M: Mmio,
+    D: DmaAllocator,
+    C: Clock,
+    F: BootFirmware,
+    O: BootObserver + ?Sized,
+{
+    let mem = Some(p.mem);
+    let sel_u = fw
+        .booter_fuse(BooterKind::Unload)
+        .map_err(|e| run.fail(fw_err(e), mem))?;
+    let unload_uc = fw
+        .booter(BooterKind::Unload, fuse_for(&hw.bar0, p.hal, sel_u))
+        .map_err(|e| run.fail(fw_err(e), mem))?;
+    let booter_unload = prepare(&hw.dma, unload_uc).map_err(|e| run.fail(hal_err(e), mem))?;
+    run.quiesce = Quiesce::Teardown {
+        hal: p.hal,
+        fwsec_sb: fwsec_sb.as_ref().map(PreparedUcode::at),
+        booter_unload: booter_unload.at(),
+    };
+    Ok(UnloadBundle {
+        fwsec_sb,
+        booter_unload,
+    })
 }
 
 /// booter_load on SEC2 with the WPR metadata address; SEC2 MAILBOX0 must come back 0.
@@ -267,13 +352,11 @@ where
     sec2.reset()
         .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
     let meta_addr = p.mem.wpr_meta.dev_addr();
-    let (m0, _) = sec2
-        .execute_hs(
-            load.buf.dev_addr(),
-            load.buf.len(),
-            &load.load,
+    let (m0, _) = load
+        .execute(
+            &sec2,
+            p.hal,
             Some((meta_addr as u32, (meta_addr >> 32) as u32)),
-            TRANSCFG_TARGET_COHERENT_SYSMEM,
         )
         .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
     if m0 != 0 {
@@ -313,26 +396,28 @@ where
     let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, run.clock, hal);
     let sec2: Falcon<'_, Sec2, M, C> = Falcon::new(bar0, run.clock, hal);
     run.begin(BootPhase::FwsecSb);
+    // kgspTeardown_TU102: the GSP falcon reset stops GSP-RM before FWSEC-SB.
     gsp.reset()
         .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-    let u = &bundle.fwsec_sb;
-    gsp.execute_hs(
-        u.buf.dev_addr(),
-        u.buf.len(),
-        &u.load,
-        None,
-        TRANSCFG_TARGET_COHERENT_SYSMEM,
-    )
-    .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-    let scratch = NV_PBUS_VBIOS_SCRATCH::try_read(bar0, FWSECLIC_SCRATCH_INDEX_15)
-        .map(u32::from)
-        .unwrap_or(u32::MAX);
-    if sb_err_code(scratch) != 0 {
-        return Err(run.fail(
-            BootErrorKind::FwsecSb {
-                err_code: sb_err_code(scratch),
-            },
-            mem,
+    if let Some(u) = &bundle.fwsec_sb {
+        u.execute(&gsp, hal, None)
+            .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+        let scratch = NV_PBUS_VBIOS_SCRATCH::try_read(bar0, FWSECLIC_SCRATCH_INDEX_15)
+            .map(u32::from)
+            .unwrap_or(u32::MAX);
+        if sb_err_code(scratch) != 0 {
+            return Err(run.fail(
+                BootErrorKind::FwsecSb {
+                    err_code: sb_err_code(scratch),
+                },
+                mem,
+            ));
+        }
+    } else {
+        run.detail(format_args!(
+            "FWSEC-SB not run: on this chip FWSEC loads through the generic bootloader \
+             (FALCON_UCODE_DESC_V2), which nvbare does not implement yet; the pre-OS apps stay \
+             off until the next GPU reset"
         ));
     }
     run.end();
@@ -341,15 +426,9 @@ where
     if wpr2(bar0).2 {
         sec2.reset()
             .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-        let u = &bundle.booter_unload;
-        let (m0, _) = sec2
-            .execute_hs(
-                u.buf.dev_addr(),
-                u.buf.len(),
-                &u.load,
-                Some((0xff, 0xff)),
-                TRANSCFG_TARGET_COHERENT_SYSMEM,
-            )
+        let (m0, _) = bundle
+            .booter_unload
+            .execute(&sec2, hal, Some((0xff, 0xff)))
             .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
         if m0 != 0 {
             return Err(run.fail(
@@ -383,17 +462,18 @@ fn teardown_wpr2<M: Mmio + ?Sized, C: Clock + ?Sized>(
     bar0: &M,
     clock: &C,
     hal: FalconHal,
-    fwsec_sb: &UcodeAt,
+    fwsec_sb: Option<&UcodeAt>,
     booter_unload: &UcodeAt,
 ) -> Teardown {
     let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, clock, hal);
     let sec2: Falcon<'_, Sec2, M, C> = Falcon::new(bar0, clock, hal);
     let gsp_reset = gsp.reset().is_ok();
-    if gsp_reset {
-        let (addr, len, load) = fwsec_sb;
+    if let (true, Some((addr, len, load))) = (gsp_reset, fwsec_sb) {
         let _ = gsp.execute_hs(*addr, *len, load, None, TRANSCFG_TARGET_COHERENT_SYSMEM);
     }
-    if wpr2(bar0).2 && sec2.reset().is_ok() {
+    // Only a boot-ROM (DMA) load can run from a device address; the PIO booter_unload of
+    // TU10x/GA100 needs its bytes, which the failed boot has already let go.
+    if hal.boots_from_hs() && wpr2(bar0).2 && sec2.reset().is_ok() {
         let (addr, len, load) = booter_unload;
         let _ = sec2.execute_hs(
             *addr,
@@ -414,7 +494,7 @@ fn teardown_wpr2<M: Mmio + ?Sized, C: Clock + ?Sized>(
 pub(super) fn stop_after_failure<M, C, O>(
     run: &mut Run<'_, '_, M, C, O>,
     hal: FalconHal,
-    fwsec_sb: &UcodeAt,
+    fwsec_sb: Option<&UcodeAt>,
     booter_unload: &UcodeAt,
 ) -> bool
 where

@@ -10,7 +10,7 @@
 use core::fmt;
 
 use crate::chip::Chipset;
-use crate::falcon::{BromParams, HsLoad};
+use crate::falcon::{BromParams, HsDirectLoad, HsLoad};
 
 /// Why the firmware could not provide something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,8 +66,11 @@ impl core::error::Error for FirmwareError {}
 pub struct HsUcode<I> {
     /// The patched image.
     pub image: I,
-    /// Load layout and boot ROM parameters.
+    /// Load layout and boot ROM parameters (DMA through the boot ROM, GA102 on).
     pub load: HsLoad,
+    /// Where the parts go in a PIO load (TU10x and GA100, no boot from HS); the default for a
+    /// ucode that has no such layout (FWSEC from the VBIOS).
+    pub direct: HsDirectLoad,
 }
 
 /// Which booter.

@@ -27,7 +27,13 @@
 
 use crate::chip::{Architecture, ChipInfo, Chipset};
 use crate::gsp::boot::abi::{GSP_FW_WPR_META_MAGIC, GSP_FW_WPR_META_REVISION, GspFwWprMeta};
+use crate::hal::{Mmio, is_register_value};
 use crate::mm::{AllocError, FbLayout, FbOwner};
+use crate::regs::Register;
+use crate::regs::pfb::{
+    NV_PFB_PRI_MMU_LOCK_ADDR_HI, NV_PFB_PRI_MMU_LOCK_ADDR_LO,
+    NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK,
+};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -59,6 +65,10 @@ pub struct WprParams {
     pub pmu_reserved: u64,
     /// `memmgrGetFBEndReserveSizeEstimate`.
     pub fb_end_reserve_estimate: u64,
+    /// `kgspGetFrtsSize`: [`FRTS_SIZE`], or 0 on GA100 (`kgspGetFrtsSize_4a4dee` in
+    /// `g_kernel_gsp_nvoc.c`), where FWSEC-FRTS does not run (`kgspBootstrap_TU102` runs it only
+    /// for a non-empty FRTS region).
+    pub frts_size: u64,
 }
 
 impl WprParams {
@@ -90,6 +100,11 @@ impl WprParams {
             // 0x800000 backing store + 0x1000000 surfaces + 4 KiB misc, 128 KiB aligned.
             pmu_reserved: if blackwell { 0x182_0000 } else { 0 },
             fb_end_reserve_estimate: if blackwell { 0x22_0000 } else { 0x20_0000 },
+            frts_size: if info.chipset == Chipset::GA100 {
+                0
+            } else {
+                FRTS_SIZE
+            },
         }
     }
 
@@ -129,6 +144,12 @@ pub enum LayoutError {
     },
     /// The reservations do not fit the framebuffer layout.
     Reserve(AllocError),
+    /// GA100: the MMU lock range may not be read by the CPU (`memmgrReadMmuLock_GA100` fails
+    /// the layout then).
+    MmuLockUnreadable {
+        /// `NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK` as read.
+        plm: u32,
+    },
 }
 
 impl core::fmt::Display for LayoutError {
@@ -141,6 +162,12 @@ impl core::fmt::Display for LayoutError {
                  reset the GPU"
             ),
             LayoutError::Reserve(e) => write!(f, "framebuffer reservation: {e}"),
+            LayoutError::MmuLockUnreadable { plm } => write!(
+                f,
+                "the VBIOS's MMU lock range (NV_PFB_PRI_MMU_LOCK_ADDR_LO/HI) is not readable \
+                 (NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK {plm:#x}): the GSP layout must stay \
+                 below it; reset the GPU so that devinit runs again"
+            ),
         }
     }
 }
@@ -156,20 +183,47 @@ fn align_down(v: u64, a: u64) -> u64 {
     v & !(a - 1)
 }
 
+/// The range the VBIOS locked away from the MMU (GA100: the row remapper's memory above the
+/// usable FB, `mem_mgr_ga100.c` bug 2974274), as `memmgrReadMmuLock_GA100` reads it: `None`
+/// on other chips (`memmgrReadMmuLock_ccda6f`) and where HI < LO (no lock).
+pub fn read_mmu_lock<M: Mmio + ?Sized>(
+    bar0: &M,
+    info: &ChipInfo,
+) -> Result<Option<(u64, u64)>, LayoutError> {
+    if info.chipset != Chipset::GA100 {
+        return Ok(None);
+    }
+    let plm = bar0.read32(NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK::OFFSET as usize);
+    if !is_register_value(plm)
+        || !NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK::from(plm).read_protection_level0()
+    {
+        return Err(LayoutError::MmuLockUnreadable { plm });
+    }
+    let lo = (NV_PFB_PRI_MMU_LOCK_ADDR_LO::read(bar0).val() as u64) << 12;
+    let hi = (NV_PFB_PRI_MMU_LOCK_ADDR_HI::read(bar0).val() as u64) << 12;
+    Ok((hi >= lo).then_some((lo, hi)))
+}
+
 /// Fills the FB-layout fields of `meta` as `kgspCalculateFbLayout_TU102` does, for a
 /// framebuffer of `fb_size` bytes, a bootloader of `boot_bin_size` bytes and a GSP-RM image
-/// of `sizeOfRadix3Elf` bytes (already in `meta`).
+/// of `sizeOfRadix3Elf` bytes (already in `meta`); WPR ends below the VBIOS's MMU lock range
+/// where there is one (`vbiosReservedOffset`).
 pub fn layout_tu102(
     meta: &mut GspFwWprMeta,
     params: &WprParams,
     fb_size: u64,
+    mmu_lock: Option<(u64, u64)>,
 ) -> Result<(), LayoutError> {
     meta.fbSize = fb_size;
     meta.vgaWorkspaceOffset = sub(fb_size, VGA_WORKSPACE_SIZE, fb_size)?;
     meta.vgaWorkspaceSize = VGA_WORKSPACE_SIZE;
-    meta.gspFwWprEnd = align_down(meta.vgaWorkspaceOffset, 128 * KIB);
-    meta.frtsSize = FRTS_SIZE;
-    meta.frtsOffset = sub(meta.gspFwWprEnd, FRTS_SIZE, fb_size)?;
+    let vbios_reserved = match mmu_lock {
+        Some((lo, _)) => lo.min(meta.vgaWorkspaceOffset),
+        None => meta.vgaWorkspaceOffset,
+    };
+    meta.gspFwWprEnd = align_down(vbios_reserved, 128 * KIB);
+    meta.frtsSize = params.frts_size;
+    meta.frtsOffset = sub(meta.gspFwWprEnd, params.frts_size, fb_size)?;
     meta.bootBinOffset = align_down(
         sub(meta.frtsOffset, meta.sizeOfBootloader, fb_size)?,
         4 * KIB,
@@ -249,7 +303,9 @@ pub fn fb_layout_tu102(meta: &GspFwWprMeta) -> Result<FbLayout, LayoutError> {
         meta.sizeOfBootloader,
         FbOwner::BootBin,
     )?;
-    r(&mut l, meta.frtsOffset, meta.frtsSize, FbOwner::Frts)?;
+    if meta.frtsSize != 0 {
+        r(&mut l, meta.frtsOffset, meta.frtsSize, FbOwner::Frts)?;
+    }
     r(
         &mut l,
         meta.vgaWorkspaceOffset,
@@ -340,7 +396,7 @@ mod tests {
             sizeOfRadix3Elf: 0x3c9_9000,
             ..Default::default()
         };
-        layout_tu102(&mut m, &p, fb).unwrap();
+        layout_tu102(&mut m, &p, fb, None).unwrap();
         // tinygrad: VGA at vram-1M, FRTS 1 MiB below, heap 0x8100000.
         assert_eq!(m.vgaWorkspaceOffset, fb - MIB);
         assert_eq!(m.frtsOffset, fb - 2 * MIB);
@@ -362,6 +418,59 @@ mod tests {
     }
 
     #[test]
+    fn wpr_ends_below_the_vbios_mmu_lock() {
+        let p = WprParams::for_chip(Chipset::GA100.info());
+        let fb = 40_960u64 << 20;
+        let lock = (fb - 16 * MIB, fb - 4 * KIB);
+        let mut m = GspFwWprMeta {
+            sizeOfBootloader: 0x9000,
+            sizeOfRadix3Elf: 0x3c9_9000,
+            ..Default::default()
+        };
+        layout_tu102(&mut m, &p, fb, Some(lock)).unwrap();
+        assert_eq!(m.gspFwWprEnd, lock.0);
+        let mut free = GspFwWprMeta {
+            sizeOfBootloader: 0x9000,
+            sizeOfRadix3Elf: 0x3c9_9000,
+            ..Default::default()
+        };
+        layout_tu102(&mut free, &p, fb, None).unwrap();
+        assert_eq!(free.gspFwWprEnd, fb - MIB);
+        // A lock at 0 (HI >= LO, as RM reads it) leaves no room: an error, not a panic.
+        assert!(layout_tu102(&mut free, &p, fb, Some((0, 0))).is_err());
+    }
+
+    #[test]
+    fn ga100_has_no_frts_region_and_turing_has_one() {
+        // kgspGetFrtsSize_4a4dee (GA100) returns 0; _TU102 (TU10x, GA102 on) the 1 MiB region.
+        for (chip, frts) in [
+            (Chipset::GA100, 0),
+            (Chipset::TU102, FRTS_SIZE),
+            (Chipset::TU104, FRTS_SIZE),
+            (Chipset::GA102, FRTS_SIZE),
+        ] {
+            let p = WprParams::for_chip(chip.info());
+            assert_eq!(p.frts_size, frts, "{chip}");
+            let fb = 40_960u64 << 20;
+            let mut m = GspFwWprMeta {
+                sizeOfBootloader: 0x9000,
+                sizeOfRadix3Elf: 0x3c9_9000,
+                ..Default::default()
+            };
+            layout_tu102(&mut m, &p, fb, None).unwrap();
+            assert_eq!(m.frtsSize, frts, "{chip}");
+            assert_eq!(m.frtsOffset, m.gspFwWprEnd - frts, "{chip}");
+            assert!(
+                m.bootBinOffset + m.sizeOfBootloader <= m.frtsOffset,
+                "{chip}"
+            );
+            let l = fb_layout_tu102(&m).unwrap();
+            let has_frts = l.reservations().iter().any(|r| r.owner == FbOwner::Frts);
+            assert_eq!(has_frts, frts != 0, "{chip}");
+        }
+    }
+
+    #[test]
     fn tiny_framebuffers_are_errors_not_panics() {
         let p = WprParams::for_chip(Chipset::AD102.info());
         for fb in [0u64, 4096, 64 * MIB, 150 * MIB] {
@@ -371,7 +480,7 @@ mod tests {
                 ..Default::default()
             };
             assert!(matches!(
-                layout_tu102(&mut m, &p, fb),
+                layout_tu102(&mut m, &p, fb, None),
                 Err(LayoutError::FbTooSmall { .. })
             ));
         }

@@ -346,10 +346,16 @@ fn fuse_for<M: Mmio + ?Sized>(bar0: &M, hal: FalconHal, sel: firmware::FuseSelec
 
 /// The chips [`boot`] accepts: those whose boot path has run end to end against a simulator
 /// model of the chip (`tests/sim/src/models.rs`, which checks it has a model of each). Every
-/// other chip `chip::identify` knows is refused with [`BootErrorKind::NotSupported`]: TU10x and
-/// GA100 have their falcon HAL ([`FalconHal::Tu102`], [`FalconHal::Ga100`]) but not their
-/// FWSEC (generic bootloader) and PIO booter path, and no other chip has met a model.
-pub const BARE_METAL_CHIPS: [Chipset; 3] = [Chipset::AD102, Chipset::GH100, Chipset::GB202];
+/// other chip `chip::identify` knows is refused with [`BootErrorKind::NotSupported`]: TU10x
+/// has its falcon HAL ([`FalconHal::Tu102`]) but its FWSEC-FRTS loads through the generic
+/// bootloader, which nvbare does not do yet, and no other chip has met a model. GA100 runs no
+/// FWSEC-FRTS (no FRTS region) and loads its booters by PIO ([`FalconHal::Ga100`]).
+pub const BARE_METAL_CHIPS: [Chipset; 4] = [
+    Chipset::GA100,
+    Chipset::AD102,
+    Chipset::GH100,
+    Chipset::GB202,
+];
 
 /// Boots GSP-RM; see the [module documentation](self) for the sequence.
 ///

@@ -218,10 +218,18 @@ impl fmt::Display for BootErrorKind {
                     let sep = if i == 0 { "" } else { ", " };
                     write!(f, "{sep}{c}")?;
                 }
+                write!(f, " (the chips its simulator models)")?;
+                if chip.info().architecture == crate::chip::Architecture::Turing {
+                    // docs/assumptions.md C12.
+                    write!(
+                        f,
+                        "; Turing's FWSEC-FRTS runs through the generic falcon bootloader, \
+                         which nvbare does not load yet"
+                    )?;
+                }
                 write!(
                     f,
-                    " (the chips its simulator models); use the kernel-driver adapter \
-                     (`nvidia:N`) for this GPU"
+                    "; use the kernel-driver adapter (`nvidia:N`) for this GPU"
                 )
             }
             BootErrorKind::WrongFirmware { firmware, gpu } => write!(

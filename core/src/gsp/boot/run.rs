@@ -10,7 +10,8 @@ use crate::gsp::log::LogImage;
 use crate::hal::{Clock, DmaBuffer, Mmio, PciConfig};
 use crate::regs::falcon::{
     Gsp, NV_PFALCON_FALCON_CPUCTL, NV_PFALCON_FALCON_HWCFG2, NV_PFALCON_FALCON_MAILBOX0,
-    NV_PFALCON_FALCON_MAILBOX1, NV_PRISCV_RISCV_BCR_CTRL, NV_PRISCV_RISCV_CPUCTL,
+    NV_PFALCON_FALCON_MAILBOX1, NV_PRISCV_RISCV_BCR_CTRL, NV_PRISCV_RISCV_CORE_SWITCH_RISCV_STATUS,
+    NV_PRISCV_RISCV_CPUCTL,
 };
 use crate::regs::pfb::{NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_LO};
 use crate::regs::pgc6::{NV_PGC6_AON_SECURE_SCRATCH_GROUP_05, NV_PGC6_BSI_SECURE_SCRATCH_14};
@@ -32,7 +33,7 @@ pub(super) enum Quiesce {
     /// falcon reset stops GSP-RM) and booter_unload, as nova-core's `BootUnloadGuard`.
     Teardown {
         hal: FalconHal,
-        fwsec_sb: UcodeAt,
+        fwsec_sb: Option<UcodeAt>,
         booter_unload: UcodeAt,
     },
     /// Hopper on: the FSP has the chain of trust, so the GSP-FMC (and GSP-RM) may run and read
@@ -133,7 +134,7 @@ impl<'o, 'h, M: Mmio + ?Sized, C: Clock + ?Sized, O: BootObserver + ?Sized> Run<
                 hal,
                 fwsec_sb,
                 booter_unload,
-            } => booter::stop_after_failure(self, hal, &fwsec_sb, &booter_unload),
+            } => booter::stop_after_failure(self, hal, fwsec_sb.as_ref(), &booter_unload),
             Quiesce::WaitHalt(hal) => cot::stop_after_failure(self, hal),
         };
         if !stopped {
@@ -197,14 +198,23 @@ fn snapshot<M: Mmio + ?Sized>(bar0: &M, chip: Option<&ChipInfo>, r: &mut BootRep
         "NV_PGSP_FALCON_CPUCTL",
         NV_PFALCON_FALCON_CPUCTL::offset_of::<Gsp>(),
     );
-    put(
-        "NV_PGSP_RISCV_CPUCTL",
-        NV_PRISCV_RISCV_CPUCTL::offset_of::<Gsp>(),
-    );
-    put(
-        "NV_PGSP_RISCV_BCR_CTRL",
-        NV_PRISCV_RISCV_BCR_CTRL::offset_of::<Gsp>(),
-    );
+    // TU10x/GA100 have neither RISCV_CPUCTL at +0x388 nor BCR_CTRL (tu102, ga100
+    // dev_riscv_pri.h): their RISC-V status is CORE_SWITCH_RISCV_STATUS.
+    if chip.is_some_and(|c| FalconHal::for_chip(c).riscv_status_in_core_switch()) {
+        put(
+            "NV_PGSP_RISCV_CORE_SWITCH_RISCV_STATUS",
+            NV_PRISCV_RISCV_CORE_SWITCH_RISCV_STATUS::offset_of::<Gsp>(),
+        );
+    } else {
+        put(
+            "NV_PGSP_RISCV_CPUCTL",
+            NV_PRISCV_RISCV_CPUCTL::offset_of::<Gsp>(),
+        );
+        put(
+            "NV_PGSP_RISCV_BCR_CTRL",
+            NV_PRISCV_RISCV_BCR_CTRL::offset_of::<Gsp>(),
+        );
+    }
     match chip {
         Some(c) if c.boot == BootMethod::FspChainOfTrust => cot::snapshot(c, &mut put),
         _ => booter::snapshot(&mut put),

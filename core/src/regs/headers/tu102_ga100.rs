@@ -3,7 +3,10 @@
 
 use super::super::Register;
 use super::super::falcon::{Gsp, NV_PRISCV_RISCV_CORE_SWITCH_RISCV_STATUS, tu102};
-use super::super::pfb::NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE;
+use super::super::pfb::{
+    NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE, NV_PFB_PRI_MMU_LOCK_ADDR_HI, NV_PFB_PRI_MMU_LOCK_ADDR_LO,
+    NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK,
+};
 use super::{Absent, Differs, H, Is, check, mask, rel};
 
 type TuIrqmask = tu102::NV_PRISCV_RISCV_IRQMASK;
@@ -88,4 +91,31 @@ fn local_memory_range() {
     field!(NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE.with_lower_scale = 3:0, "gp102/dev_fb.h");
     field!(NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE.with_lower_mag = 9:4, "gp102/dev_fb.h");
     field!(NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE.with_ecc_mode: bool = 30, "gp102/dev_fb.h");
+}
+
+#[test]
+fn ga100_mmu_lock() {
+    // ampere/ga100/dev_fb.h; memmgrReadMmuLock_GA100 is GA100's only (TU10x: _ccda6f, no read).
+    for (name, ours, addr) in [
+        (
+            NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK::NAME,
+            NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK::OFFSET,
+            0x1f_a7c8,
+        ),
+        (
+            NV_PFB_PRI_MMU_LOCK_ADDR_LO::NAME,
+            NV_PFB_PRI_MMU_LOCK_ADDR_LO::OFFSET,
+            0x1f_a82c,
+        ),
+        (
+            NV_PFB_PRI_MMU_LOCK_ADDR_HI::NAME,
+            NV_PFB_PRI_MMU_LOCK_ADDR_HI::OFFSET,
+            0x1f_a830,
+        ),
+    ] {
+        check(name, ours, &[Is("ampere/ga100/dev_fb.h", addr)]);
+    }
+    field!(NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK.with_read_protection_level0: bool = 0, "ga100");
+    field!(NV_PFB_PRI_MMU_LOCK_ADDR_LO.with_val = 31:4, "ga100");
+    field!(NV_PFB_PRI_MMU_LOCK_ADDR_HI.with_val = 31:4, "ga100");
 }

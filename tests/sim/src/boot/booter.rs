@@ -32,15 +32,23 @@ impl Model {
                 .get(doff as usize..(doff + dlen) as usize)
                 .unwrap_or(&[]);
             let code = img.get(va as usize..(va + len) as usize).unwrap_or(&[]);
-            let r = Self::brom_check(
-                &self.sec2,
-                va,
-                code,
-                dmem,
-                b.patch_loc.wrapping_sub(doff),
-                b.engine_id_mask,
-                b.ucode_id,
-            );
+            let r = if self.sec2.layout == RegLayout::Tu102 {
+                // No boot ROM: the falcon enters the non-secure OS code at 0, which jumps to
+                // the secure app code (`s_prepareHsFalconDirect`, BOOTVEC 0).
+                let (ova, olen) = b.os_code;
+                let os = img.get(ova as usize..(ova + olen) as usize).unwrap_or(&[]);
+                Self::direct_check(&self.sec2, (ova, os), (va, code), dmem)
+            } else {
+                Self::brom_check(
+                    &self.sec2,
+                    va,
+                    code,
+                    dmem,
+                    b.patch_loc.wrapping_sub(doff),
+                    b.engine_id_mask,
+                    b.ucode_id,
+                )
+            };
             return match r {
                 Ok(()) => job,
                 Err(e) => {
@@ -64,24 +72,55 @@ impl Model {
                 return;
             }
         };
-        match self.wpr2 {
-            Some((lo, _)) if lo == meta.frtsOffset => {}
-            _ => {
-                self.error(
-                    "booter_load: FRTS/WPR2 not set up at frtsOffset (FWSEC-FRTS missing)".into(),
-                );
-                self.sec2.set_reg(off::MAILBOX0, err::BOOTER_NO_FRTS);
+        if let Some((lock, _)) = self.mmu_lock
+            && meta.gspFwWprEnd > lock
+        {
+            // kgspCalculateFbLayout_TU102: WPR ends below the VBIOS's MMU lock.
+            self.error(format!(
+                "booter_load: WPR ends at {:#x}, above the VBIOS MMU lock at {lock:#x}",
+                meta.gspFwWprEnd
+            ));
+            self.sec2.set_reg(off::MAILBOX0, err::BOOTER_LAYOUT);
+            return;
+        }
+        if self.model.chipset == Chipset::GA100 {
+            // GA100 has no FRTS region (kgspGetFrtsSize_4a4dee) and runs no FWSEC-FRTS: WPR2
+            // must be down and the metadata must ask for none. What its booter does with a
+            // non-zero frtsSize is unknown: the sim refuses it.
+            if self.wpr2.is_some() || meta.frtsSize != 0 {
+                self.error(format!(
+                    "booter_load (GA100): WPR2 {:x?} already up or frtsSize {:#x} (GA100 has no \
+                     FRTS)",
+                    self.wpr2, meta.frtsSize
+                ));
+                self.sec2.set_reg(off::MAILBOX0, err::BOOTER_LAYOUT);
                 return;
+            }
+        } else {
+            match self.wpr2 {
+                Some((lo, _)) if lo == meta.frtsOffset => {}
+                _ => {
+                    self.error(
+                        "booter_load: FRTS/WPR2 not set up at frtsOffset (FWSEC-FRTS missing)"
+                            .into(),
+                    );
+                    self.sec2.set_reg(off::MAILBOX0, err::BOOTER_NO_FRTS);
+                    return;
+                }
             }
         }
         let (g0, g1) = self.gsp.mailboxes();
         let libos = (g1 as u64) << 32 | g0 as u64;
-        if !self.gsp.riscv_selected() || self.gsp.riscv != Riscv::Off || libos == 0 {
+        // TU10x/GA100 have no core switch: after a reset the core runs RISC-V code
+        // (kflcnResetIntoRiscv_TU102).
+        let selected = self.gsp.layout == RegLayout::Tu102 || self.gsp.riscv_selected();
+        if !selected || self.gsp.riscv != Riscv::Off || libos == 0 {
             self.error("booter_load: the GSP is not reset into RISC-V with the LIBOS arguments in its mailboxes".into());
             self.sec2.set_reg(off::MAILBOX0, err::BOOTER_GSP_NOT_READY);
             return;
         }
         self.wpr2 = Some((meta.gspFwWprStart, meta.gspFwWprEnd));
+        self.sb_since_load = false;
         self.stats.booter_load += 1;
         self.phase("booter_load ran: GSP-RM loaded into WPR2");
         self.sec2.set_reg(off::MAILBOX0, 0);
@@ -109,6 +148,13 @@ impl Model {
                 .set_reg(off::MAILBOX0, err::BOOTER_UNLOAD_STATE_KEPT);
             return;
         }
+        if !self.sb_since_load {
+            self.warning(
+                "booter_unload without FWSEC-SB since booter_load (kgspTeardown_TU102 runs it \
+                 first): the VBIOS pre-OS apps stay off until a GPU reset"
+                    .into(),
+            );
+        }
         self.wpr2 = None;
         self.rm = None;
         self.stats.booter_unload += 1;
@@ -121,7 +167,8 @@ impl Model {
         let (g0, g1) = self.gsp.mailboxes();
         let libos = (g1 as u64) << 32 | g0 as u64;
         let expected = self.rm.as_ref().map(|r| r.libos_args);
-        if !self.gsp.riscv_selected() || self.gsp.riscv != Riscv::Off || Some(libos) != expected {
+        let selected = self.gsp.layout == RegLayout::Tu102 || self.gsp.riscv_selected();
+        if !selected || self.gsp.riscv != Riscv::Off || Some(libos) != expected {
             self.error(
                 "SEC2 reload: the GSP is not reset into RISC-V with the LIBOS arguments".into(),
             );

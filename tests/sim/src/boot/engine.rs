@@ -3,11 +3,28 @@
 use super::*;
 
 impl BootEngine {
+    /// Registers outside the falcons that this chip's headers do not define, so it does not
+    /// answer them: `NV_PGC6_AON_SECURE_SCRATCH_GROUP_42` (NV_USABLE_FB_SIZE_IN_MB, ga102's
+    /// `dev_gc6_island.h` on) on TU10x/GA100, and the `NV_FUSE_OPT_FPF_*_UCODE*_VERSION` block
+    /// (ga100's `dev_fuse.h` on) on TU10x.
+    fn refused(&self, o: u32) -> bool {
+        match self.chip.info().architecture {
+            Architecture::Turing => o == SCRATCH_GROUP_42 || (FUSE_BASE..FUSE_END).contains(&o),
+            _ if self.chip == Chipset::GA100 => o == SCRATCH_GROUP_42,
+            _ => false,
+        }
+    }
+
     fn claims_fixed(&self, o: u32) -> bool {
-        matches!(
-            o,
-            WPR2_LO | WPR2_HI | GFW_PLM | BSI14 | VBIOS_SCRATCH_0E | VBIOS_SCRATCH_15
-        ) || self.flush_offs.contains(&o)
+        let ga100_lock =
+            self.chip == Chipset::GA100 && matches!(o, MMU_LOCK_PLM | MMU_LOCK_LO | MMU_LOCK_HI);
+        ga100_lock
+            || self.refused(o)
+            || matches!(
+                o,
+                WPR2_LO | WPR2_HI | GFW_PLM | BSI14 | VBIOS_SCRATCH_0E | VBIOS_SCRATCH_15
+            )
+            || self.flush_offs.contains(&o)
             || (GFW_GROUP05..GFW_GROUP05 + 16).contains(&o)
             || (FUSE_BASE..FUSE_END).contains(&o)
             || (!self.fsp && (PROM_BASE..PROM_BASE + PROM_SIZE).contains(&o))
@@ -29,6 +46,13 @@ impl MmioEngine for BootEngine {
     fn read(&mut self, core: &mut SimCore, o: u32) -> u32 {
         let mut g = self.model.lock();
         g.settle(core);
+        if self.refused(o) {
+            g.error(format!(
+                "read of {o:#x}, a register the {} headers do not define",
+                self.chip
+            ));
+            return falcon::PRI_ERROR;
+        }
         let gfw_ready = g.gfw_ready_at.is_some_and(|t| Model::now(core) >= t);
         match o {
             // Whether the MMU's WPR registers answer while devinit / the FSP still train the
@@ -46,6 +70,14 @@ impl MmioEngine for BootEngine {
                 )
             }
             WPR2_LO => g.wpr2.map_or(0, |(lo, _)| ((lo >> 12) as u32) << 4),
+            // GA100's VBIOS MMU lock: readable by the CPU, set by devinit.
+            MMU_LOCK_PLM if self.chip == Chipset::GA100 => 1,
+            MMU_LOCK_LO if self.chip == Chipset::GA100 => {
+                g.mmu_lock.map_or(0, |(lo, _)| ((lo >> 12) as u32) << 4)
+            }
+            MMU_LOCK_HI if self.chip == Chipset::GA100 => {
+                g.mmu_lock.map_or(0, |(_, hi)| ((hi >> 12) as u32) << 4)
+            }
             WPR2_HI => g
                 .wpr2
                 .map_or(0, |(_, end)| (((end - 4096) >> 12) as u32) << 4),
@@ -130,6 +162,13 @@ impl MmioEngine for BootEngine {
     fn write(&mut self, core: &mut SimCore, o: u32, v: u32) {
         let mut g = self.model.lock();
         g.settle(core);
+        if self.refused(o) {
+            g.error(format!(
+                "write of {o:#x}, a register the {} headers do not define",
+                self.chip
+            ));
+            return;
+        }
         if (FSP_BASE..FSP_BASE + 0x4000).contains(&o) && self.fsp {
             if g.fsp_write(o, v) {
                 g.fsp_command(core);

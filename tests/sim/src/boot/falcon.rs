@@ -51,6 +51,12 @@ pub mod off {
     pub const BROM_PARAADDR0: u32 = 0x1210;
     pub const RISCV_CPUCTL: u32 = 0x1388;
     pub const RISCV_BCR_CTRL: u32 = 0x1668;
+    /// `NV_PRISCV_RISCV_CORE_SWITCH_RISCV_STATUS` (+0x240 above the RISC-V base; tu102 and
+    /// ga100 dev_riscv_pri.h), bit 0 ACTIVE_STAT.
+    pub const TU102_RISCV_STATUS: u32 = 0x1240;
+    /// `NV_PRISCV_RISCV_IRQMASK` on tu102/ga100 (+0x2b4, read-only `R-I4R`; ga102 moved it to
+    /// +0x528).
+    pub const TU102_RISCV_IRQMASK: u32 = 0x12b4;
 }
 
 /// What the falcon CPU is doing.
@@ -75,9 +81,42 @@ pub enum Riscv {
     Halted,
 }
 
+/// Which chip's headers lay out the falcon's RISC-V and FALCON2 registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegLayout {
+    /// GA102 and later: `NV_PRISCV_RISCV_CPUCTL`, `BCR_CTRL`, `NV_PFALCON2_FALCON_{MOD_SEL,
+    /// BROM_*}`, `HWCFG2.MEM_SCRUBBING`.
+    Ga102,
+    /// TU102-TU117 and GA100: none of the above at those addresses (tu102 and ga100
+    /// dev_riscv_pri.h, dev_falcon_v4.h; tu102 has a `NV_PRISCV_RISCV_CPUCTL` of its own at
+    /// +0x268, ga100 none, and neither a BCR); the core's state is
+    /// `CORE_SWITCH_RISCV_STATUS` and scrubbing shows in `DMACTL` bits 1 and 2.
+    Tu102,
+}
+
+impl RegLayout {
+    /// Whether `o` (falcon-relative) is a register only GA102 and later define.
+    pub fn ga102_only(o: u32) -> bool {
+        matches!(
+            o,
+            off::MOD_SEL
+                | off::BROM_CURR_UCODE_ID
+                | off::BROM_ENGIDMASK
+                | off::BROM_PARAADDR0
+                | off::RISCV_CPUCTL
+                | off::RISCV_BCR_CTRL
+        )
+    }
+}
+
+/// What an access to a register the chip does not have reads as (a PRI error pattern).
+pub const PRI_ERROR: u32 = 0xbadf_5040;
+
 /// One falcon engine.
 #[derive(Debug)]
 pub struct Falcon {
+    /// Whose register layout the engine has.
+    pub layout: RegLayout,
     /// "GSP" or "SEC2".
     pub name: &'static str,
     /// PRI base (0x110000, 0x840000).
@@ -113,6 +152,7 @@ impl Falcon {
     /// A falcon at `base`, freshly powered.
     pub fn new(name: &'static str, base: u32, has_riscv: bool) -> Self {
         let mut f = Falcon {
+            layout: RegLayout::Ga102,
             name,
             base,
             has_riscv,
@@ -133,6 +173,26 @@ impl Falcon {
         };
         f.clear_state();
         f
+    }
+
+    /// The same engine with TU102/GA100's register layout.
+    pub fn with_layout(mut self, layout: RegLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Refuses an access to a register this chip's headers do not define: records it and
+    /// answers `true` (the caller then reads [`PRI_ERROR`] or drops the write).
+    fn refuses(&mut self, o: u32, what: &str) -> bool {
+        let refused = self.layout == RegLayout::Tu102 && RegLayout::ga102_only(o);
+        if refused {
+            self.errors.push(format!(
+                "{}: {what} of {:#x}, a register tu102/ga100 headers do not define",
+                self.name,
+                self.base + o
+            ));
+        }
+        refused
     }
 
     fn clear_state(&mut self) {
@@ -184,10 +244,21 @@ impl Falcon {
     /// Reads a register; `None` leaves it to the boot model.
     pub fn read(&mut self, core: &SimCore, o: u32) -> u32 {
         let now = core.clock_now();
+        if self.refuses(o, "read") {
+            return PRI_ERROR;
+        }
         match o {
             off::HWCFG2 => {
                 let scrubbing = self.in_reset || now < self.scrub_until;
-                ((self.has_riscv as u32) << 10) | ((scrubbing as u32) << 12) | (1 << 31)
+                // MEM_SCRUBBING (bit 12) is ga102's; tu102's HWCFG2 has no such field.
+                let scrub_bit = match self.layout {
+                    RegLayout::Ga102 => (scrubbing as u32) << 12,
+                    RegLayout::Tu102 => 0,
+                };
+                ((self.has_riscv as u32) << 10) | scrub_bit | (1 << 31)
+            }
+            off::TU102_RISCV_STATUS if self.layout == RegLayout::Tu102 => {
+                (self.riscv == Riscv::Active) as u32
             }
             off::HWCFG => (MEM_SIZE / 256) as u32,
             off::CPUCTL => match self.cpu {
@@ -257,6 +328,15 @@ impl Falcon {
     /// Handles a write. Returns `true` when the CPU was asked to start (the boot model then
     /// decides what runs).
     pub fn write(&mut self, core: &SimCore, o: u32, v: u32) -> bool {
+        if self.refuses(o, "write") {
+            return false;
+        }
+        if self.layout == RegLayout::Tu102
+            && matches!(o, off::TU102_RISCV_STATUS | off::TU102_RISCV_IRQMASK)
+        {
+            // Both read-only (`R-I4R`): the write does nothing.
+            return false;
+        }
         match o {
             off::ENGINE => {
                 if v & 1 != 0 {

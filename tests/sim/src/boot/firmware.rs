@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use nvbare_core::chip::Chipset;
+use nvbare_core::falcon::FalconHal;
 use nvbare_gsp_firmware::pinned::{FirmwareKind, boot_files, firmware_path, verify};
 use nvbare_gsp_firmware::testutil::vbios::{self as rom, RomSpec};
 use nvbare_gsp_firmware::{BooterImage, FmcImage, GspFirmware, RiscvBootloader};
@@ -25,6 +26,8 @@ pub struct SimBooter {
     pub signatures: Vec<Vec<u8>>,
     /// App 0 code offset (IMEM VA) and size.
     pub code: (u32, u32),
+    /// OS code offset and size (the non-secure part of a PIO load on TU10x/GA100).
+    pub os_code: (u32, u32),
     /// OS data offset and size (DMEM).
     pub data: (u32, u32),
     /// Where the signature goes in the image.
@@ -46,6 +49,7 @@ impl SimBooter {
             image: b.image().to_vec(),
             signatures,
             code: (b.load.app_code_offset.get(), b.load.app_code_size.get()),
+            os_code: (b.load.os_code_offset.get(), b.load.os_code_size.get()),
             data: (b.load.os_data_offset.get(), b.load.os_data_size.get()),
             patch_loc: b.patch_loc,
             engine_id_mask: b.meta.engine_id_mask.get(),
@@ -169,7 +173,17 @@ impl SimFirmware {
             booter_load: booter(FirmwareKind::BooterLoad)?,
             booter_unload: booter(FirmwareKind::BooterUnload)?,
             fmc,
-            vbios: rom::build(&RomSpec::default()),
+            // TU10x/GA100 VBIOSes carry FWSEC with a FALCON_UCODE_DESC_V2 (their RM runs it
+            // through the generic bootloader, kgspExecuteHsFalcon_TU102 takes no BOOT_FROM_HS
+            // ucode); the synthesized ROM says so in its descriptor header.
+            vbios: rom::build(&RomSpec {
+                desc_version: if FalconHal::for_chip(chip.info()).boots_from_hs() {
+                    3
+                } else {
+                    2
+                },
+                ..RomSpec::default()
+            }),
         })
     }
 

@@ -85,6 +85,7 @@ impl Model {
         );
         if init_cmd == 0x19 {
             self.scratch_15 = 0;
+            self.sb_since_load = true;
             self.stats.fwsec_sb += 1;
             self.phase("FWSEC-SB ran");
             return;

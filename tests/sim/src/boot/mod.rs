@@ -62,6 +62,8 @@ mod tests;
 #[cfg(test)]
 mod tests_pio_booter;
 #[cfg(test)]
+mod tests_tu102_layout;
+#[cfg(test)]
 mod tests_unsupported;
 
 use std::collections::VecDeque;
@@ -70,6 +72,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use nvbare_core::chip::{Architecture, BootMethod, Chipset};
+use nvbare_core::falcon::FalconHal;
 use nvbare_core::gsp::boot::abi::{
     GSP_ARGUMENTS_CACHED, GSP_FMC_BOOT_PARAMS, GSP_FW_WPR_META_MAGIC, GSP_FW_WPR_META_REVISION,
     GspFwWprMeta, LibosMemoryRegionInitArgument, NVDM_PAYLOAD_COT, libos_id8,
@@ -91,7 +94,7 @@ use crate::models::ChipModel;
 use crate::rm_service::RmService;
 use crate::{SimBar0, SimGpu, SimPci};
 
-use falcon::{Cpu, Falcon, Riscv, off};
+use falcon::{Cpu, Falcon, RegLayout, Riscv, off};
 pub use firmware::{SimFirmware, SimFwsec};
 
 /// The simulator's clock as a cloneable `Clock`, as `BootHw` wants it.
@@ -320,6 +323,12 @@ pub(crate) const BSI14: u32 = 0x11_80f8;
 pub(crate) const VBIOS_SCRATCH_0E: u32 = 0x1438;
 pub(crate) const VBIOS_SCRATCH_15: u32 = 0x1454;
 pub(crate) const FUSE_BASE: u32 = 0x82_4100;
+/// `NV_PGC6_AON_SECURE_SCRATCH_GROUP_42` (ga102 `dev_gc6_island.h`).
+pub(crate) const SCRATCH_GROUP_42: u32 = 0x11_83a4;
+/// `NV_PFB_PRI_MMU_LOCK_CFG_PRIV_LEVEL_MASK`, `_ADDR_LO`, `_ADDR_HI` (ga100 `dev_fb.h`).
+pub(crate) const MMU_LOCK_PLM: u32 = 0x1f_a7c8;
+pub(crate) const MMU_LOCK_LO: u32 = 0x1f_a82c;
+pub(crate) const MMU_LOCK_HI: u32 = 0x1f_a830;
 pub(crate) const FUSE_END: u32 = 0x82_4200;
 pub(crate) const QUEUE_HEAD0: u32 = 0x11_0c00;
 /// `NV_PGSP_MAILBOX(i)`, block-relative.
@@ -356,6 +365,11 @@ pub mod unknown {
     pub const GFW_BOOT_MAX_HBM: Duration = ms(3000);
     /// ... and on GDDR parts.
     pub const GFW_BOOT_MAX_GDDR: Duration = ms(2000);
+    /// How much memory at the top of a GA100's FB the VBIOS locks away from the MMU for the row
+    /// remapper ("a few MBs", `mem_mgr_ga100.c` bug 2974274; the size is not public).
+    pub const GA100_MMU_LOCK: &str = "boot: size of GA100's VBIOS MMU lock (row remapper)";
+    /// The answers of [`GA100_MMU_LOCK`], in MiB.
+    pub const GA100_MMU_LOCK_MIB: [u64; 2] = [2, 32];
     /// Whether devinit / the FSP still runs when the driver first looks (right after power-on).
     pub const GFW_AT_POWER_ON: &str = "boot: devinit still running when the driver starts";
     /// What a WPR2 read returns before GFW boot completes: the register, or a PRI error.
@@ -504,6 +518,12 @@ struct Model {
     flush: FlushRegs,
     /// The last unload kept GSP-RM's state in WPR2 (booter_unload refuses on Turing-Ada).
     state_kept: bool,
+    /// FWSEC-SB ran since the last booter_load (`kgspTeardown_TU102` runs it before
+    /// booter_unload).
+    sb_since_load: bool,
+    /// GA100: the range `[lo, hi]` (hi: its last 4 KiB page) the VBIOS locked away from the MMU
+    /// at the top of FB (`NV_PFB_PRI_MMU_LOCK_ADDR_LO/HI`).
+    mmu_lock: Option<(u64, u64)>,
 }
 
 /// The sysmem flush registers of the simulated chip (published headers; the format follows
@@ -581,6 +601,7 @@ impl std::fmt::Debug for BootModel {
 #[derive(Debug)]
 pub struct BootEngine {
     model: BootModel,
+    chip: Chipset,
     fsp: bool,
     therm: u32,
     flush_offs: Vec<u32>,
@@ -601,13 +622,18 @@ impl BootModel {
             0x2_00bc
         };
         let faults = cfg.faults.iter().copied().collect();
+        // TU10x and GA100 have neither the GA102 RISC-V layout nor FALCON2's BROM registers.
+        let layout = match FalconHal::for_chip(info) {
+            FalconHal::Tu102 | FalconHal::Ga100 => RegLayout::Tu102,
+            _ => RegLayout::Ga102,
+        };
         let m = BootModel {
             inner: Arc::new(Mutex::new(Model {
                 cfg,
                 model,
                 fwsec: SimFwsec::new(),
-                gsp: Falcon::new("GSP", GSP_BASE, true),
-                sec2: Falcon::new("SEC2", SEC2_BASE, false),
+                gsp: Falcon::new("GSP", GSP_BASE, true).with_layout(layout),
+                sec2: Falcon::new("SEC2", SEC2_BASE, false).with_layout(layout),
                 jobs: [None, None],
                 wpr2: None,
                 gfw_ready_at: Some(Duration::ZERO),
@@ -626,6 +652,8 @@ impl BootModel {
                 sec2_loaded: None,
                 flush: FlushRegs::for_chip(model.chipset),
                 state_kept: false,
+                sb_since_load: false,
+                mmu_lock: None,
             })),
         };
         {
@@ -635,8 +663,19 @@ impl BootModel {
                 c.unknowns
                     .pick(unknown::GFW_AT_POWER_ON, &[Duration::ZERO, m.gfw_max()])
             });
+            let lock_mib = gpu.with_core(|c| {
+                c.unknowns
+                    .pick(unknown::GA100_MMU_LOCK, &unknown::GA100_MMU_LOCK_MIB)
+            });
             let mut g = m.lock();
             g.gfw_ready_at = Some(pending);
+            if model.chipset == Chipset::GA100 {
+                // LOCAL_MEMORY_RANGE says the FB rounded up to a GiB; the VBIOS locks the part
+                // the row remapper uses (memmgrBlockMemLockedMemory_GA100 expects it to end at
+                // the top of FB).
+                let top = g.fb_size;
+                g.mmu_lock = Some((top - (lock_mib << 20), top - 4096));
+            }
             if has(&g.faults, BootFault::GfwBootNeverCompletes) {
                 g.gfw_ready_at = None;
             }
@@ -650,6 +689,7 @@ impl BootModel {
             .collect();
         gpu.add_engine(Box::new(BootEngine {
             model: m.clone(),
+            chip: model.chipset,
             fsp,
             therm,
             flush_offs,
@@ -887,6 +927,44 @@ impl Model {
 
     /// Checks the boot ROM parameters, the signature in DMEM and the secure IMEM of a
     /// heavy-secure ucode; `Err` says why the ROM refuses it.
+    /// The checks of a PIO-loaded heavy-secure ucode on a falcon without boot-ROM registers
+    /// (TU10x/GA100, `s_prepareHsFalconDirect`): BOOTVEC 0, the non-secure code at its tag,
+    /// the secure code at its tag and loaded secure, DMEM from 0 the patched data.
+    fn direct_check(
+        f: &Falcon,
+        (ns_va, ns): (u32, &[u8]),
+        (sec_va, sec): (u32, &[u8]),
+        dmem: &[u8],
+    ) -> Result<(), String> {
+        let name = f.name;
+        if f.reg(off::BOOTVEC) != 0 {
+            return Err(format!(
+                "{name}: BOOTVEC {:#x}, a PIO-loaded ucode starts at 0",
+                f.reg(off::BOOTVEC)
+            ));
+        }
+        if !ns.is_empty() && f.imem_by_va(ns_va, ns.len()).as_deref() != Some(ns) {
+            return Err(format!(
+                "{name}: IMEM does not hold the non-secure code at VA {ns_va:#x}"
+            ));
+        }
+        if f.imem_by_va(sec_va, sec.len()).as_deref() != Some(sec) {
+            return Err(format!(
+                "{name}: IMEM does not hold the secure code at VA {sec_va:#x}"
+            ));
+        }
+        if !f.imem_secure_by_va(sec_va, sec.len()) {
+            return Err(format!("{name}: the secure code was not loaded secure"));
+        }
+        if f.dmem.get(..dmem.len()) != Some(dmem) {
+            return Err(format!(
+                "{name}: DMEM differs from the ucode's data patched with the signature for the \
+                 fuse version"
+            ));
+        }
+        Ok(())
+    }
+
     fn brom_check(
         f: &Falcon,
         code_va: u32,

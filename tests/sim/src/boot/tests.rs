@@ -110,14 +110,26 @@ fn boot_err_with<F: BootFirmware>(r: &Rig, fw: &F, o: &BootOptions<'_>) -> (Boot
     }
 }
 
+/// The warning of an unload without FWSEC-SB: nvbare does not yet load FWSEC through the
+/// generic bootloader, which GA100 needs (its VBIOS FWSEC is `FALCON_UCODE_DESC_V2`), so on
+/// GA100 this open gap is expected, and nowhere else.
+pub(super) const NO_FWSEC_SB: &str = "booter_unload without FWSEC-SB";
+
 fn assert_clean(r: &Rig) {
     assert_eq!(
         r.boot.errors(),
         Vec::<String>::new(),
         "the simulator saw mistakes"
     );
+    let ga100 = r.gpu.model().chipset == Chipset::GA100;
+    let warnings: Vec<String> = r
+        .boot
+        .warnings()
+        .into_iter()
+        .filter(|w| !(ga100 && w.starts_with(NO_FWSEC_SB)))
+        .collect();
     assert_eq!(
-        r.boot.warnings(),
+        warnings,
         Vec::<String>::new(),
         "the simulator saw what hardware tolerates but nvbare avoids"
     );
@@ -187,10 +199,16 @@ fn full_cycle_on(r: Rig) {
     };
     assert_eq!(s.unloads, [level0, level0]);
     if model.chipset.info().boot == nvbare_core::chip::BootMethod::Booter {
-        assert_eq!((s.fwsec_frts, s.booter_load), (2, 2));
+        // GA100 has no FRTS region (no FWSEC-FRTS) and nvbare runs no FWSEC-SB there yet.
+        let fwsec = if model.chipset == Chipset::GA100 {
+            0
+        } else {
+            2
+        };
+        assert_eq!((s.fwsec_frts, s.booter_load), (fwsec, 2));
         // Whether a cold boot sends a script is an unknown; each one sent ran correctly.
         assert_eq!(s.sequencer_ok, s.sequencer_scripts);
-        assert_eq!((s.fwsec_sb, s.booter_unload), (2, 2));
+        assert_eq!((s.fwsec_sb, s.booter_unload), (fwsec, 2));
     } else {
         assert_eq!(s.cot_accepted, 2);
         // (COHERENT, NONCOHERENT) as kgspSetupGspFmcArgs_GH100 sends for cached WPR metadata
@@ -988,5 +1006,81 @@ fn a_pri_error_while_the_fsp_holds_the_gsp_is_not_a_halt() {
         };
         assert_eq!(raw, 0xbadf_41ff);
         assert_eq!(r.hw.pci.read_config32(4).unwrap() & 4, 0);
+    }
+}
+
+#[test]
+fn ga100_boots_by_its_pio_booters_without_fwsec_frts_within_its_headers() {
+    // kgspGetFrtsSize_4a4dee: no FRTS region, so no FWSEC-FRTS (kgspBootstrap_TU102);
+    // booter_load and booter_unload by PIO (kgspExecuteHsFalcon_TU102); the falcons and the
+    // boot hardware refuse (and record) every GA102-only register, so `errors()` being empty
+    // says this path touched none.
+    for mode in [Mode::Helpful, Mode::Pessimistic] {
+        let r = rig_mode(models::GA100, mode, |_| {});
+        let mut rec = Recorder::default();
+        let b = boot(&r.hw, &*r.fw, &opts(), &mut rec).unwrap_or_else(|e| {
+            panic!(
+                "{e}\n{}\n{:#?}",
+                rec.report.map(|r| r.to_string()).unwrap_or_default(),
+                r.boot.errors()
+            )
+        });
+        assert!(
+            !rec.phases.contains(&BootPhase::FwsecFrts),
+            "{:?}",
+            rec.phases
+        );
+        // WPR ends below the VBIOS's MMU lock (the booter refuses a layout above it).
+        assert!(
+            rec.details.iter().any(|d| d.contains("VBIOS MMU lock")),
+            "{:?}",
+            rec.details
+        );
+        assert!(
+            rec.phases.contains(&BootPhase::BooterLoad),
+            "{:?}",
+            rec.phases
+        );
+        let s = r.boot.stats();
+        assert_eq!((s.fwsec_frts, s.booter_load), (0, 1));
+        let meta_frts = b
+            .fb_layout()
+            .reservations()
+            .iter()
+            .any(|x| x.owner == FbOwner::Frts);
+        assert!(!meta_frts, "no FRTS reservation on GA100");
+        let mut unload = Recorder::default();
+        b.unload(&r.hw, &mut unload, None).unwrap();
+        assert!(unload.phases.contains(&BootPhase::BooterUnload));
+        assert!(
+            unload
+                .details
+                .iter()
+                .any(|d| d.contains("FWSEC-SB not run")),
+            "{:?}",
+            unload.details
+        );
+        assert_eq!(r.boot.stats().booter_unload, 1);
+        assert_eq!(r.boot.errors(), Vec::<String>::new(), "{mode:?}");
+        // The open gap, as the simulator sees it (and nothing else).
+        let w = r.boot.warnings();
+        assert!(w.len() == 1 && w[0].starts_with(NO_FWSEC_SB), "{w:?}");
+    }
+}
+
+#[test]
+fn a_ga102_code_path_on_ga100_is_caught_by_the_simulator() {
+    // The check above can fail: the GA102 falcon HAL on a GA100 writes BCR_CTRL and reads
+    // RISCV_CPUCTL, and the VRAM size from SCRATCH_GROUP_42 is not answered.
+    let r = rig(models::GA100);
+    let gsp: Falcon<'_, nvbare_core::regs::falcon::Gsp, _, _> =
+        Falcon::new(&r.hw.bar0, &r.hw.clock, FalconHal::Ga102);
+    let _ = gsp.reset_into_riscv();
+    let _ = gsp.is_riscv_active();
+    let raw = nvbare_core::hal::Mmio::read32(&r.hw.bar0, 0x11_83a4);
+    assert!(nvbare_core::hal::is_pri_error(raw), "{raw:#x}");
+    let e = r.boot.errors();
+    for what in ["0x111668", "0x111388", "0x1183a4"] {
+        assert!(e.iter().any(|x| x.contains(what)), "{what}: {e:#?}");
     }
 }

@@ -1,7 +1,8 @@
 //! The real TU102, TU116 and GA100 booter files (r570.144) loaded the way those chips load them
 //! (`Falcon::execute_hs_direct`, RM's `kgspExecuteHsFalcon_TU102`) on a BAR0 that refuses every
-//! address the chip's headers do not define. The simulator has no model of these chips yet
-//! (`boot` refuses them), so this checks the load sequence and its registers, not a boot.
+//! address the chip's headers do not define. This checks the load sequence and its registers
+//! for all three; the GA100 boot itself runs against `models::GA100` (`boot::tests`), TU10x
+//! has no model yet (`boot` refuses it).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;

@@ -17,7 +17,12 @@
 //!   (170 SMs), 48 warps per SM. SM_VERSION 0xA04 (`NV2080_CTRL_GR_INFO_SM_VERSION_10_04`, what
 //!   RM reports for sm_120 parts; tinygrad maps 0xa04 to sm_120).
 //!
-//! The AD102 and GB202 numbers are public board specifications, not observations.
+//! * GA100 / A100 SXM4: GA100 has 8 GPCs x 8 TPCs x 2 SMs (128 SMs); the A100 enables 54 TPCs
+//!   (108 SMs). sm_80 runs 64 warps (2048 threads) per SM. SM_VERSION 0x800.
+//!
+//! The AD102, GB202 and GA100 numbers are public board specifications, not observations. The
+//! GA100 engine classes are `gpuGetClassDescriptorList_GA100` of 570.144 (there is no GA100
+//! list of its own in 580's engine tables the other lists cite).
 
 use nvbare_core::chip::Chipset;
 use nvbare_core::rm::class::*;
@@ -48,6 +53,31 @@ pub const H200_OBSERVED: &[u32] = &[
     0x9096, 0xc076, 0xcb97, 0xc86f, 0xcbc0, 0xc8b5, 0xcba2, 0xc661, 0xa06c, 0xa080, 0xa140, 0xc369,
     0x0060, 0x0040, 0x0070, 0x007d, 0x5080, 0x50a0, 0x503b, 0x503c, 0xa081, 0xa084, 0xb8b0, 0xb8d1,
     0xb8fa, 0xcb33, 0x00de, 0xc46f, 0xc461, 0xc36f, 0xc361,
+];
+
+/// GA100 engine classes (`halGA100ClassDescriptorList`, `g_gpu_class_list.c` of 570.144): no
+/// display, no video encoder, AMPERE_DMA_COPY_A (not _B).
+const GA100: &[u32] = &[
+    0xc365, // ACCESS_COUNTER_NOTIFY_BUFFER
+    0xc697, // AMPERE_A
+    AMPERE_COMPUTE_A,
+    AMPERE_CHANNEL_GPFIFO_A,
+    AMPERE_DMA_COPY_A,
+    AMPERE_USERMODE_A,
+    NV50_MEMORY_VIRTUAL,
+    0x503b, // NV50_P2P
+    0x503c, // NV50_THIRD_PARTY_P2P
+    0xa081, // NVA081_VGPU_CONFIG
+    0xa084, // NVA084_KERNEL_HOST_VGPU_DEVICE
+    0xc4d1, // NVC4D1_VIDEO_NVJPG
+    0xc6b0, // NVC6B0_VIDEO_DECODER
+    0xc6fa, // NVC6FA_VIDEO_OFA
+    0xcb33, // NV_CONFIDENTIAL_COMPUTE
+    0x00de, // RM_USER_SHARED_DATA
+    TURING_CHANNEL_GPFIFO_A,
+    TURING_USERMODE_A,
+    VOLTA_CHANNEL_GPFIFO_A,
+    VOLTA_USERMODE_A,
 ];
 
 /// AD102 engine classes (`gpuGetEngClassDescriptorList_AD102`).
@@ -276,6 +306,17 @@ impl ChipRm {
     /// The table for `chipset`, if the simulator models it.
     pub fn for_chipset(chipset: Chipset) -> Option<ChipRm> {
         Some(match chipset {
+            Chipset::GA100 => ChipRm {
+                engine_classes: GA100,
+                gr: GrFacts {
+                    sm_version: 0x800,
+                    max_warps_per_sm: 64,
+                    gpcs: 8,
+                    tpc_per_gpc: 8,
+                    sm_per_tpc: 2,
+                    tpcs: 54,
+                },
+            },
             Chipset::AD102 => ChipRm {
                 engine_classes: AD102,
                 gr: GrFacts {
@@ -341,7 +382,12 @@ mod tests {
 
     #[test]
     fn newest_class_of_each_kind_matches_the_chip_table() {
-        for cs in [Chipset::AD102, Chipset::GH100, Chipset::GB202] {
+        for cs in [
+            Chipset::GA100,
+            Chipset::AD102,
+            Chipset::GH100,
+            Chipset::GB202,
+        ] {
             let rm = ChipRm::for_chipset(cs).unwrap();
             let l = rm.class_list();
             let c = cs.info().classes;
@@ -396,6 +442,10 @@ mod tests {
         assert_eq!(
             ChipRm::for_chipset(Chipset::GB202).unwrap().gr.sm_count(),
             170
+        );
+        assert_eq!(
+            ChipRm::for_chipset(Chipset::GA100).unwrap().gr.sm_count(),
+            108
         );
     }
 }
