@@ -62,12 +62,12 @@ impl Capturing {
     pub(crate) fn add(&self, w: impl FnOnce() -> CuResult<Vec<Work>>) -> CuResult<()> {
         // Built and given handles before the capture's lock is taken: building resolves
         // addresses under the objects' lock, which is never taken inside a capture's.
-        let built = w().and_then(|works| {
+        let built = w().map(|works| {
             let mut o = state::objects();
-            Ok(works
+            works
                 .into_iter()
                 .map(|w| (o.handle(), w))
-                .collect::<Vec<_>>())
+                .collect::<Vec<_>>()
         });
         let mut c = lock(&self.0);
         match (&*c, built) {
