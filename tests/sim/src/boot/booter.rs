@@ -37,9 +37,9 @@ impl Model {
                 // the secure app code (`s_prepareHsFalconDirect`, BOOTVEC 0).
                 let (ova, olen) = b.os_code;
                 let os = img.get(ova as usize..(ova + olen) as usize).unwrap_or(&[]);
-                Self::direct_check(&self.sec2, (ova, os), (va, code), dmem)
+                super::ucode_load::direct_check(&self.sec2, (ova, os), (va, code), dmem)
             } else {
-                Self::brom_check(
+                super::ucode_load::brom_check(
                     &self.sec2,
                     va,
                     code,

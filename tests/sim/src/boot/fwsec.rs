@@ -55,7 +55,7 @@ impl Model {
             ));
             return Job::Rejected;
         };
-        let r = Self::brom_check(
+        let r = super::ucode_load::brom_check(
             f,
             0,
             &fw.imem,
