@@ -116,10 +116,12 @@ unsafe fn arguments(
             let b = unsafe { host(buf, size, "extra buffer")? };
             // A short buffer is taken as NVIDIA's library takes it (the launch goes ahead);
             // what the kernel sees past it is not known: zeros here.
-            let mut whole = b.to_vec();
-            whole.resize(need, 0);
             for p in &k.params {
-                out.push(whole[p.offset as usize..p.offset as usize + p.size as usize].to_vec());
+                let (at, n) = (p.offset as usize, p.size as usize);
+                let mut arg = vec![0u8; n];
+                let have = b.get(at..).map_or(&[][..], |t| &t[..t.len().min(n)]);
+                arg[..have.len()].copy_from_slice(have);
+                out.push(arg);
             }
         }
         (true, true) if k.params.is_empty() => {}

@@ -87,18 +87,18 @@ pub(crate) fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: &Stream
     Ok(stream.dtod_copy(&s.slice()?, &d.slice()?)?)
 }
 
-/// Fills `count` elements of `pattern` (1, 2 or 4 bytes) at `dst`, through host staging.
-pub(crate) fn memset(
+/// The memory a memset of `count` elements of `pattern` at `dst` covers, and its bytes
+/// (`None`: nothing to do), checked.
+fn memset_range(
     dst: CUdeviceptr,
     pattern: &[u8],
     count: usize,
-    stream: &Stream,
-) -> CuResult<()> {
+) -> CuResult<Option<(state::DevRange, usize)>> {
     let bytes = count
         .checked_mul(pattern.len())
         .ok_or_else(|| err(CUDA_ERROR_INVALID_VALUE, format!("{count} elements")))?;
     if bytes == 0 {
-        return Ok(());
+        return Ok(None);
     }
     if !dst.is_multiple_of(pattern.len() as u64) {
         return Err(err(
@@ -106,7 +106,19 @@ pub(crate) fn memset(
             format!("{dst:#x} is not aligned to {} bytes", pattern.len()),
         ));
     }
-    let d = state::resolve(dst, bytes)?;
+    Ok(Some((state::resolve(dst, bytes)?, bytes)))
+}
+
+/// Fills `count` elements of `pattern` (1, 2 or 4 bytes) at `dst`, through host staging.
+pub(crate) fn memset(
+    dst: CUdeviceptr,
+    pattern: &[u8],
+    count: usize,
+    stream: &Stream,
+) -> CuResult<()> {
+    let Some((d, bytes)) = memset_range(dst, pattern, count)? else {
+        return Ok(());
+    };
     let chunk: Vec<u8> = pattern
         .iter()
         .copied()
@@ -155,24 +167,14 @@ fn captured_copy(c: &Capturing, copy: Copy1d, n: usize) -> CuResult<()> {
 /// A memset queued on a capturing stream, checked now.
 fn captured_memset(c: &Capturing, dst: CUdeviceptr, pattern: &[u8], count: usize) -> CuResult<()> {
     c.add(|| {
-        let bytes = count
-            .checked_mul(pattern.len())
-            .ok_or_else(|| err(CUDA_ERROR_INVALID_VALUE, format!("{count} elements")))?;
-        if bytes == 0 {
-            return Ok(Vec::new());
-        }
-        if !dst.is_multiple_of(pattern.len() as u64) {
-            return Err(err(
-                CUDA_ERROR_INVALID_VALUE,
-                format!("{dst:#x} is not aligned to {} bytes", pattern.len()),
-            ));
-        }
-        state::resolve(dst, bytes)?;
-        Ok(vec![Work::Memset {
-            dst,
-            pattern: pattern.to_vec(),
-            count,
-        }])
+        Ok(match memset_range(dst, pattern, count)? {
+            None => Vec::new(),
+            Some(_) => vec![Work::Memset {
+                dst,
+                pattern: pattern.to_vec(),
+                count,
+            }],
+        })
     })
 }
 
