@@ -21,14 +21,8 @@ if [ ! -f "$fw_dir/nvidia/ga102/gsp/gsp-570.144.bin" ]; then
     exit 1
 fi
 
-venv=$work/venv
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import tinygrad" 2>/dev/null; then
-    echo "witness: installing tinygrad 0.14.0 into $venv"
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --only-binary :all: \
-        --require-hashes -r tools/witness/requirements.txt
-fi
+. tools/witness/venv.sh
+witness_venv "$work"
 "$venv/bin/python" tools/witness/tinygrad_firmware.py "$fw_dir" "$work/cache"
 
 cargo build --quiet --locked -p nvbare-tools

@@ -10,14 +10,8 @@ cd "$(dirname "$0")/../../.."
 work=${WITNESS_DIR:-target/witness}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-venv=$work/venv
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import tinygrad" 2>/dev/null; then
-    echo "libcuda/tinygrad: installing tinygrad 0.14.0 into $venv"
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --only-binary :all: \
-        --require-hashes -r tools/witness/requirements.txt
-fi
+. tools/witness/venv.sh
+witness_venv "$work"
 cargo build --quiet --locked -p nvbare-libcuda
 target=${CARGO_TARGET_DIR:-target}
 lib=$work/libcuda
