@@ -61,6 +61,8 @@ mod unload;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_flush;
+#[cfg(test)]
 mod tests_ga100;
 #[cfg(test)]
 mod tests_pio_booter;
