@@ -1,4 +1,4 @@
-//! VBIOS ROMs: image walk, BIT, falcon ucode table, FWSEC extraction and patching.
+//! VBIOS ROMs: image walk, BIT, falcon ucode table, FWSEC (v3 and v2) extraction and patching.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,5 +19,12 @@ fuzz_target!(|data: &[u8]| {
             }
             let _ = f.patch_sb(fuse);
         }
+    }
+    if let Ok(f) = v.fwsec_v2() {
+        if let Ok(u) = f.patch_frts(0x7fe0_0000, 0x10_0000) {
+            assert!(u.code.len() >= f.code().len() && u.data.len() >= f.data().len());
+            assert!(u.sec_offset as usize + u.sec_size as usize <= u.code.len());
+        }
+        let _ = f.patch_sb();
     }
 });

@@ -323,34 +323,7 @@ impl<'a> Fwsec<'a> {
         frts_size: u64,
         fuse_version: u32,
     ) -> Result<FwsecUcode, Error> {
-        if frts_offset == 0
-            || !frts_offset.is_multiple_of(4096)
-            || frts_offset >> 12 > u32::MAX as u64
-        {
-            return Err(Error::Invalid {
-                what: "FRTS offset",
-                value: frts_offset,
-                why: "must be non-zero, 4 KiB aligned and below 16 TiB",
-            });
-        }
-        if frts_size == 0 || !frts_size.is_multiple_of(4096) || frts_size >> 12 > u32::MAX as u64 {
-            return Err(Error::Invalid {
-                what: "FRTS size",
-                value: frts_size,
-                why: "must be a non-zero multiple of 4 KiB",
-            });
-        }
-        let cmd = FwseclicFrtsCmd {
-            readVbiosDesc: read_vbios_desc(),
-            frtsRegionDesc: FwseclicFrtsRegionDesc {
-                version: U32::new(1),
-                size: U32::new(core::mem::size_of::<FwseclicFrtsRegionDesc>() as u32),
-                frtsRegionOffset4K: U32::new((frts_offset >> 12) as u32),
-                frtsRegionSize: U32::new((frts_size >> 12) as u32),
-                frtsRegionMediaType: U32::new(FRTS_REGION_MEDIA_FB),
-            },
-            _padding: U32::new(0),
-        };
+        let cmd = frts_cmd(frts_offset, frts_size)?;
         self.prepare(CMD_FRTS, cmd.as_bytes(), fuse_version)
     }
 
@@ -396,7 +369,39 @@ impl<'a> Fwsec<'a> {
     }
 }
 
-fn read_vbios_desc() -> FwseclicReadVbiosDesc {
+/// The FWSEC-FRTS command argument (`FWSECLIC_FRTS_CMD`) for `frts_offset`/`frts_size`.
+pub(crate) fn frts_cmd(frts_offset: u64, frts_size: u64) -> Result<FwseclicFrtsCmd, Error> {
+    if frts_offset == 0
+        || !frts_offset.is_multiple_of(4096)
+        || frts_offset >> 12 > u32::MAX as u64
+    {
+        return Err(Error::Invalid {
+            what: "FRTS offset",
+            value: frts_offset,
+            why: "must be non-zero, 4 KiB aligned and below 16 TiB",
+        });
+    }
+    if frts_size == 0 || !frts_size.is_multiple_of(4096) || frts_size >> 12 > u32::MAX as u64 {
+        return Err(Error::Invalid {
+            what: "FRTS size",
+            value: frts_size,
+            why: "must be a non-zero multiple of 4 KiB",
+        });
+    }
+Ok(FwseclicFrtsCmd {
+        readVbiosDesc: read_vbios_desc(),
+        frtsRegionDesc: FwseclicFrtsRegionDesc {
+            version: U32::new(1),
+            size: U32::new(core::mem::size_of::<FwseclicFrtsRegionDesc>() as u32),
+            frtsRegionOffset4K: U32::new((frts_offset >> 12) as u32),
+            frtsRegionSize: U32::new((frts_size >> 12) as u32),
+            frtsRegionMediaType: U32::new(FRTS_REGION_MEDIA_FB),
+        },
+        _padding: U32::new(0),
+    })
+}
+
+pub(crate) fn read_vbios_desc() -> FwseclicReadVbiosDesc {
     FwseclicReadVbiosDesc {
         version: U32::new(1),
         size: U32::new(core::mem::size_of::<FwseclicReadVbiosDesc>() as u32),
@@ -408,7 +413,7 @@ fn read_vbios_desc() -> FwseclicReadVbiosDesc {
 
 /// `s_vbiosPatchInterfaceData`, with the command buffer bounds checked against the command
 /// buffer itself (OpenRM checks the mapper's offset instead and only warns on a short buffer).
-fn patch_dmem(
+pub(crate) fn patch_dmem(
     dmem: &mut [u8],
     interface_offset: u32,
     init_cmd: u32,

@@ -11,6 +11,7 @@
 //! | `gen_bootloader-570.144.bin` | [`GenericBootloader`] | `nvfw_bl_desc` falcon loader (Turing/GA100 FWSEC) |
 //! | `fmc-570.144.bin` (GH100, GB10x, GB20x) | [`FmcImage`] | image, SHA-384 hash, public key, signature for the FSP chain of trust |
 //! | VBIOS ROM (read from the GPU) | [`Vbios`] → [`Fwsec`] | FWSEC-FRTS/SB ucode with the DMEM command and signature patched |
+//! | VBIOS ROM of TU10x/GA100 | [`Vbios`] → [`FwsecV2`] | FWSEC-FRTS/SB code and data buffers for the generic bootloader |
 //!
 //! [`FirmwareFile::detect`] tells these apart; [`pinned`] knows the sha256 of every r570.144 file
 //! and [`firmware_path`] where each chip's files live.
@@ -42,6 +43,7 @@ pub mod detect;
 pub mod elf;
 pub mod fmc;
 pub mod fwsec;
+pub mod fwsec_v2;
 pub mod gsp;
 pub mod pinned;
 #[cfg(feature = "device")]
@@ -59,6 +61,7 @@ pub use detect::FirmwareFile;
 pub use error::{Error, FileError};
 pub use fmc::FmcImage;
 pub use fwsec::{Fwsec, FwsecUcode};
+pub use fwsec_v2::{FwsecLoaderUcode, FwsecV2};
 pub use gsp::GspFirmware;
 pub use pinned::{FirmwareKind, firmware_path};
 pub use radix3::Radix3;

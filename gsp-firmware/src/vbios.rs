@@ -30,6 +30,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 use crate::Error;
 use crate::bytes::{read, slice, u8_at, u16_at, u32_at};
 use crate::fwsec::Fwsec;
+use crate::fwsec_v2::FwsecV2;
 
 /// `PCI_EXP_ROM_SIGNATURE`.
 pub const PCI_EXP_ROM_SIGNATURE: u16 = 0xaa55;
@@ -355,12 +356,29 @@ impl<'a> Vbios<'a> {
         self.fwsec_matching(|id| id == APPID_FWSEC_DBG || id == APPID_FIRMWARE_SEC_LIC)
     }
 
+    /// The production FWSEC with a `FALCON_UCODE_DESC_V2` (Turing, GA100), which runs through
+    /// the generic falcon bootloader ([`FwsecV2`]).
+    pub fn fwsec_v2(&self) -> Result<FwsecV2<'a>, Error> {
+        self.fwsec_parsed(
+            |id| id == APPID_FWSEC_PROD || id == APPID_FIRMWARE_SEC_LIC,
+            FwsecV2::parse,
+        )
+    }
+
     fn fwsec_matching(&self, want: impl Fn(u8) -> bool) -> Result<Fwsec<'a>, Error> {
+        self.fwsec_parsed(want, Fwsec::parse)
+    }
+
+    fn fwsec_parsed<T>(
+        &self,
+        want: impl Fn(u8) -> bool,
+        parse: impl Fn(&'a [u8], u64, u8) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let (_, entries) = self.falcon_ucode_table()?;
         let mut first_error = None;
         for e in entries.iter().filter(|e| want(e.app_id)) {
             let desc_offset = self.expansion_rom_offset.wrapping_add(e.desc_ptr) as u64;
-            match Fwsec::parse(self.rom, desc_offset, e.app_id) {
+            match parse(self.rom, desc_offset, e.app_id) {
                 Ok(f) => return Ok(f),
                 Err(err) => {
                     first_error.get_or_insert(err);

@@ -325,3 +325,109 @@ proptest! {
         let _ = FirmwareFile::detect(&bytes);
     }
 }
+
+fn v2_spec() -> RomSpec {
+    RomSpec {
+        desc_version: 2,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn fwsec_v2_gives_the_buffers_rm_dmas_from() {
+    let spec = v2_spec();
+    let rom = build(&spec);
+    let v = Vbios::parse(&rom.bytes).unwrap();
+    // A v2 ROM has no v3 FWSEC, and the other way round.
+    assert!(matches!(
+        v.fwsec(),
+        Err(Error::UnsupportedVersion { version: 2, .. })
+    ));
+    let v3 = build(&RomSpec::default());
+    assert!(matches!(
+        Vbios::parse(&v3.bytes).unwrap().fwsec_v2(),
+        Err(Error::UnsupportedVersion { version: 3, .. })
+    ));
+    let f = v.fwsec_v2().unwrap();
+    assert_eq!(f.app_id, APPID_FWSEC_PROD);
+    let ucode = common::ucode(&spec);
+    assert_eq!(f.code(), &ucode[..common::IMEM]);
+    assert_eq!(f.data(), &ucode[common::IMEM..]);
+
+    let u = f.patch_frts(0x7fe0_0000, 0x10_0000).unwrap();
+    assert_eq!(u.init_cmd, CMD_FRTS);
+    assert_eq!(u.code, &ucode[..common::IMEM]);
+    assert_eq!(u.data.len(), common::DMEM);
+    // s_vbiosFillFlcnUcodeFromDescV2: non-secure = load - secure, secure at SecBase - VirtBase.
+    assert_eq!((u.ns_offset, u.ns_size), (0, common::IMEM_SEC_BASE as u32));
+    assert_eq!(
+        (u.sec_offset, u.sec_size),
+        (
+            common::IMEM_SEC_BASE as u32,
+            (common::IMEM - common::IMEM_SEC_BASE) as u32
+        )
+    );
+    assert_eq!((u.dmem_pa, u.dmem_size), (0, common::DMEM as u32));
+    // The command, patched in the data buffer; no signature (v2 carries none).
+    assert_eq!(u32_at(&u.data, common::MAPPER + 44), CMD_FRTS);
+    let c = common::CMD_IN;
+    assert_eq!(u32_at(&u.data, c + 24 + 8), 0x7fe0_0000 >> 12);
+    assert_eq!(u32_at(&u.data, c + 24 + 12), 0x100);
+    assert_eq!(
+        &u.data[common::PKC..common::PKC + 384],
+        &ucode[common::IMEM + common::PKC..common::IMEM + common::PKC + 384]
+    );
+    let sb = f.patch_sb().unwrap();
+    assert_eq!(u32_at(&sb.data, common::MAPPER + 44), CMD_SB);
+    assert_eq!(sb.code, u.code);
+}
+
+#[test]
+fn fwsec_v2_rejects_what_rm_rejects() {
+    // DMEMOffset past the ROM.
+    let rom = build(&RomSpec {
+        v2_dmem_offset: 0x10_0000,
+        ..v2_spec()
+    });
+    assert!(matches!(
+        Vbios::parse(&rom.bytes).unwrap().fwsec_v2(),
+        Err(Error::OutOfBounds { .. })
+    ));
+    // The interface table cannot take the command: no DMEMMAPPER entry.
+    let rom = build(&RomSpec {
+        appif_entries: vec![(1, 0x180), (7, 0)],
+        ..v2_spec()
+    });
+    let f = Vbios::parse(&rom.bytes).unwrap().fwsec_v2().unwrap();
+    assert!(matches!(
+        f.patch_frts(0x7fe0_0000, 0x10_0000),
+        Err(Error::Missing { .. })
+    ));
+    assert!(matches!(f.patch_frts(0x1234, 0x10_0000), Err(Error::Invalid { .. })));
+    // Every truncation of the ROM is an error or a smaller, consistent FWSEC; never a panic.
+    let rom = build(&v2_spec());
+    for cut in (0..rom.bytes.len()).step_by(97) {
+        if let Ok(v) = Vbios::parse(&rom.bytes[..cut])
+            && let Ok(f) = v.fwsec_v2()
+        {
+            let _ = f.patch_sb();
+        }
+    }
+}
+
+#[test]
+fn fwsec_v2_secure_size_beyond_the_load_is_refused() {
+    let mut rom = build(&v2_spec());
+    // Find the descriptor: the header word of a v2, 60-byte descriptor.
+    let vdesc = 1u32 | (2 << 8) | (60 << 16);
+    let at = rom
+        .bytes
+        .windows(4)
+        .position(|w| u32::from_le_bytes(w.try_into().unwrap()) == vdesc)
+        .unwrap();
+    rom.bytes[at + 36..at + 40].copy_from_slice(&0x800u32.to_le_bytes());
+    assert!(matches!(
+        Vbios::parse(&rom.bytes).unwrap().fwsec_v2(),
+        Err(Error::Invalid { .. })
+    ));
+}

@@ -4,7 +4,7 @@
 //! independently of the parser's code.
 //!
 //! The ROM: `[IFR header?][PC-AT base image with the BIT][EFI image][0xE0 image with the falcon
-//! ucode table, an FWSEC descriptor v3, three signatures and the ucode]`, then 0xff padding
+//! ucode table, an FWSEC descriptor v3 with three signatures (or a v2 without), and the ucode]`, then 0xff padding
 //! as the PROM window reads past the ROM. The FWSEC ucode is a pattern, not runnable code.
 #![allow(missing_docs)]
 
@@ -21,6 +21,10 @@ pub const INTERFACE: usize = 0x100;
 pub const MAPPER: usize = 0x200;
 pub const CMD_IN: usize = 0x280;
 pub const PKC: usize = 0x300;
+/// v2: where the secure half of IMEM starts (`IMEMSecBase`).
+pub const IMEM_SEC_BASE: usize = 0x200;
+/// `FALCON_UCODE_DESC_V2_SIZE_60`.
+pub const DESC_V2_SIZE: usize = 60;
 
 /// Knobs for making broken ROMs; [`RomSpec::default`] is a well-formed ROM.
 #[derive(Debug, Clone)]
@@ -34,6 +38,8 @@ pub struct RomSpec {
     pub stored_size: u32,
     pub bit_checksum_ok: bool,
     pub npde_last_flag: bool,
+    /// v2 only: `DMEMOffset` (the data follows the code).
+    pub v2_dmem_offset: u32,
 }
 
 impl Default for RomSpec {
@@ -48,6 +54,7 @@ impl Default for RomSpec {
             stored_size: (IMEM + DMEM) as u32,
             bit_checksum_ok: true,
             npde_last_flag: true,
+            v2_dmem_offset: IMEM as u32,
         }
     }
 }
@@ -121,6 +128,50 @@ pub struct Rom {
     pub ext_offset: usize,
 }
 
+/// FALCON_UCODE_DESC_V3 (44 bytes) and three signatures at `desc`; returns the size.
+fn write_desc_v3(ext: &mut [u8], desc: usize, spec: &RomSpec) -> usize {
+    let desc_size = 44 + 3 * 384;
+    let vdesc = 1 | ((spec.desc_version as u32) << 8) | ((desc_size as u32) << 16);
+    put32(ext, desc, vdesc);
+    put32(ext, desc + 4, spec.stored_size);
+    put32(ext, desc + 8, PKC as u32);
+    put32(ext, desc + 12, INTERFACE as u32);
+    put32(ext, desc + 16, 0); // IMEMPhysBase
+    put32(ext, desc + 20, IMEM as u32);
+    put32(ext, desc + 24, 0); // IMEMVirtBase
+    put32(ext, desc + 28, 0); // DMEMPhysBase
+    put32(ext, desc + 32, DMEM as u32);
+    put16(ext, desc + 36, 0x400); // EngineIdMask (GSP)
+    ext[desc + 38] = 9; // UcodeId
+    ext[desc + 39] = 3; // SignatureCount
+    put16(ext, desc + 40, SIG_VERSIONS);
+    for i in 0..3 {
+        let at = desc + 44 + 384 * i;
+        ext[at..at + 384].copy_from_slice(&signature(i));
+    }
+    desc_size
+}
+
+/// FALCON_UCODE_DESC_V2 (60 bytes, no signatures) at `desc`; returns the size. The ucode is
+/// the same bytes as v3's: IMEM `[0, IMEM)` (the upper half secure), DMEM after it.
+fn write_desc_v2(ext: &mut [u8], desc: usize, spec: &RomSpec) -> usize {
+    let vdesc = 1 | ((spec.desc_version as u32) << 8) | ((DESC_V2_SIZE as u32) << 16);
+    put32(ext, desc, vdesc);
+    put32(ext, desc + 4, spec.stored_size);
+    put32(ext, desc + 8, spec.stored_size); // UncompressedSize
+    put32(ext, desc + 12, 0); // VirtualEntry
+    put32(ext, desc + 16, INTERFACE as u32);
+    put32(ext, desc + 20, 0); // IMEMPhysBase
+    put32(ext, desc + 24, IMEM as u32); // IMEMLoadSize
+    put32(ext, desc + 28, 0); // IMEMVirtBase
+    put32(ext, desc + 32, IMEM_SEC_BASE as u32);
+    put32(ext, desc + 36, (IMEM - IMEM_SEC_BASE) as u32); // IMEMSecSize
+    put32(ext, desc + 40, spec.v2_dmem_offset); // DMEMOffset
+    put32(ext, desc + 44, 0); // DMEMPhysBase
+    put32(ext, desc + 48, DMEM as u32);
+    DESC_V2_SIZE
+}
+
 /// Builds: [IFR?][base image with BIT][EFI image][0xE0 image with the falcon ucode table].
 pub fn build(spec: &RomSpec) -> Rom {
     let mut base = image(BASE_LEN, 0x00, false, spec.npde_last_flag);
@@ -145,25 +196,11 @@ pub fn build(spec: &RomSpec) -> Rom {
     put32(&mut ext, table + 8, 0xdead);
     ext[table + 12] = 0x85;
     put32(&mut ext, table + 14, (desc_abs - expansion) as u32);
-    let desc_size = 44 + 3 * 384;
-    let vdesc = 1 | ((spec.desc_version as u32) << 8) | ((desc_size as u32) << 16);
-    put32(&mut ext, desc, vdesc);
-    put32(&mut ext, desc + 4, spec.stored_size);
-    put32(&mut ext, desc + 8, PKC as u32);
-    put32(&mut ext, desc + 12, INTERFACE as u32);
-    put32(&mut ext, desc + 16, 0); // IMEMPhysBase
-    put32(&mut ext, desc + 20, IMEM as u32);
-    put32(&mut ext, desc + 24, 0); // IMEMVirtBase
-    put32(&mut ext, desc + 28, 0); // DMEMPhysBase
-    put32(&mut ext, desc + 32, DMEM as u32);
-    put16(&mut ext, desc + 36, 0x400); // EngineIdMask (GSP)
-    ext[desc + 38] = 9; // UcodeId
-    ext[desc + 39] = 3; // SignatureCount
-    put16(&mut ext, desc + 40, SIG_VERSIONS);
-    for i in 0..3 {
-        let at = desc + 44 + 384 * i;
-        ext[at..at + 384].copy_from_slice(&signature(i));
-    }
+    let desc_size = if spec.desc_version == 2 {
+        write_desc_v2(&mut ext, desc, spec)
+    } else {
+        write_desc_v3(&mut ext, desc, spec)
+    };
     let ucode_rel = desc + desc_size;
     let u = ucode(spec);
     ext[ucode_rel..ucode_rel + u.len()].copy_from_slice(&u);
