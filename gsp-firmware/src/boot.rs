@@ -14,17 +14,18 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use nvbare_core::chip::Chipset;
-use nvbare_core::falcon::{BromParams, HsLoad};
+use nvbare_core::falcon::{BromParams, GenericBl, HsLoad, HsLoaderLoad};
 use nvbare_core::gsp::boot::firmware::{
-    BootFirmware, BooterKind, FirmwareError, FmcDesc, FuseSelector, FwsecCommand, HsUcode,
-    RiscvBootloaderDesc, VbiosFirmware, booter_load_layout,
+    BootFirmware, BooterKind, FirmwareError, FmcDesc, FuseSelector, FwsecCommand,
+    GenericBootloaderDesc, HsUcode, LoaderUcode, RiscvBootloaderDesc, VbiosFirmware,
+    booter_load_layout,
 };
 
 use crate::error::{Error, FileError};
 use crate::fwsec::FwsecUcode;
 use crate::pinned::{FirmwareKind, boot_files, firmware_path, verify};
 use crate::vbios::MAX_ROM_SIZE;
-use crate::{BooterImage, FmcImage, GspFirmware, RiscvBootloader, Vbios};
+use crate::{BooterImage, FmcImage, GenericBootloader, GspFirmware, RiscvBootloader, Vbios};
 
 /// Why a firmware file could not be read (returned by the reader given to
 /// [`FirmwareSet::load`]).
@@ -86,6 +87,7 @@ pub struct FirmwareSet {
     booter_load: Option<Vec<u8>>,
     booter_unload: Option<Vec<u8>>,
     fmc: Option<Vec<u8>>,
+    gen_bootloader: Option<Vec<u8>>,
 }
 
 impl core::fmt::Debug for FirmwareSet {
@@ -99,6 +101,7 @@ impl core::fmt::Debug for FirmwareSet {
             .field("booter_load_len", &len(&self.booter_load))
             .field("booter_unload_len", &len(&self.booter_unload))
             .field("fmc_len", &len(&self.fmc))
+            .field("gen_bootloader_len", &len(&self.gen_bootloader))
             .finish()
     }
 }
@@ -165,6 +168,7 @@ impl FirmwareSet {
             booter_load: get(FirmwareKind::BooterLoad)?,
             booter_unload: get(FirmwareKind::BooterUnload)?,
             fmc: get(FirmwareKind::Fmc)?,
+            gen_bootloader: get(FirmwareKind::GenBootloader)?,
         };
         set.check()?;
         Ok(set)
@@ -198,6 +202,18 @@ impl FirmwareSet {
             let p = firmware_path(self.chip, FirmwareKind::Fmc);
             FmcImage::parse(f).map_err(|e| file_err(&p, e))?;
         }
+        if let Some(f) = &self.gen_bootloader {
+            let p = firmware_path(self.chip, FirmwareKind::GenBootloader);
+            let bl = GenericBootloader::parse(f).map_err(|e| file_err(&p, e))?;
+            if bl.desc.code_size.get() == 0 {
+                return Err(file_err(
+                    &p,
+                    Error::Missing {
+                        what: "generic bootloader code (code_size 0)",
+                    },
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -214,6 +230,7 @@ impl FirmwareSet {
             FirmwareKind::BooterLoad => self.booter_load.as_deref(),
             FirmwareKind::BooterUnload => self.booter_unload.as_deref(),
             FirmwareKind::Fmc => self.fmc.as_deref(),
+            FirmwareKind::GenBootloader => self.gen_bootloader.as_deref(),
             _ => None,
         }
     }
@@ -324,6 +341,23 @@ impl BootFirmware for FirmwareSet {
         })
     }
 
+    fn generic_bootloader(&self) -> Result<GenericBootloaderDesc<'_>, FirmwareError> {
+        let f = self
+            .gen_bootloader
+            .as_deref()
+            .ok_or(FirmwareError::Missing {
+                file: "gen_bootloader",
+            })?;
+        let bl = GenericBootloader::parse(f).map_err(invalid("gen_bootloader"))?;
+        Ok(GenericBootloaderDesc {
+            code: bl.code(),
+            desc: GenericBl {
+                start_tag: bl.desc.start_tag.get(),
+                code_size: bl.desc.code_size.get(),
+            },
+        })
+    }
+
     fn parse_vbios(
         &self,
         read32: &mut dyn FnMut(usize) -> Option<u32>,
@@ -366,19 +400,13 @@ impl ParsedVbios {
             file: "VBIOS",
             what: "no valid PCI expansion ROM image chain in the PROM window",
         })?;
-        match v.fwsec() {
-            Ok(_) => {}
-            // TU10x/GA100 carry FWSEC with a FALCON_UCODE_DESC_V2 (RM's
-            // s_vbiosFillFlcnUcodeFromDescV2, loaded through the generic bootloader): the ROM is
-            // theirs, and running FWSEC from it fails when it is asked for.
-            Err(crate::Error::UnsupportedVersion { version: 2, .. }) => {}
-            Err(_) => {
-                return Err(FirmwareError::Invalid {
-                    file: "VBIOS",
-                    what: "no FWSEC (falcon ucode table entry FWSEC_PROD) with a v3 (or v2) \
-                           descriptor",
-                });
-            }
+        // TU10x/GA100 carry FWSEC with a FALCON_UCODE_DESC_V2 (RM's
+        // s_vbiosFillFlcnUcodeFromDescV2, loaded through the generic bootloader).
+        if v.fwsec().is_err() && v.fwsec_v2().is_err() {
+            return Err(FirmwareError::Invalid {
+                file: "VBIOS",
+                what: "no FWSEC (falcon ucode table entry FWSEC_PROD) with a v3 or v2 descriptor",
+            });
         }
         Ok(ParsedVbios { rom })
     }
@@ -449,6 +477,40 @@ impl VbiosFirmware for ParsedVbios {
                 file: "FWSEC",
                 what: "the DMEM command interface cannot take the command",
             },
+        })
+    }
+
+    fn fwsec_with_loader(&self, cmd: FwsecCommand) -> Result<LoaderUcode<Vec<u8>>, FirmwareError> {
+        let v = Vbios::parse(&self.rom).map_err(invalid("VBIOS"))?;
+        let f = v.fwsec_v2().map_err(|e| match e {
+            Error::UnsupportedVersion { .. } => FirmwareError::Invalid {
+                file: "VBIOS",
+                what: "its FWSEC has no FALCON_UCODE_DESC_V2, which this chip's falcon needs \
+                       (it cannot boot from heavy-secure ROM)",
+            },
+            _ => FirmwareError::Invalid {
+                file: "VBIOS",
+                what: "its v2 FWSEC descriptor points outside the ROM",
+            },
+        })?;
+        let r = match cmd {
+            FwsecCommand::Frts { offset, size } => f.patch_frts(offset, size),
+            FwsecCommand::Sb => f.patch_sb(),
+        };
+        let u = r.map_err(|_| FirmwareError::Invalid {
+            file: "FWSEC",
+            what: "the DMEM command interface cannot take the command",
+        })?;
+        Ok(LoaderUcode {
+            load: HsLoaderLoad {
+                ns_offset: u.ns_offset,
+                ns_size: u.ns_size,
+                sec_offset: u.sec_offset,
+                sec_size: u.sec_size,
+                dmem_size: u.dmem_size,
+            },
+            code: u.code,
+            data: u.data,
         })
     }
 }

@@ -371,9 +371,7 @@ impl<'a> Fwsec<'a> {
 
 /// The FWSEC-FRTS command argument (`FWSECLIC_FRTS_CMD`) for `frts_offset`/`frts_size`.
 pub(crate) fn frts_cmd(frts_offset: u64, frts_size: u64) -> Result<FwseclicFrtsCmd, Error> {
-    if frts_offset == 0
-        || !frts_offset.is_multiple_of(4096)
-        || frts_offset >> 12 > u32::MAX as u64
+    if frts_offset == 0 || !frts_offset.is_multiple_of(4096) || frts_offset >> 12 > u32::MAX as u64
     {
         return Err(Error::Invalid {
             what: "FRTS offset",
@@ -388,7 +386,7 @@ pub(crate) fn frts_cmd(frts_offset: u64, frts_size: u64) -> Result<FwseclicFrtsC
             why: "must be a non-zero multiple of 4 KiB",
         });
     }
-Ok(FwseclicFrtsCmd {
+    Ok(FwseclicFrtsCmd {
         readVbiosDesc: read_vbios_desc(),
         frtsRegionDesc: FwseclicFrtsRegionDesc {
             version: U32::new(1),

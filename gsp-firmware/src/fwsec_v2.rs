@@ -140,13 +140,23 @@ impl<'a> FwsecV2<'a> {
         let rom_len = rom.len() as u64;
         let code_at = desc_offset + desc_size as u64;
         if code_at >= rom_len {
-            return Err(bad_offset("FWSEC v2 code (after the descriptor)", code_at, 1, rom_len));
+            return Err(bad_offset(
+                "FWSEC v2 code (after the descriptor)",
+                code_at,
+                1,
+                rom_len,
+            ));
         }
         let imem = desc.IMEMLoadSize.get() as u64;
         let code = slice(rom, "FWSEC v2 code (IMEMLoadSize)", code_at, imem)?;
         let data_at = code_at + desc.DMEMOffset.get() as u64;
         if data_at >= rom_len {
-            return Err(bad_offset("FWSEC v2 data (DMEMOffset)", data_at, 1, rom_len));
+            return Err(bad_offset(
+                "FWSEC v2 data (DMEMOffset)",
+                data_at,
+                1,
+                rom_len,
+            ));
         }
         let dmem = desc.DMEMLoadSize.get() as u64;
         let data = slice(rom, "FWSEC v2 data (DMEMLoadSize)", data_at, dmem)?;

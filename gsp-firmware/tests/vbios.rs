@@ -403,7 +403,10 @@ fn fwsec_v2_rejects_what_rm_rejects() {
         f.patch_frts(0x7fe0_0000, 0x10_0000),
         Err(Error::Missing { .. })
     ));
-    assert!(matches!(f.patch_frts(0x1234, 0x10_0000), Err(Error::Invalid { .. })));
+    assert!(matches!(
+        f.patch_frts(0x1234, 0x10_0000),
+        Err(Error::Invalid { .. })
+    ));
     // Every truncation of the ROM is an error or a smaller, consistent FWSEC; never a panic.
     let rom = build(&v2_spec());
     for cut in (0..rom.bytes.len()).step_by(97) {

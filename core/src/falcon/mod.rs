@@ -32,7 +32,9 @@ use crate::regs::fuse::{
 use crate::regs::pmc::NV_PMC_BOOT_0;
 use crate::regs::{Register, RegisterArray, RegisterBase, RelativeRegister};
 
+mod loader;
 mod tu102;
+pub use loader::{BL_CTX_DMA, GenericBl, HsLoaderLoad, RmFlcnBlDmemDesc};
 pub use tu102::HsDirectLoad;
 
 /// How long RESET_READY may take to appear before the reset goes ahead anyway (nova-core and

@@ -5,7 +5,7 @@
 use core::time::Duration;
 
 use crate::chip::ChipInfo;
-use crate::falcon::{Falcon, FalconEngine, FalconHal, HsDirectLoad};
+use crate::falcon::{Falcon, FalconEngine, FalconHal, GenericBl, HsDirectLoad, HsLoaderLoad};
 use crate::hal::{Clock, DmaAllocator, DmaBuffer, HalError, Mmio, PciConfig, is_register_value};
 use crate::mm::FbLayout;
 use crate::regs::falcon::{
@@ -23,7 +23,9 @@ use crate::regs::pgc6::{
 use crate::regs::{Register, RegisterArray, RelativeRegister};
 
 use super::abi::GspFwWprMeta;
-use super::firmware::{BootFirmware, BooterKind, FwsecCommand, HsUcode, VbiosFirmware};
+use super::firmware::{
+    BootFirmware, BooterKind, FwsecCommand, HsUcode, LoaderUcode, VbiosFirmware,
+};
 use super::layout::{self, FRTS_SIZE, WprParams};
 use super::memory::{BootMemory, copy_to_dma};
 use super::run::{Quiesce, Run};
@@ -67,12 +69,45 @@ impl<B: DmaBuffer> PreparedUcode<B> {
     }
 }
 
+/// FWSEC for the generic bootloader (TU10x, GA100), kept in DMA memory: the bootloader's code
+/// and the ucode's code and data buffers.
+#[derive(Debug)]
+pub(super) struct LoaderPrepared<B> {
+    bl: B,
+    bl_desc: GenericBl,
+    code: B,
+    data: B,
+    load: HsLoaderLoad,
+}
+
+impl<B: DmaBuffer> LoaderPrepared<B> {
+    fn execute<E: FalconEngine, M: Mmio + ?Sized, C: Clock + ?Sized>(
+        &self,
+        falcon: &Falcon<'_, E, M, C>,
+    ) -> Result<(u32, u32), crate::falcon::FalconError> {
+        falcon.execute_hs_with_loader(
+            &self.bl,
+            &self.bl_desc,
+            self.code.dev_addr(),
+            self.data.dev_addr(),
+            &self.load,
+        )
+    }
+}
+
+/// FWSEC-SB as the chip runs it.
+#[derive(Debug)]
+pub(super) enum FwsecSb<B> {
+    /// Booted from heavy-secure ROM (GA102 on).
+    Hs(PreparedUcode<B>),
+    /// Through the generic bootloader (TU10x, GA100).
+    Loader(LoaderPrepared<B>),
+}
+
 /// What the Turing-Ada unload runs (prepared at boot, as nova-core's `UnloadBundle`).
 #[derive(Debug)]
 pub(super) struct UnloadBundle<B> {
-    /// FWSEC-SB; `None` where FWSEC is loaded through the generic bootloader (TU10x, GA100:
-    /// `FALCON_UCODE_DESC_V2`, `KGSP_FLCN_UCODE_BOOT_WITH_LOADER`), which nvbare does not do yet.
-    fwsec_sb: Option<PreparedUcode<B>>,
+    fwsec_sb: FwsecSb<B>,
     booter_unload: PreparedUcode<B>,
 }
 
@@ -82,6 +117,22 @@ pub(super) type UcodeAt = (u64, usize, crate::falcon::HsLoad);
 /// The booter boot between its steps: the parsed VBIOS (FWSEC comes from it).
 pub(super) struct Booter<V> {
     vbios: V,
+}
+
+/// Puts FWSEC for the generic bootloader, and the bootloader, in DMA memory.
+fn prepare_loader<D: DmaAllocator, F: BootFirmware>(
+    dma: &D,
+    fw: &F,
+    u: LoaderUcode<<F::Vbios as VbiosFirmware>::Image>,
+) -> Result<LoaderPrepared<D::Buffer>, BootErrorKind> {
+    let bl = fw.generic_bootloader().map_err(fw_err)?;
+    Ok(LoaderPrepared {
+        bl: copy_to_dma(dma, bl.code).map_err(BootErrorKind::Hal)?,
+        bl_desc: bl.desc,
+        code: copy_to_dma(dma, u.code.as_ref()).map_err(BootErrorKind::Hal)?,
+        data: copy_to_dma(dma, u.data.as_ref()).map_err(BootErrorKind::Hal)?,
+        load: u.load,
+    })
 }
 
 /// Puts a prepared ucode in DMA memory.
@@ -179,11 +230,18 @@ impl<D: DmaAllocator, F: BootFirmware> Method<D, F> for Booter<F::Vbios> {
         run: &mut Run<'_, '_, M, C, O>,
     ) -> Result<MethodState<D::Buffer>, BootError> {
         // kgspBootstrap_TU102 runs FWSEC-FRTS only for a non-empty FRTS region (none on
-        // GA100: kgspGetFrtsSize_4a4dee); there booter_load puts WPR2 up itself.
+        // GA100: kgspGetFrtsSize_4a4dee); there booter_load puts WPR2 up itself. FWSEC-SB runs
+        // at every unload (kgspTeardown_TU102).
         let bundle = if p.meta.frtsSize > 0 {
             fwsec_frts(&self.vbios, hw, fw, p, run)?
         } else {
-            unload_bundle(hw, fw, p, run, None)?
+            let mem = Some(p.mem);
+            let sb = self
+                .vbios
+                .fwsec_with_loader(FwsecCommand::Sb)
+                .map_err(|e| run.fail(fw_err(e), mem))?;
+            let sb = prepare_loader(&hw.dma, fw, sb).map_err(|e| run.fail(e, mem))?;
+            unload_bundle(hw, fw, p, run, FwsecSb::Loader(sb))?
         };
         booter_load(hw, fw, p, run)?;
         Ok(MethodState::Booter(bundle))
@@ -223,44 +281,55 @@ where
     let mem = Some(p.mem);
     let meta = p.meta;
     run.begin(BootPhase::FwsecFrts);
-    if !p.hal.boots_from_hs() {
-        // TU10x: FWSEC is a FALCON_UCODE_DESC_V2 ucode that RM loads through the generic
-        // bootloader (s_prepareHsFalconWithLoader); that load is not implemented.
-        return Err(run.fail(
-            BootErrorKind::Falcon(crate::falcon::FalconError::Unsupported {
-                engine: "GSP",
-                what: "FWSEC through the generic bootloader (FALCON_UCODE_DESC_V2)",
-            }),
-            mem,
-        ));
-    }
-    let fuse = fuse_for(bar0, p.hal, vbios.fwsec_fuse());
-    let frts = vbios
-        .fwsec(
-            FwsecCommand::Frts {
-                offset: meta.frtsOffset,
-                size: FRTS_SIZE,
-            },
-            fuse,
-        )
-        .map_err(|e| run.fail(fw_err(e), mem))?;
-    let sb = vbios
-        .fwsec(FwsecCommand::Sb, fuse)
-        .map_err(|e| run.fail(fw_err(e), mem))?;
-    let frts = prepare(&hw.dma, frts).map_err(|e| run.fail(hal_err(e), mem))?;
-    let fwsec_sb = prepare(&hw.dma, sb).map_err(|e| run.fail(hal_err(e), mem))?;
-    let bundle = unload_bundle(hw, fw, p, run, Some(fwsec_sb))?;
+    let cmd = FwsecCommand::Frts {
+        offset: meta.frtsOffset,
+        size: FRTS_SIZE,
+    };
     let gsp: Falcon<'_, Gsp, M, C> = Falcon::new(bar0, &hw.clock, p.hal);
-    gsp.reset()
+    let (bundle, fuse) = if p.hal.boots_from_hs() {
+        let fuse = fuse_for(bar0, p.hal, vbios.fwsec_fuse());
+        let frts = vbios
+            .fwsec(cmd, fuse)
+            .map_err(|e| run.fail(fw_err(e), mem))?;
+        let sb = vbios
+            .fwsec(FwsecCommand::Sb, fuse)
+            .map_err(|e| run.fail(fw_err(e), mem))?;
+        let frts = prepare(&hw.dma, frts).map_err(|e| run.fail(hal_err(e), mem))?;
+        let fwsec_sb = prepare(&hw.dma, sb).map_err(|e| run.fail(hal_err(e), mem))?;
+        let bundle = unload_bundle(hw, fw, p, run, FwsecSb::Hs(fwsec_sb))?;
+        gsp.reset()
+            .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+        gsp.execute_hs(
+            frts.buf.dev_addr(),
+            frts.buf.len(),
+            &frts.load,
+            None,
+            TRANSCFG_TARGET_COHERENT_SYSMEM,
+        )
         .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-    gsp.execute_hs(
-        frts.buf.dev_addr(),
-        frts.buf.len(),
-        &frts.load,
-        None,
-        TRANSCFG_TARGET_COHERENT_SYSMEM,
-    )
-    .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+        (bundle, Some(fuse))
+    } else {
+        // TU10x: FWSEC has a FALCON_UCODE_DESC_V2 and runs through the generic bootloader
+        // (kgspExecuteHsFalcon_TU102, s_prepareHsFalconWithLoader); it carries its signature.
+        let frts = vbios
+            .fwsec_with_loader(cmd)
+            .map_err(|e| run.fail(fw_err(e), mem))?;
+        let sb = vbios
+            .fwsec_with_loader(FwsecCommand::Sb)
+            .map_err(|e| run.fail(fw_err(e), mem))?;
+        let frts = prepare_loader(&hw.dma, fw, frts).map_err(|e| run.fail(e, mem))?;
+        let sb = prepare_loader(&hw.dma, fw, sb).map_err(|e| run.fail(e, mem))?;
+        let bundle = unload_bundle(hw, fw, p, run, FwsecSb::Loader(sb))?;
+        gsp.reset()
+            .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+        run.detail(format_args!(
+            "FWSEC through the generic bootloader (start tag {:#x}, {} bytes)",
+            frts.bl_desc.start_tag, frts.bl_desc.code_size
+        ));
+        frts.execute(&gsp)
+            .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+        (bundle, None)
+    };
     let scratch = NV_PBUS_VBIOS_SCRATCH::try_read(bar0, FWSECLIC_SCRATCH_INDEX_0E)
         .map(u32::from)
         .unwrap_or(u32::MAX);
@@ -276,7 +345,10 @@ where
             mem,
         ));
     }
-    run.detail(format_args!("WPR2 up at {lo:#x}; fuse version {fuse}"));
+    match fuse {
+        Some(fuse) => run.detail(format_args!("WPR2 up at {lo:#x}; fuse version {fuse}")),
+        None => run.detail(format_args!("WPR2 up at {lo:#x}")),
+    }
     run.end();
     Ok(bundle)
 }
@@ -288,7 +360,7 @@ fn unload_bundle<M, D, C, P, F, O>(
     fw: &F,
     p: &Prepared<'_, D::Buffer>,
     run: &mut Run<'_, '_, M, C, O>,
-    fwsec_sb: Option<PreparedUcode<D::Buffer>>,
+    fwsec_sb: FwsecSb<D::Buffer>,
 ) -> Result<UnloadBundle<D::Buffer>, BootError>
 where
     M: Mmio,
@@ -307,7 +379,11 @@ where
     let booter_unload = prepare(&hw.dma, unload_uc).map_err(|e| run.fail(hal_err(e), mem))?;
     run.quiesce = Quiesce::Teardown {
         hal: p.hal,
-        fwsec_sb: fwsec_sb.as_ref().map(PreparedUcode::at),
+        // Only a boot-ROM FWSEC-SB runs from device addresses alone after a failure.
+        fwsec_sb: match &fwsec_sb {
+            FwsecSb::Hs(u) => Some(u.at()),
+            FwsecSb::Loader(_) => None,
+        },
         booter_unload: booter_unload.at(),
     };
     Ok(UnloadBundle {
@@ -399,25 +475,20 @@ where
     // kgspTeardown_TU102: the GSP falcon reset stops GSP-RM before FWSEC-SB.
     gsp.reset()
         .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-    if let Some(u) = &bundle.fwsec_sb {
-        u.execute(&gsp, hal, None)
-            .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
-        let scratch = NV_PBUS_VBIOS_SCRATCH::try_read(bar0, FWSECLIC_SCRATCH_INDEX_15)
-            .map(u32::from)
-            .unwrap_or(u32::MAX);
-        if sb_err_code(scratch) != 0 {
-            return Err(run.fail(
-                BootErrorKind::FwsecSb {
-                    err_code: sb_err_code(scratch),
-                },
-                mem,
-            ));
-        }
-    } else {
-        run.detail(format_args!(
-            "FWSEC-SB not run: on this chip FWSEC loads through the generic bootloader \
-             (FALCON_UCODE_DESC_V2), which nvbare does not implement yet; the pre-OS apps stay \
-             off until the next GPU reset"
+    match &bundle.fwsec_sb {
+        FwsecSb::Hs(u) => u.execute(&gsp, hal, None),
+        FwsecSb::Loader(u) => u.execute(&gsp),
+    }
+    .map_err(|e| run.fail(BootErrorKind::Falcon(e), mem))?;
+    let scratch = NV_PBUS_VBIOS_SCRATCH::try_read(bar0, FWSECLIC_SCRATCH_INDEX_15)
+        .map(u32::from)
+        .unwrap_or(u32::MAX);
+    if sb_err_code(scratch) != 0 {
+        return Err(run.fail(
+            BootErrorKind::FwsecSb {
+                err_code: sb_err_code(scratch),
+            },
+            mem,
         ));
     }
     run.end();

@@ -10,7 +10,7 @@
 use core::fmt;
 
 use crate::chip::Chipset;
-use crate::falcon::{BromParams, HsDirectLoad, HsLoad};
+use crate::falcon::{BromParams, GenericBl, HsDirectLoad, HsLoad, HsLoaderLoad};
 
 /// Why the firmware could not provide something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +71,27 @@ pub struct HsUcode<I> {
     /// Where the parts go in a PIO load (TU10x and GA100, no boot from HS); the default for a
     /// ucode that has no such layout (FWSEC from the VBIOS).
     pub direct: HsDirectLoad,
+}
+
+/// FWSEC for the generic falcon bootloader (TU10x, GA100): the two buffers the bootloader
+/// DMAs from (command patched in) and where the parts lie in them.
+#[derive(Debug, Clone)]
+pub struct LoaderUcode<I> {
+    /// The code buffer.
+    pub code: I,
+    /// The data buffer.
+    pub data: I,
+    /// The offsets the bootloader's DMEM descriptor carries.
+    pub load: HsLoaderLoad,
+}
+
+/// The generic falcon bootloader (`gen_bootloader-*.bin`).
+#[derive(Debug, Clone, Copy)]
+pub struct GenericBootloaderDesc<'a> {
+    /// Its code (`blImgHeader.blCodeSize` bytes).
+    pub code: &'a [u8],
+    /// Start tag and code size.
+    pub desc: GenericBl,
 }
 
 /// Which booter.
@@ -157,6 +178,13 @@ pub trait VbiosFirmware {
         cmd: FwsecCommand,
         fuse_version: u32,
     ) -> Result<HsUcode<Self::Image>, FirmwareError>;
+
+    /// FWSEC patched for `cmd`, for the generic bootloader (a VBIOS whose FWSEC has a
+    /// `FALCON_UCODE_DESC_V2`: TU10x, GA100).
+    fn fwsec_with_loader(
+        &self,
+        cmd: FwsecCommand,
+    ) -> Result<LoaderUcode<Self::Image>, FirmwareError>;
 }
 
 /// The firmware files of one chip.
@@ -190,6 +218,9 @@ pub trait BootFirmware {
 
     /// The GSP-FMC (Hopper, Blackwell).
     fn fmc(&self) -> Result<FmcDesc<'_>, FirmwareError>;
+
+    /// The generic falcon bootloader (TU10x, GA100: it loads FWSEC).
+    fn generic_bootloader(&self) -> Result<GenericBootloaderDesc<'_>, FirmwareError>;
 
     /// Parses a VBIOS ROM image: `read32(offset)` returns the ROM dword at byte `offset` of the
     /// PROM window (up to 1 MiB), or `None` past its end.

@@ -219,14 +219,6 @@ impl fmt::Display for BootErrorKind {
                     write!(f, "{sep}{c}")?;
                 }
                 write!(f, " (the chips its simulator models)")?;
-                if chip.info().architecture == crate::chip::Architecture::Turing {
-                    // docs/assumptions.md C12.
-                    write!(
-                        f,
-                        "; Turing's FWSEC-FRTS runs through the generic falcon bootloader, \
-                         which nvbare does not load yet"
-                    )?;
-                }
                 write!(
                     f,
                     "; use the kernel-driver adapter (`nvidia:N`) for this GPU"
