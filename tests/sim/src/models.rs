@@ -40,6 +40,22 @@ pub const GA100: ChipModel = ChipModel {
     bar1_size: 64 << 30,
 };
 
+/// TITAN RTX (TU102): PCI id 0x1e02, a VGA controller; 24 GiB GDDR6 (LOCAL_MEMORY_RANGE:
+/// 3 << 13 MiB), a 256 MiB BAR1 as Turing GeForce boards without resizable BAR have (the
+/// subsystem id is what such boards commonly report, not checked against one here). Its VRAM
+/// size is in `NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE` (no `NV_USABLE_FB_SIZE_IN_MB` in tu102's
+/// headers).
+pub const TU102: ChipModel = ChipModel {
+    chipset: Chipset::TU102,
+    board: "TITAN RTX",
+    device_id: 0x1e02,
+    subsystem: (0x10de, 0x12a3),
+    class: 0x03_0000,
+    revision: (0xa, 1),
+    vram_mib: 24_576,
+    bar1_size: 256 << 20,
+};
+
 /// GeForce RTX 4090 (AD102).
 pub const AD102: ChipModel = ChipModel {
     chipset: Chipset::AD102,
@@ -77,7 +93,7 @@ pub const GB202: ChipModel = ChipModel {
 };
 
 /// Every model.
-pub const MODELS: [ChipModel; 4] = [GA100, AD102, GH100, GB202];
+pub const MODELS: [ChipModel; 5] = [TU102, GA100, AD102, GH100, GB202];
 
 impl ChipModel {
     /// The model for a chip, if the simulator has one.

@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use crate::bar0::SimCore;
 
-/// Bytes of IMEM and DMEM modelled.
-pub const MEM_SIZE: usize = 0x2_0000;
+/// Bytes of IMEM and DMEM modelled, as `HWCFG` reports them (IMEM_SIZE 8:0 and DMEM_SIZE
+/// 17:9, in 256-byte blocks; nine bits cannot say more than 511 blocks). The GSP and SEC2
+/// sizes are not public: the driver reads HWCFG where it needs them (assumption C15).
+pub const MEM_SIZE: usize = 0x1_0000;
 /// How long memory scrubbing takes after a reset.
 pub const SCRUB_TIME: Duration = Duration::from_micros(5);
 
@@ -260,7 +262,7 @@ impl Falcon {
             off::TU102_RISCV_STATUS if self.layout == RegLayout::Tu102 => {
                 (self.riscv == Riscv::Active) as u32
             }
-            off::HWCFG => (MEM_SIZE / 256) as u32,
+            off::HWCFG => ((MEM_SIZE / 256) as u32) | (((MEM_SIZE / 256) as u32) << 9),
             off::CPUCTL => match self.cpu {
                 Cpu::Halted => 1 << 4,
                 _ => 0,

@@ -14,7 +14,7 @@ use nvbare_core::chip::Chipset;
 use nvbare_core::falcon::FalconHal;
 use nvbare_gsp_firmware::pinned::{FirmwareKind, boot_files, firmware_path, verify};
 use nvbare_gsp_firmware::testutil::vbios::{self as rom, RomSpec};
-use nvbare_gsp_firmware::{BooterImage, FmcImage, GspFirmware, RiscvBootloader};
+use nvbare_gsp_firmware::{BooterImage, FmcImage, GenericBootloader, GspFirmware, RiscvBootloader};
 use sha2::{Digest, Sha256, Sha384};
 
 /// A booter (HS ucode for SEC2) as the sim expects to find it in SEC2's IMEM/DMEM.
@@ -96,6 +96,19 @@ pub struct SimFirmware {
     pub fmc: Option<SimFmc>,
     /// The VBIOS ROM served at BAR0 0x300000.
     pub vbios: rom::Rom,
+    /// The generic falcon bootloader (TU10x, GA100: it loads FWSEC).
+    pub gen_bootloader: Option<SimGenBl>,
+}
+
+/// The generic falcon bootloader as the GSP falcon runs it: its code and `nvfw_bl_desc`.
+#[derive(Debug, Clone)]
+pub struct SimGenBl {
+    /// `code_size` bytes of code.
+    pub code: Vec<u8>,
+    /// `start_tag`.
+    pub start_tag: u32,
+    /// `dmem_load_off`: where it reads its `RM_FLCN_BL_DMEM_DESC`.
+    pub dmem_desc_off: u32,
 }
 
 /// The GSP-FMC as the FSP expects it.
@@ -173,6 +186,17 @@ impl SimFirmware {
             booter_load: booter(FirmwareKind::BooterLoad)?,
             booter_unload: booter(FirmwareKind::BooterUnload)?,
             fmc,
+            gen_bootloader: match read(FirmwareKind::GenBootloader)? {
+                Some(f) => {
+                    let g = GenericBootloader::parse(&f).map_err(|e| e.to_string())?;
+                    Some(SimGenBl {
+                        code: g.code().to_vec(),
+                        start_tag: g.desc.start_tag.get(),
+                        dmem_desc_off: g.desc.dmem_load_off.get(),
+                    })
+                }
+                None => None,
+            },
             // TU10x/GA100 VBIOSes carry FWSEC with a FALCON_UCODE_DESC_V2 (their RM runs it
             // through the generic bootloader, kgspExecuteHsFalcon_TU102 takes no BOOT_FROM_HS
             // ucode); the synthesized ROM says so in its descriptor header.
@@ -233,7 +257,7 @@ impl SimFwsec {
 
     /// The DMEM FWSEC must have for FRTS at `offset` (`size` bytes) and `fuse`: init_cmd 0x15
     /// at DMEMMAPPER+44, `FWSECLIC_FRTS_CMD` at the command buffer, the signature at PKC.
-    pub fn dmem_frts(&self, offset: u64, size: u64, fuse: u32) -> Option<Vec<u8>> {
+    pub fn dmem_frts(&self, offset: u64, size: u64, fuse: Option<u32>) -> Option<Vec<u8>> {
         let mut cmd = Vec::with_capacity(48);
         // FWSECLIC_READ_VBIOS_DESC {version 1, size 24, gfwImageOffset u64 0, size 0, flags 2}
         for w in [1u32, 24] {
@@ -251,7 +275,7 @@ impl SimFwsec {
     }
 
     /// The DMEM FWSEC must have for SB and `fuse`: init_cmd 0x19, the read-VBIOS descriptor.
-    pub fn dmem_sb(&self, fuse: u32) -> Option<Vec<u8>> {
+    pub fn dmem_sb(&self, fuse: Option<u32>) -> Option<Vec<u8>> {
         let mut cmd = Vec::with_capacity(24);
         for w in [1u32, 24] {
             cmd.extend_from_slice(&w.to_le_bytes());
@@ -262,16 +286,20 @@ impl SimFwsec {
         self.patched(0x19, &cmd, fuse)
     }
 
-    fn patched(&self, init_cmd: u32, cmd: &[u8], fuse: u32) -> Option<Vec<u8>> {
+    /// `fuse`: the signature to expect at PKC (v3); `None` for a v2 FWSEC, which carries its
+    /// own.
+    fn patched(&self, init_cmd: u32, cmd: &[u8], fuse: Option<u32>) -> Option<Vec<u8>> {
         let mut d = self.dmem.clone();
         let m = rom::MAPPER;
         d.get_mut(m + 44..m + 48)?
             .copy_from_slice(&init_cmd.to_le_bytes());
         let c = rom::CMD_IN;
         d.get_mut(c..c + cmd.len())?.copy_from_slice(cmd);
-        let sig = Self::signature(fuse)?;
-        d.get_mut(Self::PKC..Self::PKC + sig.len())?
-            .copy_from_slice(&sig);
+        if let Some(fuse) = fuse {
+            let sig = Self::signature(fuse)?;
+            d.get_mut(Self::PKC..Self::PKC + sig.len())?
+                .copy_from_slice(&sig);
+        }
         Some(d)
     }
 }

@@ -4,7 +4,7 @@
 use super::*;
 
 impl Model {
-    pub(super) fn classify_gsp(&mut self) -> Job {
+    pub(super) fn classify_gsp(&mut self, core: &SimCore) -> Job {
         let f = &self.gsp;
         if f.riscv_selected() {
             self.error("GSP falcon CPU started with the RISC-V core selected".into());
@@ -13,52 +13,29 @@ impl Model {
         if f.imem.iter().all(|&b| b == 0) {
             return Job::Empty;
         }
-        let fw = &self.fwsec;
-        let fuse = Self::fuse_version(self.cfg.gsp_fuse);
-        let init_cmd = u32::from_le_bytes(
-            f.dmem[nvbare_gsp_firmware::testutil::vbios::MAPPER + 44..][..4]
-                .try_into()
-                .unwrap_or([0; 4]),
-        );
-        let expected = match init_cmd {
-            0x15 => {
-                let c = nvbare_gsp_firmware::testutil::vbios::CMD_IN;
-                let w = |i: usize| {
-                    u32::from_le_bytes(
-                        f.dmem[c + i * 4..c + i * 4 + 4]
-                            .try_into()
-                            .unwrap_or([0; 4]),
-                    )
-                };
-                // frtsRegionDesc starts at dword 6 of the command: version, size, offset4K, size4K.
-                let (offset, size) = ((w(8) as u64) << 12, (w(9) as u64) << 12);
-                fw.dmem_frts(offset, size, fuse)
-            }
-            0x19 => fw.dmem_sb(fuse),
-            _ => None,
-        };
-        // FWSECLIC_FRTS_CMD is 44 bytes of fields padded to 48 by its u64
-        // (kernel_gsp_frts_tu102.c): RM copies 48, tinygrad 44 (packed). FWSEC reads the fields
-        // only, so the padding is whatever the DMEM held.
-        let expected = expected.map(|mut d| {
-            if init_cmd == 0x15 {
-                let p = nvbare_gsp_firmware::testutil::vbios::CMD_IN + 44;
-                if let (Some(dst), Some(src)) = (d.get_mut(p..p + 4), f.dmem.get(p..p + 4)) {
-                    dst.copy_from_slice(src);
+        if f.layout == RegLayout::Tu102 {
+            // No boot ROM verifies a ucode here: FWSEC (v2) comes in through the generic
+            // bootloader, which checks nothing itself; FWSEC's own signature does.
+            return match self.run_generic_bootloader(core) {
+                Ok(()) => Job::Fwsec,
+                Err(e) => {
+                    self.error(e);
+                    Job::Rejected
                 }
+            };
+        }
+        let fuse = Self::fuse_version(self.cfg.gsp_fuse);
+        let dmem = match self.expected_fwsec_dmem(&self.gsp.dmem, Some(fuse)) {
+            Ok(d) => d,
+            Err(e) => {
+                self.error(e);
+                return Job::Rejected;
             }
-            d
-        });
-        let Some(dmem) = expected else {
-            self.error(format!(
-                "GSP: FWSEC with init_cmd {init_cmd:#x} (or no signature for fuse version {fuse})"
-            ));
-            return Job::Rejected;
         };
         let r = super::ucode_load::brom_check(
-            f,
+            &self.gsp,
             0,
-            &fw.imem,
+            &self.fwsec.imem,
             &dmem,
             SimFwsec::PKC as u32,
             SimFwsec::ENGINE_ID_MASK,
@@ -71,6 +48,51 @@ impl Model {
                 Job::Rejected
             }
         }
+    }
+
+    /// The DMEM FWSEC must have been given, for the command `dmem` asks for: the command at
+    /// DMEMMAPPER, its argument and (v3, `fuse` given) the signature for the fuse version.
+    pub(super) fn expected_fwsec_dmem(
+        &self,
+        dmem: &[u8],
+        fuse: Option<u32>,
+    ) -> Result<Vec<u8>, String> {
+        let word = |at: usize| {
+            dmem.get(at..at + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap_or([0; 4])))
+                .unwrap_or(0)
+        };
+        let init_cmd = word(nvbare_gsp_firmware::testutil::vbios::MAPPER + 44);
+        let c = nvbare_gsp_firmware::testutil::vbios::CMD_IN;
+        let fw = &self.fwsec;
+        let expected = match init_cmd {
+            // frtsRegionDesc starts at dword 6 of the command: version, size, offset4K, size4K.
+            0x15 => fw.dmem_frts(
+                (word(c + 32) as u64) << 12,
+                (word(c + 36) as u64) << 12,
+                fuse,
+            ),
+            0x19 => fw.dmem_sb(fuse),
+            _ => None,
+        };
+        // FWSECLIC_FRTS_CMD is 44 bytes of fields padded to 48 by its u64
+        // (kernel_gsp_frts_tu102.c): RM copies 48, tinygrad 44 (packed). FWSEC reads the fields
+        // only, so the padding is whatever the DMEM held.
+        let expected = expected.map(|mut d| {
+            if init_cmd == 0x15 {
+                let p = c + 44;
+                if let (Some(dst), Some(src)) = (d.get_mut(p..p + 4), dmem.get(p..p + 4)) {
+                    dst.copy_from_slice(src);
+                }
+            }
+            d
+        });
+        expected.ok_or_else(|| match fuse {
+            Some(fuse) => format!(
+                "GSP: FWSEC with init_cmd {init_cmd:#x} (or no signature for fuse version {fuse})"
+            ),
+            None => format!("GSP: FWSEC with init_cmd {init_cmd:#x}"),
+        })
     }
 
     pub(super) fn fwsec_done(&mut self) {

@@ -54,6 +54,7 @@ pub mod firmware;
 mod fmc;
 mod fsp;
 mod fwsec;
+mod gen_bl;
 mod gsp_rm;
 mod ucode_load;
 mod unload;
@@ -66,6 +67,8 @@ mod tests_flush;
 mod tests_ga100;
 #[cfg(test)]
 mod tests_pio_booter;
+#[cfg(test)]
+mod tests_tu102;
 #[cfg(test)]
 mod tests_tu102_layout;
 #[cfg(test)]
@@ -903,7 +906,7 @@ impl Model {
     fn start(&mut self, core: &mut SimCore, idx: usize) {
         let now = Self::now(core);
         let job = if idx == 0 {
-            self.classify_gsp()
+            self.classify_gsp(core)
         } else {
             self.classify_sec2()
         };

@@ -8,7 +8,8 @@ use std::time::Duration;
 use nvbare_core::chip::Chipset;
 use nvbare_core::falcon::{Falcon, FalconHal};
 use nvbare_core::gsp::boot::firmware::{
-    BootFirmware, BooterKind, FirmwareError, FmcDesc, FuseSelector, HsUcode, RiscvBootloaderDesc,
+    BootFirmware, BooterKind, FirmwareError, FmcDesc, FuseSelector, GenericBootloaderDesc, HsUcode,
+    RiscvBootloaderDesc,
 };
 use nvbare_core::gsp::boot::{
     BootError, BootErrorKind, BootObserver, BootOptions, BootPhase, BootReport, RunningGsp, boot,
@@ -106,7 +107,11 @@ fn boot_err(r: &Rig) -> (BootError, Recorder) {
     boot_err_with(r, &*r.fw, &opts())
 }
 
-fn boot_err_with<F: BootFirmware>(r: &Rig, fw: &F, o: &BootOptions<'_>) -> (BootError, Recorder) {
+pub(super) fn boot_err_with<F: BootFirmware>(
+    r: &Rig,
+    fw: &F,
+    o: &BootOptions<'_>,
+) -> (BootError, Recorder) {
     let mut rec = Recorder::default();
     match boot(&r.hw, fw, o, &mut rec) {
         Ok(_) => panic!("boot succeeded but should have failed"),
@@ -114,26 +119,14 @@ fn boot_err_with<F: BootFirmware>(r: &Rig, fw: &F, o: &BootOptions<'_>) -> (Boot
     }
 }
 
-/// The warning of an unload without FWSEC-SB: nvbare does not yet load FWSEC through the
-/// generic bootloader, which GA100 needs (its VBIOS FWSEC is `FALCON_UCODE_DESC_V2`), so on
-/// GA100 this open gap is expected, and nowhere else.
-pub(super) const NO_FWSEC_SB: &str = "booter_unload without FWSEC-SB";
-
 fn assert_clean(r: &Rig) {
     assert_eq!(
         r.boot.errors(),
         Vec::<String>::new(),
         "the simulator saw mistakes"
     );
-    let ga100 = r.gpu.model().chipset == Chipset::GA100;
-    let warnings: Vec<String> = r
-        .boot
-        .warnings()
-        .into_iter()
-        .filter(|w| !(ga100 && w.starts_with(NO_FWSEC_SB)))
-        .collect();
     assert_eq!(
-        warnings,
+        r.boot.warnings(),
         Vec::<String>::new(),
         "the simulator saw what hardware tolerates but nvbare avoids"
     );
@@ -203,16 +196,16 @@ fn full_cycle_on(r: Rig) {
     };
     assert_eq!(s.unloads, [level0, level0]);
     if model.chipset.info().boot == nvbare_core::chip::BootMethod::Booter {
-        // GA100 has no FRTS region (no FWSEC-FRTS) and nvbare runs no FWSEC-SB there yet.
-        let fwsec = if model.chipset == Chipset::GA100 {
+        // GA100 has no FRTS region (no FWSEC-FRTS); FWSEC-SB runs at every unload.
+        let frts = if model.chipset == Chipset::GA100 {
             0
         } else {
             2
         };
-        assert_eq!((s.fwsec_frts, s.booter_load), (fwsec, 2));
+        assert_eq!((s.fwsec_frts, s.booter_load), (frts, 2));
         // Whether a cold boot sends a script is an unknown; each one sent ran correctly.
         assert_eq!(s.sequencer_ok, s.sequencer_scripts);
-        assert_eq!((s.fwsec_sb, s.booter_unload), (fwsec, 2));
+        assert_eq!((s.fwsec_sb, s.booter_unload), (2, 2));
     } else {
         assert_eq!(s.cot_accepted, 2);
         // (COHERENT, NONCOHERENT) as kgspSetupGspFmcArgs_GH100 sends for cached WPR metadata
@@ -548,22 +541,24 @@ fn unload_without_suspend_fails_like_the_hardware() {
 
 /// Delegates to real firmware but swaps in other bytes, to check the simulator compares against
 /// the real files.
-struct Tampered<'a> {
+pub(super) struct Tampered<'a> {
     real: &'a FirmwareSet,
     image: Option<Vec<u8>>,
     signature: Option<Vec<u8>>,
     bootloader_code_offset: Option<u32>,
     fmc_hash_flip: bool,
+    pub(super) gen_bootloader: Option<Vec<u8>>,
 }
 
 impl<'a> Tampered<'a> {
-    fn new(real: &'a FirmwareSet) -> Self {
+    pub(super) fn new(real: &'a FirmwareSet) -> Self {
         Tampered {
             real,
             image: None,
             signature: None,
             bootloader_code_offset: None,
             fmc_hash_flip: false,
+            gen_bootloader: None,
         }
     }
 }
@@ -601,6 +596,13 @@ impl BootFirmware for Tampered<'_> {
             f.hash[0] ^= 1;
         }
         Ok(f)
+    }
+    fn generic_bootloader(&self) -> Result<GenericBootloaderDesc<'_>, FirmwareError> {
+        let mut b = self.real.generic_bootloader()?;
+        if let Some(code) = &self.gen_bootloader {
+            b.code = code;
+        }
+        Ok(b)
     }
     fn parse_vbios(
         &self,

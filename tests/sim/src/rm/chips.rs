@@ -55,6 +55,28 @@ pub const H200_OBSERVED: &[u32] = &[
     0xb8fa, 0xcb33, 0x00de, 0xc46f, 0xc461, 0xc36f, 0xc361,
 ];
 
+/// TU102 engine classes (`halTU102ClassDescriptorList`, `g_gpu_class_list.c` of 570.144, its
+/// GR, CE, FIFO, DMA, bus, video and GPU-level classes; display classes left out as for the
+/// other chips).
+const TU102: &[u32] = &[
+    0xc365, // ACCESS_COUNTER_NOTIFY_BUFFER
+    0xc597, // TURING_A
+    TURING_COMPUTE_A,
+    TURING_CHANNEL_GPFIFO_A,
+    TURING_DMA_COPY_A,
+    TURING_USERMODE_A,
+    NV50_MEMORY_VIRTUAL,
+    0x503b, // NV50_P2P
+    0x503c, // NV50_THIRD_PARTY_P2P
+    0xa081, // NVA081_VGPU_CONFIG
+    0xa084, // NVA084_KERNEL_HOST_VGPU_DEVICE
+    0xc4b0, // NVC4B0_VIDEO_DECODER
+    0xc4b7, // NVC4B7_VIDEO_ENCODER
+    0x00de, // RM_USER_SHARED_DATA
+    VOLTA_CHANNEL_GPFIFO_A,
+    VOLTA_USERMODE_A,
+];
+
 /// GA100 engine classes (`halGA100ClassDescriptorList`, `g_gpu_class_list.c` of 570.144): no
 /// display, no video encoder, AMPERE_DMA_COPY_A (not _B).
 const GA100: &[u32] = &[
@@ -306,6 +328,19 @@ impl ChipRm {
     /// The table for `chipset`, if the simulator models it.
     pub fn for_chipset(chipset: Chipset) -> Option<ChipRm> {
         Some(match chipset {
+            // TITAN RTX: the full TU102 (6 GPCs x 6 TPCs x 2 SMs = 72 SMs), sm_75 with 32
+            // warps (1024 threads) per SM (CUDA programming guide, compute capability 7.5).
+            Chipset::TU102 => ChipRm {
+                engine_classes: TU102,
+                gr: GrFacts {
+                    sm_version: 0x705,
+                    max_warps_per_sm: 32,
+                    gpcs: 6,
+                    tpc_per_gpc: 6,
+                    sm_per_tpc: 2,
+                    tpcs: 36,
+                },
+            },
             Chipset::GA100 => ChipRm {
                 engine_classes: GA100,
                 gr: GrFacts {
@@ -383,6 +418,7 @@ mod tests {
     #[test]
     fn newest_class_of_each_kind_matches_the_chip_table() {
         for cs in [
+            Chipset::TU102,
             Chipset::GA100,
             Chipset::AD102,
             Chipset::GH100,

@@ -799,8 +799,10 @@ pub fn static_info(model: &ChipModel) -> GspStaticConfigInfo {
     s.fb_length = fb;
     let (bus_width, l2) = match model.chipset.info().architecture {
         // H200: six HBM3e stacks (6144-bit), 50 MiB L2; RTX 5090: 512-bit, 96 MiB; RTX 4090: 384-bit, 72 MiB;
-        // A100 40GB: five HBM2 stacks (5120-bit), 40 MiB L2 (public board specifications).
+        // A100 40GB: five HBM2 stacks (5120-bit), 40 MiB L2 (public board specifications);
         _ if model.chipset == nvbare_core::chip::Chipset::GA100 => (5120, 40 << 20),
+        // TITAN RTX: 384-bit GDDR6, 6 MiB L2.
+        nvbare_core::chip::Architecture::Turing => (384, 6 << 20),
         nvbare_core::chip::Architecture::Hopper => (6144, 50 << 20),
         nvbare_core::chip::Architecture::Blackwell => (512, 96 << 20),
         _ => (384, 72 << 20),
