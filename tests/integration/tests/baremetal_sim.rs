@@ -415,10 +415,10 @@ fn bar1_must_be_put_in_physical_mode() {
 
 /// BAR1 as a small-BAR system shows it (256 MiB).
 #[derive(Clone)]
-struct SmallBar1(nvbare_sim::SimBar1);
+struct SmallBar1(nvbare_sim::SimBar1, usize);
 impl nvbare_core::hal::Mmio for SmallBar1 {
     fn size(&self) -> usize {
-        256 << 20
+        self.1
     }
     fn read32(&self, o: usize) -> u32 {
         self.0.read32(o)
@@ -439,11 +439,13 @@ impl nvbare_core::device::baremetal::BarePlatform for SmallBarPlatform {
 }
 
 #[test]
-fn a_small_bar_is_refused_before_booting() {
+fn a_small_bar_limits_device_memory_and_a_tiny_one_is_refused() {
+    use nvbare_core::device::Backend;
+    // A BAR1 below the minimum: refused before booting.
     let (s, fw) = sim(AD102);
     let r = nvbare_core::device::baremetal::BareMetalBackend::<SmallBarPlatform>::open(
         s.hw(),
-        SmallBar1(s.bar1()),
+        SmallBar1(s.bar1(), 32 << 20),
         &*fw,
         &BootOptions::default(),
         &mut NoObserver,
@@ -454,6 +456,21 @@ fn a_small_bar_is_refused_before_booting() {
     let msg = e.to_string();
     assert!(msg.contains("Resizable BAR"), "{msg}");
     assert_eq!(s.boot().stats().gsp_rm_starts, 0, "refused before booting");
+
+    // 256 MiB (a GPU without Resizable BAR): it boots, and hands out only VRAM below BAR1's end.
+    let (s, fw) = sim(AD102);
+    let be = nvbare_core::device::baremetal::BareMetalBackend::<SmallBarPlatform>::open(
+        s.hw(),
+        SmallBar1(s.bar1(), 256 << 20),
+        &*fw,
+        &BootOptions::default(),
+        &mut NoObserver,
+        BareMetalOptions::default(),
+    )
+    .unwrap();
+    let (free, total) = be.memory_info().unwrap();
+    assert_eq!(total, 256 << 20);
+    assert!(free < 256 << 20, "{free:#x}");
 }
 
 /// A GSP-RM that reports absurd buffer sizes: the backend refuses them with an error naming the

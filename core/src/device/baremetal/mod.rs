@@ -56,7 +56,9 @@ use crate::gsp::rpc::{ClientConfig, GspRm, GspRpc, NV0000_ALLOC_PARAMETERS};
 use crate::gsp::sysinfo::GspStaticConfigInfo;
 use crate::hal::{Clock, DmaAllocator, HalError, Mmio, PciConfig};
 use crate::mm::vram::FbSizeSource;
-use crate::mm::{AllocError, FbLayout, MmError, MmuFormat, MmuInvalidate, PageDirectoryBase};
+use crate::mm::{
+    AllocError, FbLayout, FbOwner, MmError, MmuFormat, MmuInvalidate, PageDirectoryBase,
+};
 use crate::regs::Register;
 use crate::regs::pbus::{NV_PBUS_BAR1_BLOCK, NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR};
 use crate::regs::usermode::USERMODE_BLOCK_SIZE;
@@ -143,6 +145,13 @@ impl Default for BareMetalOptions {
     }
 }
 
+/// The smallest BAR1 nvbare starts with: its page tables, channels and the runtime's memory
+/// must fit below its end.
+pub const MIN_BAR1: u64 = 64 << 20;
+
+/// The reservation of the VRAM beyond a BAR1 smaller than the framebuffer.
+pub const BEYOND_BAR1: &str = "beyond BAR1";
+
 /// Why the bare-metal backend could not start or do something.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BareMetalError {
@@ -196,9 +205,10 @@ impl fmt::Display for BareMetalError {
             BareMetalError::SmallBar { bar1, needed } => write!(
                 f,
                 "BAR1 is {} MiB but nvbare needs it to cover {} MiB of video memory (it reaches \
-                 VRAM through BAR1 in physical mode); enable \"Above 4G decoding\" and \
-                 \"Resizable BAR\" in the firmware setup, then `nvbare unbind` and `nvbare bind` \
-                 the GPU to grow BAR1 (docs/vfio.md, section 5)",
+                 VRAM through BAR1 in physical mode, and hands out only VRAM below BAR1's end); \
+                 enable \"Above 4G decoding\" and \"Resizable BAR\" in the firmware setup, \
+                 then `nvbare unbind` and `nvbare bind` the GPU to grow BAR1 (docs/vfio.md, \
+                 section 5)",
                 bar1 >> 20,
                 needed.div_ceil(1 << 20)
             ),
@@ -345,12 +355,26 @@ impl<H: BarePlatform> BareMetalBackend<H> {
         if raw == u32::MAX {
             return Err(BareMetalError::Hal(HalError::DeviceLost));
         }
-        let vram = source.decode(raw);
-        if (bar1.size() as u64) < vram {
+        let bar1_size = bar1.size() as u64;
+        if bar1_size < MIN_BAR1 {
             return Err(BareMetalError::SmallBar {
-                bar1: bar1.size() as u64,
-                needed: vram,
+                bar1: bar1_size,
+                needed: source.decode(raw).min(MIN_BAR1),
             });
+        }
+        let vram = source.decode(raw);
+        if bar1_size < vram {
+            // Printed under the first boot phase; the reservation follows the boot.
+            obs.detail(
+                BootPhase::Identify,
+                format_args!(
+                    "BAR1 is {} MiB: device memory is limited to the first {} MiB of {} MiB of \
+                     VRAM (a larger BAR1, through Resizable BAR where the GPU has it, lifts this)",
+                    bar1_size >> 20,
+                    bar1_size >> 20,
+                    vram >> 20
+                ),
+            );
         }
         let booted = boot(&hw, fw, boot_opts, obs)?;
         let (rpc, state) = booted.split();
@@ -358,16 +382,27 @@ impl<H: BarePlatform> BareMetalBackend<H> {
         let fmt = MmuFormat::for_chip(chip);
         set_bar1_physical(&hw.bar0, chip);
         let inval = MmuInvalidate::new(hw.bar0.clone(), hw.clock.clone());
-        let mm = match Mm::new(
-            fmt,
-            state.fb_layout(),
-            bar1,
-            &hw.dma,
-            inval,
-            opts.tables,
-            opts.table_bytes,
-            (opts.va_window.base(), opts.va_window.size()),
-        ) {
+        // The CPU reaches VRAM through BAR1 in physical mode: with a BAR1 smaller than the
+        // framebuffer (Turing has no Resizable BAR), only VRAM below its end is handed out.
+        let mut layout = state.fb_layout().clone();
+        let fb = layout.fb_size();
+        let capped = if bar1_size < fb {
+            layout.reserve(bar1_size, fb - bar1_size, FbOwner::Other(BEYOND_BAR1))
+        } else {
+            Ok(())
+        };
+        let mm = match capped.map_err(BareMetalError::from).and_then(|()| {
+            Mm::new(
+                fmt,
+                &layout,
+                bar1,
+                &hw.dma,
+                inval,
+                opts.tables,
+                opts.table_bytes,
+                (opts.va_window.base(), opts.va_window.size()),
+            )
+        }) {
             Ok(m) => m,
             Err(e) => {
                 if let Err(u) = state.unload(rpc, &hw.bar0, &hw.clock, obs, None) {
@@ -459,9 +494,11 @@ impl<H: BarePlatform> BareMetalBackend<H> {
         self.rm.mm.mapper.stats()
     }
 
-    /// Free VRAM and the end of the framebuffer.
+    /// Free VRAM and the end of the VRAM the backend hands out: the framebuffer's, or BAR1's
+    /// where BAR1 is smaller.
     pub fn vram(&self) -> (u64, u64) {
-        (self.rm.mm.vram_free(), self.rm.mm.fb_end())
+        let end = self.rm.mm.fb_end().min(self.rm.mm.bar1_size());
+        (self.rm.mm.vram_free(), end)
     }
 
     /// The GR runlist (ORed into work-submit tokens).
