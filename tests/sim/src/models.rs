@@ -56,6 +56,20 @@ pub const TU102: ChipModel = ChipModel {
     bar1_size: 256 << 20,
 };
 
+/// Tesla T4 (TU104): PCI id 0x1eb8, a 3D controller; 16 GiB GDDR6 (LOCAL_MEMORY_RANGE:
+/// 1 << 14 MiB), a 256 MiB BAR1 (what T4s report; the subsystem id is what such boards
+/// commonly report, not checked against one here).
+pub const TU104: ChipModel = ChipModel {
+    chipset: Chipset::TU104,
+    board: "Tesla T4",
+    device_id: 0x1eb8,
+    subsystem: (0x10de, 0x12a2),
+    class: 0x03_0200,
+    revision: (0xa, 1),
+    vram_mib: 16_384,
+    bar1_size: 256 << 20,
+};
+
 /// GeForce RTX 4090 (AD102).
 pub const AD102: ChipModel = ChipModel {
     chipset: Chipset::AD102,
@@ -93,7 +107,7 @@ pub const GB202: ChipModel = ChipModel {
 };
 
 /// Every model.
-pub const MODELS: [ChipModel; 5] = [TU102, GA100, AD102, GH100, GB202];
+pub const MODELS: [ChipModel; 6] = [TU102, TU104, GA100, AD102, GH100, GB202];
 
 impl ChipModel {
     /// The model for a chip, if the simulator has one.

@@ -347,10 +347,11 @@ fn fuse_for<M: Mmio + ?Sized>(bar0: &M, hal: FalconHal, sel: firmware::FuseSelec
 /// The chips [`boot`] accepts: those whose boot path has run end to end against a simulator
 /// model of the chip (`tests/sim/src/models.rs`, which checks it has a model of each). Every
 /// other chip `chip::identify` knows is refused with [`BootErrorKind::NotSupported`]. TU102
-/// ([`FalconHal::Tu102`]) runs FWSEC-FRTS through the generic bootloader; GA100 runs no
+/// and TU104 ([`FalconHal::Tu102`]) runs FWSEC-FRTS through the generic bootloader; GA100 runs no
 /// FWSEC-FRTS (no FRTS region) and loads its booters by PIO ([`FalconHal::Ga100`]).
-pub const BARE_METAL_CHIPS: [Chipset; 5] = [
+pub const BARE_METAL_CHIPS: [Chipset; 6] = [
     Chipset::TU102,
+    Chipset::TU104,
     Chipset::GA100,
     Chipset::AD102,
     Chipset::GH100,

@@ -55,7 +55,7 @@ pub const H200_OBSERVED: &[u32] = &[
     0xb8fa, 0xcb33, 0x00de, 0xc46f, 0xc461, 0xc36f, 0xc361,
 ];
 
-/// TU102 engine classes (`halTU102ClassDescriptorList`, `g_gpu_class_list.c` of 570.144, its
+/// TU102 (and TU104, whose list is the same) engine classes (`halTU102ClassDescriptorList`, `g_gpu_class_list.c` of 570.144, its
 /// GR, CE, FIFO, DMA, bus, video and GPU-level classes; display classes left out as for the
 /// other chips).
 const TU102: &[u32] = &[
@@ -341,6 +341,18 @@ impl ChipRm {
                     tpcs: 36,
                 },
             },
+            // Tesla T4: 40 SMs of TU104's 6 GPCs x 4 TPCs x 2 (20 TPCs enabled).
+            Chipset::TU104 => ChipRm {
+                engine_classes: TU102,
+                gr: GrFacts {
+                    sm_version: 0x705,
+                    max_warps_per_sm: 32,
+                    gpcs: 6,
+                    tpc_per_gpc: 4,
+                    sm_per_tpc: 2,
+                    tpcs: 20,
+                },
+            },
             Chipset::GA100 => ChipRm {
                 engine_classes: GA100,
                 gr: GrFacts {
@@ -419,6 +431,7 @@ mod tests {
     fn newest_class_of_each_kind_matches_the_chip_table() {
         for cs in [
             Chipset::TU102,
+            Chipset::TU104,
             Chipset::GA100,
             Chipset::AD102,
             Chipset::GH100,

@@ -801,7 +801,8 @@ pub fn static_info(model: &ChipModel) -> GspStaticConfigInfo {
         // H200: six HBM3e stacks (6144-bit), 50 MiB L2; RTX 5090: 512-bit, 96 MiB; RTX 4090: 384-bit, 72 MiB;
         // A100 40GB: five HBM2 stacks (5120-bit), 40 MiB L2 (public board specifications);
         _ if model.chipset == nvbare_core::chip::Chipset::GA100 => (5120, 40 << 20),
-        // TITAN RTX: 384-bit GDDR6, 6 MiB L2.
+        // TITAN RTX: 384-bit GDDR6, 6 MiB L2; Tesla T4: 256-bit, 4 MiB.
+        _ if model.chipset == nvbare_core::chip::Chipset::TU104 => (256, 4 << 20),
         nvbare_core::chip::Architecture::Turing => (384, 6 << 20),
         nvbare_core::chip::Architecture::Hopper => (6144, 50 << 20),
         nvbare_core::chip::Architecture::Blackwell => (512, 96 << 20),
