@@ -276,3 +276,95 @@ fn a_pri_error_is_neither_a_halt_nor_a_running_core() {
     bar.set(GSP + 0x1388, 1 << 7);
     assert!(f.is_riscv_active() && !f.is_riscv_halted());
 }
+
+#[test]
+fn the_generic_bootloader_load_writes_what_rm_writes() {
+    use crate::gsp::testutil::VecDma;
+    use crate::hal::DmaBuffer;
+    let bar = Fake::new();
+    // HWCFG: 0x100 IMEM blocks (64 KiB).
+    bar.set(GSP + 0x108, 0x100 | (0x100 << 9));
+    let c = clock();
+    let f: Falcon<'_, Gsp, _, _> = Falcon::new(&bar, &c, FalconHal::Tu102);
+    let bl = VecDma::new(0x300);
+    bl.write(0, &[0x5a; 0x300]).unwrap();
+    let desc = GenericBl {
+        start_tag: 0xfd,
+        code_size: 0x200,
+    };
+    let load = HsLoaderLoad {
+        ns_offset: 0,
+        ns_size: 0x200,
+        sec_offset: 0x200,
+        sec_size: 0x200,
+        dmem_size: 0x600,
+    };
+    f.execute_hs_with_loader(&bl, &desc, 0x1_0000_0000, 0x2_0000_0100, &load)
+        .unwrap();
+    // TRANSCFG(4): COHERENT_SYSMEM, PHYSICAL.
+    assert_eq!(bar.writes_to(GSP + 0x610), [0x5]);
+    // The descriptor at DMEM 0: 21 words, ctxDma 4 at word 8, the code base at 9/10.
+    assert_eq!(bar.writes_to(GSP + 0x1c0)[0], 1 << 24);
+    let d = bar.writes_to(GSP + 0x1c4);
+    assert_eq!(d.len(), 21);
+    assert_eq!((d[8], d[9], d[10]), (4, 0, 1));
+    assert_eq!((d[16], d[17], d[18]), (0x100, 2, 0x600));
+    // The bootloader's two blocks at the top of IMEM, tagged 0xfd and 0xfe, BOOTVEC 0xfd00:
+    // IMEM blocks 0xfe and 0xff of 0x100.
+    assert_eq!(
+        bar.writes_to(GSP + 0x180),
+        [(0xfe << 8) | (1 << 24), (0xff << 8) | (1 << 24)]
+    );
+    assert_eq!(bar.writes_to(GSP + 0x188), [0xfd, 0xfe]);
+    assert_eq!(bar.writes_to(GSP + 0x104), [0xfd00]);
+}
+
+#[test]
+fn the_generic_bootloader_load_refuses_what_cannot_work() {
+    use crate::gsp::testutil::VecDma;
+    let c = clock();
+    let bl = VecDma::new(0x200);
+    let desc = GenericBl {
+        start_tag: 0xfd,
+        code_size: 0x200,
+    };
+    let load = HsLoaderLoad {
+        sec_size: 0x100,
+        ..Default::default()
+    };
+    let run = |bar: &Fake, hal, desc: &GenericBl, code: u64, load: &HsLoaderLoad| {
+        let f: Falcon<'_, Gsp, _, _> = Falcon::new(bar, &c, hal);
+        f.execute_hs_with_loader(&bl, desc, code, 0x1000, load)
+    };
+    let bar = Fake::new();
+    bar.set(GSP + 0x108, 0x100);
+    // A chip that boots from HS has no business here.
+    assert!(matches!(
+        run(&bar, FalconHal::Ga102, &desc, 0x1000, &load),
+        Err(FalconError::Unsupported { .. })
+    ));
+    // Unaligned buffers, a descriptor longer than the code, no secure code.
+    assert!(run(&bar, FalconHal::Tu102, &desc, 0x1080, &load).is_err());
+    let long = GenericBl {
+        code_size: 0x300,
+        ..desc
+    };
+    assert!(run(&bar, FalconHal::Tu102, &long, 0x1000, &load).is_err());
+    assert!(
+        run(
+            &bar,
+            FalconHal::Tu102,
+            &desc,
+            0x1000,
+            &HsLoaderLoad::default()
+        )
+        .is_err()
+    );
+    // IMEM smaller than the bootloader; HWCFG that does not answer.
+    bar.set(GSP + 0x108, 1);
+    assert!(run(&bar, FalconHal::Tu102, &desc, 0x1000, &load).is_err());
+    bar.set(GSP + 0x108, 0xbadf_1000);
+    assert!(run(&bar, FalconHal::Tu102, &desc, 0x1000, &load).is_err());
+    // Nothing was started.
+    assert!(bar.writes_to(GSP + 0x104).is_empty());
+}
