@@ -22,6 +22,8 @@ fn text(o: &[u8]) -> String {
 fn boot_prints_phases_static_info_and_boots_again_after_unload() {
     let dir = testutil::require_firmware_dir();
     for (dev, phase, name) in [
+        ("sim:tu102", "FWSEC-FRTS (GSP falcon)", "TU102"),
+        ("sim:tu104", "FWSEC-FRTS (GSP falcon)", "TU104"),
         ("sim:ga100", "booter_load (SEC2)", "GA100"),
         ("sim:ad102", "booter_load (SEC2)", "AD102"),
         ("sim:gh100", "FSP chain of trust", "GH100"),
@@ -47,35 +49,51 @@ fn boot_prints_phases_static_info_and_boots_again_after_unload() {
 }
 
 #[test]
-fn ga100_boots_through_its_booter_phases_also_with_pessimistic_unknowns() {
-    // GA100: no FWSEC-FRTS (no FRTS region), booter_load by PIO; FWSEC-SB at unload is the
-    // open gap (generic bootloader), said in the output and warned about by the simulator.
+fn ga100_and_tu102_boot_through_their_booter_phases_also_with_pessimistic_unknowns() {
+    // GA100: no FWSEC-FRTS (no FRTS region), booter_load by PIO. TU102: FWSEC-FRTS through the
+    // generic bootloader. Both run FWSEC-SB through it at unload.
     let dir = testutil::require_firmware_dir();
-    for unknowns in ["helpful", "pessimistic"] {
-        let o = Command::new(env!("CARGO_BIN_EXE_nvbare"))
-            .args(["boot", "--device", "sim:ga100"])
-            .env_remove("NVBARE_LOG")
-            .env("NVBARE_FIRMWARE_DIR", &dir)
-            .env("NVBARE_SIM_UNKNOWNS", unknowns)
-            .output()
-            .expect("run nvbare");
-        let out = text(&o.stdout);
-        assert!(o.status.success(), "{unknowns}: {out}\n{}", text(&o.stderr));
-        for want in [
-            "GA100 (Ampere)",
-            "read VBIOS / FWSEC",
-            "no FRTS region",
-            "booter_load (SEC2)",
-            "booter_load done",
-            "wait for GSP_INIT_DONE",
-            "NVIDIA A100 SXM4 40GB",
-            "FWSEC-SB not run",
-            "booter_unload (SEC2)",
-            "2 GSP-RM start(s), 2 unload(s), 0 GPU reset(s)",
-        ] {
-            assert!(out.contains(want), "{unknowns}: missing {want:?} in\n{out}");
+    let ga100: &[&str] = &["GA100 (Ampere)", "no FRTS region", "NVIDIA A100 SXM4 40GB"];
+    let tu102: &[&str] = &[
+        "TU102 (Turing)",
+        "FWSEC-FRTS (GSP falcon)",
+        "FWSEC through the generic bootloader (start tag 0xfd",
+        "WPR2 up at",
+        "NVIDIA TITAN RTX",
+    ];
+    for (dev, own) in [("sim:ga100", ga100), ("sim:tu102", tu102)] {
+        for unknowns in ["helpful", "pessimistic"] {
+            let o = Command::new(env!("CARGO_BIN_EXE_nvbare"))
+                .args(["boot", "--device", dev])
+                .env_remove("NVBARE_LOG")
+                .env("NVBARE_FIRMWARE_DIR", &dir)
+                .env("NVBARE_SIM_UNKNOWNS", unknowns)
+                .output()
+                .expect("run nvbare");
+            let out = text(&o.stdout);
+            assert!(
+                o.status.success(),
+                "{dev} {unknowns}: {out}\n{}",
+                text(&o.stderr)
+            );
+            for want in own.iter().chain(&[
+                "read VBIOS / FWSEC",
+                "booter_load (SEC2)",
+                "booter_load done",
+                "wait for GSP_INIT_DONE",
+                "FWSEC-SB (GSP falcon)",
+                "booter_unload (SEC2)",
+                "2 GSP-RM start(s), 2 unload(s), 0 GPU reset(s)",
+            ]) {
+                assert!(
+                    out.contains(want),
+                    "{dev} {unknowns}: missing {want:?} in\n{out}"
+                );
+            }
+            if dev == "sim:ga100" {
+                assert!(!out.contains("FWSEC-FRTS"), "{unknowns}: {out}");
+            }
         }
-        assert!(!out.contains("FWSEC-FRTS"), "{unknowns}: {out}");
     }
 }
 

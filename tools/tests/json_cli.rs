@@ -162,10 +162,10 @@ fn list_says_what_each_gpu_needs() {
         bars: vec![(0, 16 << 20), (2, 256 * g), (4, 32 << 20)],
         ..gpu("0000:06:00.0", 0x2335, Some("nvidia"), None, 0)
     });
-    // A T4 (TU104) ready in every other way: not a chip nvbare boots bare metal.
+    // A GTX 1660 Ti (TU116) ready in every other way: not a chip nvbare boots bare metal.
     fx.add(&gpu(
         "0000:07:00.0",
-        0x1eb8,
+        0x2182,
         Some("vfio-pci"),
         Some(33),
         32 * g,
@@ -212,8 +212,13 @@ fn list_says_what_each_gpu_needs() {
         ),
         "{small}"
     );
+    // No resize: it works, with device memory limited to what BAR1 covers.
     let fixed = block("0000:03:00.0");
-    assert!(fixed.contains("resizable BAR is needed"), "{fixed}");
+    assert!(
+        fixed.contains("smaller than VRAM and not resizable: bare metal uses only the VRAM"),
+        "{fixed}"
+    );
+    assert!(!fixed.contains("BAR1 is 256 MiB"), "{fixed}");
     assert!(
         fixed.contains("driver none: run `nvbare bind 0000:03:00.0`"),
         "{fixed}"
@@ -241,13 +246,14 @@ fn list_says_what_each_gpu_needs() {
 
 /// The rest of `list_says_what_each_gpu_needs`: a chip nvbare does not boot, and the JSON.
 fn check_more(block: &dyn Fn(&str) -> String, fx: &SysfsFixture, dev: &Scratch, fw: &Path) {
-    let t4 = block("0000:07:00.0");
-    assert!(t4.contains("not ready for nvbare"), "{t4}");
+    let tu116 = block("0000:07:00.0");
+    assert!(tu116.contains("not ready for nvbare"), "{tu116}");
     assert!(
-        t4.contains(
-            "TU104 is not yet supported for bare metal (nvbare boots GA100, AD102, GH100, GB202)"
+        tu116.contains(
+            "TU116 is not yet supported for bare metal (nvbare boots TU102, TU104, GA100, AD102, \
+             GH100, GB202)"
         ),
-        "{t4}"
+        "{tu116}"
     );
 
     // The same as JSON fields.

@@ -123,6 +123,9 @@ fn readiness_lines(r: &Readiness) -> Vec<String> {
     let verdict = match r.bar1 {
         Bar1Verdict::Covers => "covers VRAM",
         Bar1Verdict::TooSmall => "smaller than VRAM",
+        Bar1Verdict::Limits => {
+            "smaller than VRAM and not resizable: bare metal uses only the VRAM BAR1 covers"
+        }
         Bar1Verdict::Unknown => "VRAM not known",
     };
     let fw = match (&r.chip, r.firmware_present) {

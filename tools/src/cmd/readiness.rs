@@ -50,14 +50,19 @@ impl DriverKind {
     }
 }
 
-/// How BAR1 compares with VRAM (bare metal reaches VRAM through BAR1, so it must cover it).
+/// How BAR1 compares with VRAM (bare metal reaches VRAM through BAR1, and hands out only the
+/// VRAM below its end).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Bar1Verdict {
     /// BAR1 is at least as large as VRAM.
     Covers,
-    /// BAR1 is smaller than VRAM.
+    /// BAR1 is absent, below the minimum, or smaller than VRAM while the GPU offers a larger
+    /// size (a rebind resizes it).
     TooSmall,
+    /// BAR1 is smaller than VRAM and cannot grow (Turing has no Resizable BAR): bare metal
+    /// works, with device memory limited to what BAR1 covers.
+    Limits,
     /// VRAM is not known from sysfs; nvbare checks when it opens the GPU.
     Unknown,
 }
@@ -173,14 +178,16 @@ pub struct Context<'a> {
 }
 
 fn bar1_verdict(bar1: Option<u64>, vram: Option<u64>, max: Option<u64>) -> Bar1Verdict {
+    let min = nvbare_core::device::baremetal::MIN_BAR1;
     match (bar1, vram) {
         (None, _) => Bar1Verdict::TooSmall,
+        (Some(b), _) if b < min => Bar1Verdict::TooSmall,
         (Some(b), Some(v)) if b >= v => Bar1Verdict::Covers,
-        (Some(_), Some(_)) => Bar1Verdict::TooSmall,
-        // The GPU offers BAR1 sizes up to the one covering its VRAM; a smaller one falls short.
-        (Some(b), None) if max.is_some_and(|m| b < m) => Bar1Verdict::TooSmall,
+        // The GPU offers a larger BAR1 than it has: a rebind resizes it.
+        (Some(b), _) if max.is_some_and(|m| b < m) => Bar1Verdict::TooSmall,
+        (Some(_), Some(_)) => Bar1Verdict::Limits,
         // Every chip nvbare drives has more than 256 MiB of VRAM.
-        (Some(b), None) if b <= 256 << 20 => Bar1Verdict::TooSmall,
+        (Some(b), None) if b <= 256 << 20 => Bar1Verdict::Limits,
         (Some(_), None) => Bar1Verdict::Unknown,
     }
 }
@@ -353,8 +360,13 @@ mod tests {
         use Bar1Verdict::*;
         let g = 1u64 << 30;
         assert_eq!(bar1_verdict(Some(32 * g), Some(24 * g), None), Covers);
-        assert_eq!(bar1_verdict(Some(256 << 20), Some(24 * g), None), TooSmall);
-        assert_eq!(bar1_verdict(Some(256 << 20), None, None), TooSmall);
+        assert_eq!(bar1_verdict(Some(256 << 20), Some(24 * g), None), Limits);
+        assert_eq!(
+            bar1_verdict(Some(256 << 20), Some(24 * g), Some(32 * g)),
+            TooSmall
+        );
+        assert_eq!(bar1_verdict(Some(256 << 20), None, None), Limits);
+        assert_eq!(bar1_verdict(Some(32 << 20), Some(24 * g), None), TooSmall);
         assert_eq!(bar1_verdict(Some(8 * g), None, Some(32 * g)), TooSmall);
         assert_eq!(bar1_verdict(Some(32 * g), None, Some(32 * g)), Unknown);
         assert_eq!(bar1_verdict(None, None, None), TooSmall);
