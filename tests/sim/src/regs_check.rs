@@ -416,25 +416,36 @@ fn sysmem_flush_registers() {
         panic!("one pair on AD102")
     };
     hdr("AD102 flush LO", lo, ga100, 0x0010_0c10);
-    hdr("AD102 flush HI", hi, ga100, 0x0010_0c40);
+    hdr("AD102 flush HI", hi.unwrap_or(0), ga100, 0x0010_0c40);
     let gh100 = "gh100/dev_fb.h NV_PFB_FBHUB_PCIE_FLUSH_SYSMEM_ADDR_LO / _HI";
     let [(lo, hi)] = pairs(Chipset::GH100)[..] else {
         panic!("one pair on GH100")
     };
     hdr("GH100 flush LO", lo, gh100, 0x0010_0a34);
-    hdr("GH100 flush HI", hi, gh100, 0x0010_0a38);
+    hdr("GH100 flush HI", hi.unwrap_or(0), gh100, 0x0010_0a38);
     let gb10b = "gb10b/dev_fbhub.h NV_PFB_FBHUB0_PCIE_FLUSH_SYSMEM_ADDR_LO / _HI";
     let [(lo, hi)] = pairs(Chipset::GB202)[..] else {
         panic!("one pair on GB202")
     };
     hdr("GB202 flush LO", lo, gb10b, 0x008a_1d58);
-    hdr("GB202 flush HI", hi, gb10b, 0x008a_1d5c);
+    hdr("GB202 flush HI", hi.unwrap_or(0), gb10b, 0x008a_1d5c);
+    // gm107/dev_fb.h: TU10x has NV_PFB_NISO_FLUSH_SYSMEM_ADDR alone (no _HI).
+    let [(lo, hi)] = pairs(Chipset::TU102)[..] else {
+        panic!("one register on TU102")
+    };
+    hdr(
+        "TU102 flush",
+        lo,
+        "gm107/dev_fb.h NV_PFB_NISO_FLUSH_SYSMEM_ADDR",
+        0x0010_0c10,
+    );
+    assert_eq!(hi, None, "tu102 has no NV_PFB_NISO_FLUSH_SYSMEM_ADDR_HI");
     // gb100/dev_hshub_base.h, relative to HSHUB0 at 0x870000.
     let hshub = "gb100/dev_hshub_base.h NV_PFB_HSHUB(_EG)_PCIE_FLUSH_SYSMEM_ADDR_LO / _HI";
     let p = pairs(Chipset::GB100);
     assert_eq!(p.len(), 2, "{hshub}: both pairs");
     hdr("GB100 flush LO", p[0].0, hshub, 0x0087_0e50);
-    hdr("GB100 flush HI", p[0].1, hshub, 0x0087_0e54);
+    hdr("GB100 flush HI", p[0].1.unwrap_or(0), hshub, 0x0087_0e54);
     hdr("GB100 EG flush LO", p[1].0, hshub, 0x0087_06c0);
-    hdr("GB100 EG flush HI", p[1].1, hshub, 0x0087_06c4);
+    hdr("GB100 EG flush HI", p[1].1.unwrap_or(0), hshub, 0x0087_06c4);
 }

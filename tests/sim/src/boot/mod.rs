@@ -538,8 +538,8 @@ struct Model {
 /// `kmemsysProgramSysmemFlushBuffer_GA100/_GH100/_GB10B`).
 #[derive(Debug, Clone)]
 pub(crate) struct FlushRegs {
-    /// (LO, HI) offsets.
-    pub(crate) pairs: Vec<(u32, u32)>,
+    /// (LO, HI) offsets; no HI on Turing (`NV_PFB_NISO_FLUSH_SYSMEM_ADDR` alone).
+    pub(crate) pairs: Vec<(u32, Option<u32>)>,
     /// LO holds address >> 8 and HI bits 46:40 (Ampere/Ada); otherwise LO is address 31:0 and
     /// HI 51:32.
     shifted: bool,
@@ -549,18 +549,22 @@ pub(crate) struct FlushRegs {
 impl FlushRegs {
     pub(crate) fn for_chip(c: Chipset) -> Self {
         let (pairs, shifted) = match c.info().architecture {
-            Architecture::Turing | Architecture::Ampere | Architecture::Ada => {
+            // gm107/dev_fb.h NV_PFB_NISO_FLUSH_SYSMEM_ADDR (kmemsysProgramSysmemFlushBuffer_GM107
+            // on TU10x; tu102 publishes no dev_fb.h with a _HI).
+            Architecture::Turing => (vec![(0x10_0c10, None)], true),
+            Architecture::Ampere | Architecture::Ada => {
                 // ga100/dev_fb.h NV_PFB_NISO_FLUSH_SYSMEM_ADDR / _HI.
-                (vec![(0x10_0c10, 0x10_0c40)], true)
+                (vec![(0x10_0c10, Some(0x10_0c40))], true)
             }
             // gh100/dev_fb.h NV_PFB_FBHUB_PCIE_FLUSH_SYSMEM_ADDR_LO / _HI.
-            Architecture::Hopper => (vec![(0x10_0a34, 0x10_0a38)], false),
+            Architecture::Hopper => (vec![(0x10_0a34, Some(0x10_0a38))], false),
             // gb100/dev_hshub_base.h in HSHUB0 (0x870000), both pairs.
-            Architecture::Blackwell if matches!(c, Chipset::GB100 | Chipset::GB102) => {
-                (vec![(0x87_0e50, 0x87_0e54), (0x87_06c0, 0x87_06c4)], false)
-            }
+            Architecture::Blackwell if matches!(c, Chipset::GB100 | Chipset::GB102) => (
+                vec![(0x87_0e50, Some(0x87_0e54)), (0x87_06c0, Some(0x87_06c4))],
+                false,
+            ),
             // gb10b/dev_fbhub.h NV_PFB_FBHUB0_PCIE_FLUSH_SYSMEM_ADDR_LO / _HI (GB20x).
-            Architecture::Blackwell => (vec![(0x8a_1d58, 0x8a_1d5c)], false),
+            Architecture::Blackwell => (vec![(0x8a_1d58, Some(0x8a_1d5c))], false),
         };
         FlushRegs {
             pairs,
@@ -570,7 +574,7 @@ impl FlushRegs {
     }
 
     fn claims(&self, o: u32) -> bool {
-        self.pairs.iter().any(|&(lo, hi)| o == lo || o == hi)
+        self.pairs.iter().any(|&(lo, hi)| o == lo || Some(o) == hi)
     }
 
     /// The address each pair holds.
@@ -579,10 +583,11 @@ impl FlushRegs {
         self.pairs
             .iter()
             .map(|&(lo, hi)| {
+                let h = hi.map_or(0, v);
                 if self.shifted {
-                    ((v(hi) & 0x7f) << 40) | (v(lo) << 8)
+                    ((h & 0x7f) << 40) | (v(lo) << 8)
                 } else {
-                    ((v(hi) & 0xf_ffff) << 32) | (v(lo) & 0xffff_ff00)
+                    ((h & 0xf_ffff) << 32) | (v(lo) & 0xffff_ff00)
                 }
             })
             .collect()
@@ -693,7 +698,7 @@ impl BootModel {
             .flush
             .pairs
             .iter()
-            .flat_map(|&(lo, hi)| [lo, hi])
+            .flat_map(|&(lo, hi)| core::iter::once(lo).chain(hi))
             .collect();
         gpu.add_engine(Box::new(BootEngine {
             model: m.clone(),
