@@ -442,6 +442,25 @@ impl<'a> PushBuffer<'a> {
         )
     }
 
+    /// [`PushBuffer::compute_launch`] for a compute class with or without
+    /// `SEND_SIGNALING_PCAS2_B` ([`crate::chip::ChipInfo::has_pcas2`]): without it (Turing),
+    /// `WAIT_FOR_IDLE`, `SEND_PCAS_A(qmd >> 8)`, `SEND_SIGNALING_PCAS_B(INVALIDATE | SCHEDULE)`,
+    /// what Mesa NVK sends on Volta and Turing (`nvk_cmd_dispatch.c`: `SEND_SIGNALING_PCAS_B`
+    /// with `.invalidate = TRUE, .schedule = TRUE`).
+    pub fn compute_launch_on(&mut self, qmd_va: u64, pcas2: bool) -> Result<(), PushError> {
+        if pcas2 {
+            return self.compute_launch(qmd_va);
+        }
+        let shifted = Self::qmd_address(qmd_va)?;
+        self.immd(SUBC_COMPUTE, compute::WAIT_FOR_IDLE, 0)?;
+        self.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[shifted])?;
+        self.immd(
+            SUBC_COMPUTE,
+            compute::SEND_SIGNALING_PCAS_B,
+            compute::PCAS_B_INVALIDATE | compute::PCAS_B_SCHEDULE,
+        )
+    }
+
     /// `WAIT_FOR_IDLE`, `SEND_PCAS_A(qmd_va >> 8)`, `SEND_SIGNALING_PCAS2_B(action)`.
     fn wait_then_pcas(&mut self, qmd_va: u64, action: u32) -> Result<(), PushError> {
         let shifted = Self::qmd_address(qmd_va)?;
