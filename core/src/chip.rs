@@ -179,6 +179,13 @@ impl ChipInfo {
     pub fn has_pcas2(&self) -> bool {
         !matches!(self.qmd, QmdVersion::V02_02)
     }
+
+    /// Whether the copy class takes 64-bit semaphore payloads (`SET_SEMAPHORE_PAYLOAD_UPPER`,
+    /// `LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE`: AMPERE_DMA_COPY_A on). TURING_DMA_COPY_A has
+    /// neither (`clc5b5.h`, open-gpu-kernel-modules 570.144): its releases are 32-bit.
+    pub fn ce_semaphore64(&self) -> bool {
+        !matches!(self.architecture, Architecture::Turing)
+    }
 }
 
 const TURING: ClassIds = ClassIds {
