@@ -58,7 +58,9 @@ pub enum MmuVersion {
 /// Compute queue meta-data (QMD) layout used to launch kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QmdVersion {
-    /// V02_02 (Turing, `clc5c0qmd.h`); nvbare does not launch on it.
+    /// V02_02 (Turing; 256 bytes). NVIDIA declares it in `clc3c0qmd.h` (VOLTA_COMPUTE_A);
+    /// `clc5c0qmd.h` (TURING_COMPUTE_A) declares V02_03. Mesa NVK launches Turing with V02_02,
+    /// and so does nvbare ([`crate::channel::qmd::V02`]).
     V02_02,
     /// V03_00 (Ampere, Ada; 256 bytes).
     V03_00,
@@ -160,9 +162,29 @@ pub struct ChipInfo {
 }
 
 impl ChipInfo {
-    /// Whether the driver can launch compute work on this chip (it has a supported QMD).
+    /// Whether the driver can launch compute work on this chip (it has a supported QMD):
+    /// every chip in the table does, Turing with QMD V02_02.
     pub fn can_launch(&self) -> bool {
+        matches!(
+            self.qmd,
+            QmdVersion::V02_02 | QmdVersion::V03_00 | QmdVersion::V04_00 | QmdVersion::V05_00
+        )
+    }
+
+    /// Whether the compute class has `SEND_SIGNALING_PCAS2_B` (a 4-bit `PCAS_ACTION`:
+    /// prefetch, invalidate-and-schedule, ...; AMPERE_COMPUTE_A on). TURING_COMPUTE_A has only
+    /// `SEND_SIGNALING_PCAS_B` (0x2bc) with an `INVALIDATE` and a `SCHEDULE` bit (`clc5c0.h`,
+    /// open-gpu-kernel-modules 570.144), what Mesa NVK launches Volta and Turing with, so a QMD
+    /// cannot be prefetched ahead of its launch there.
+    pub fn has_pcas2(&self) -> bool {
         !matches!(self.qmd, QmdVersion::V02_02)
+    }
+
+    /// Whether the copy class takes 64-bit semaphore payloads (`SET_SEMAPHORE_PAYLOAD_UPPER`,
+    /// `LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE`: AMPERE_DMA_COPY_A on). TURING_DMA_COPY_A has
+    /// neither (`clc5b5.h`, open-gpu-kernel-modules 570.144): its releases are 32-bit.
+    pub fn ce_semaphore64(&self) -> bool {
+        !matches!(self.architecture, Architecture::Turing)
     }
 }
 

@@ -100,6 +100,7 @@ pub fn method_name(family: Family, method: u32) -> Option<&'static str> {
             compute::SEND_PCAS_A => "SEND_PCAS_A",
             compute::SEND_PCAS_B => "SEND_PCAS_B",
             compute::SEND_SIGNALING_PCAS2_B => "SEND_SIGNALING_PCAS2_B",
+            compute::SEND_SIGNALING_PCAS_B => "SEND_SIGNALING_PCAS_B",
             compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A => {
                 "SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A"
             }
@@ -196,6 +197,12 @@ impl fmt::Display for Fields {
             (Family::Compute, compute::SEND_PCAS_A) => {
                 write!(f, "QMD_ADDRESS={:#x}", (d as u64) << 8)
             }
+            (Family::Compute, compute::SEND_SIGNALING_PCAS_B) => write!(
+                f,
+                "INVALIDATE={} SCHEDULE={}",
+                d & compute::PCAS_B_INVALIDATE != 0,
+                d & compute::PCAS_B_SCHEDULE != 0
+            ),
             (Family::Compute, compute::SEND_SIGNALING_PCAS2_B) => {
                 let a = match d & 0xf {
                     0 => "NOP",

@@ -248,10 +248,15 @@ pub fn validate_launch(
 /// Guide, compute capabilities: 8.0 up to 164 KiB; 8.6/8.9 and 12.x up to 100 KiB; 9.0 and
 /// 10.x up to 228 KiB). Unknown models get the 100 KiB list.
 pub fn shared_carveouts_kib(sm: u32) -> &'static [u32] {
+    // Turing (sm_75): Mesa NVK's steps (8, 16, 32, 64 KiB; `gv100_sm_config_smem_size`) up to
+    // the 64 KiB of shared memory a 7.5 SM has (CUDA C Programming Guide, compute capability
+    // table).
+    const UP_TO_64: &[u32] = &[0, 8, 16, 32, 64];
     const UP_TO_100: &[u32] = &[0, 8, 16, 32, 64, 100];
     const UP_TO_164: &[u32] = &[0, 8, 16, 32, 64, 100, 132, 164];
     const UP_TO_228: &[u32] = &[0, 8, 16, 32, 64, 100, 132, 164, 196, 228];
     match sm {
+        75 => UP_TO_64,
         80 | 87 => UP_TO_164,
         90..=119 => UP_TO_228,
         _ => UP_TO_100,
@@ -285,10 +290,10 @@ pub fn block_shared_memory(
 }
 
 /// Most blocks an SM keeps resident, by shader model (CUDA C Programming Guide, compute
-/// capabilities: 16 on 8.6/8.7, 24 on 8.9, 32 on 8.0, 9.0, 10.x and 12.x).
+/// capabilities: 16 on 7.5, 8.6 and 8.7, 24 on 8.9, 32 on 8.0, 9.0, 10.x and 12.x).
 pub fn max_blocks_per_sm(sm: u32) -> u32 {
     match sm {
-        86 | 87 => 16,
+        75 | 86 | 87 => 16,
         89 => 24,
         _ => 32,
     }
@@ -761,6 +766,10 @@ mod tests {
             164 / 4 + 1
         );
         assert!(sm_shared_config(120, 101 * 1024, [32, 1, 1], 1536).is_err());
+        // Turing: at most 64 KiB (encoded 17), 1024 threads per SM.
+        assert_eq!(sm_shared_config(75, 0, [256, 1, 1], 1024).unwrap().max, 17);
+        assert!(sm_shared_config(75, 65 * 1024, [32, 1, 1], 1024).is_err());
+        assert_eq!(max_blocks_per_sm(75), 16);
         // The copy kernel's blocks (1 KiB, the reserve) on the H200: eight 256-thread blocks
         // resident, room for nine; sixteen of 128 threads, room for seventeen; thirty-two of
         // 64 (the block limit); two of 1024.

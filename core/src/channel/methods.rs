@@ -125,6 +125,13 @@ pub mod compute {
     pub const SEND_PCAS_B: u32 = 0x02b8;
     /// `NVC6C0_SEND_SIGNALING_PCAS2_B` (`PCAS_ACTION` 3:0).
     pub const SEND_SIGNALING_PCAS2_B: u32 = 0x02c0;
+    /// `SEND_SIGNALING_PCAS_B` (Volta, Turing: the compute classes without
+    /// `SEND_SIGNALING_PCAS2_B`): bit 0 `INVALIDATE`, bit 1 `SCHEDULE` (`clc5c0.h`).
+    pub const SEND_SIGNALING_PCAS_B: u32 = 0x02bc;
+    /// `SEND_SIGNALING_PCAS_B_INVALIDATE_TRUE` (bit 0).
+    pub const PCAS_B_INVALIDATE: u32 = 0x1;
+    /// `SEND_SIGNALING_PCAS_B_SCHEDULE_TRUE` (bit 1).
+    pub const PCAS_B_SCHEDULE: u32 = 0x2;
     /// `NVC6C0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A` (`SIZE_UPPER` 7:0).
     pub const SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A: u32 = 0x02e4;
     /// `NVC6C0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B` (`SIZE_LOWER`).

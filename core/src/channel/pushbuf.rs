@@ -138,6 +138,8 @@ pub enum PushError {
     BadSubchannel(u8),
     /// A GPU address that does not fit the method's address field.
     AddressTooLarge(u64),
+    /// A semaphore payload wider than the class takes (32 bits on TURING_DMA_COPY_A).
+    PayloadTooLarge(u64),
 }
 
 impl fmt::Display for PushError {
@@ -156,6 +158,9 @@ impl fmt::Display for PushError {
             PushError::BadSubchannel(s) => write!(f, "subchannel {s} is invalid (0..7)"),
             PushError::AddressTooLarge(a) => {
                 write!(f, "GPU address {a:#x} is too large for the method")
+            }
+            PushError::PayloadTooLarge(p) => {
+                write!(f, "semaphore payload {p:#x} is wider than the class takes")
             }
         }
     }
@@ -386,6 +391,43 @@ impl<'a> PushBuffer<'a> {
         )
     }
 
+    /// [`PushBuffer::ce_release64`], or on a copy class without 64-bit semaphore payloads
+    /// (`wide` false: TURING_DMA_COPY_A, whose `clc5b5.h` has no `SET_SEMAPHORE_PAYLOAD_UPPER`
+    /// and no `LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE`) a 32-bit release: `SET_SEMAPHORE_A`, `_B`,
+    /// `_PAYLOAD`, then `LAUNCH_DMA`; a payload above `u32::MAX` is refused there
+    /// ([`PushError::PayloadTooLarge`]).
+    pub fn ce_release_on(
+        &mut self,
+        addr: u64,
+        payload: u64,
+        timestamp: bool,
+        wide: bool,
+    ) -> Result<(), PushError> {
+        use copy::launch_dma::*;
+        if wide {
+            return self.ce_release64(addr, payload, timestamp);
+        }
+        if addr >> 57 != 0 || !addr.is_multiple_of(8) {
+            return Err(PushError::AddressTooLarge(addr));
+        }
+        let payload = u32::try_from(payload).map_err(|_| PushError::PayloadTooLarge(payload))?;
+        self.inc(
+            SUBC_COPY,
+            copy::SET_SEMAPHORE_A,
+            &[(addr >> 32) as u32, addr as u32, payload],
+        )?;
+        let sem = if timestamp {
+            SEMAPHORE_TYPE_RELEASE_FOUR_WORD_SEMAPHORE
+        } else {
+            SEMAPHORE_TYPE_RELEASE_ONE_WORD_SEMAPHORE
+        };
+        self.inc(
+            SUBC_COPY,
+            copy::LAUNCH_DMA,
+            &[DATA_TRANSFER_TYPE_NONE | FLUSH_ENABLE | (sem << SEMAPHORE_TYPE_SHIFT)],
+        )
+    }
+
     /// A copy-engine semaphore release (after all earlier copies, flushed): 64-bit payload at
     /// `addr`, plus the GPU time at `addr + 8` when `timestamp` is set (four-word semaphore).
     pub fn ce_release64(
@@ -439,6 +481,25 @@ impl<'a> PushBuffer<'a> {
         self.wait_then_pcas(
             qmd_va,
             compute::PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
+        )
+    }
+
+    /// [`PushBuffer::compute_launch`] for a compute class with or without
+    /// `SEND_SIGNALING_PCAS2_B` ([`crate::chip::ChipInfo::has_pcas2`]): without it (Turing),
+    /// `WAIT_FOR_IDLE`, `SEND_PCAS_A(qmd >> 8)`, `SEND_SIGNALING_PCAS_B(INVALIDATE | SCHEDULE)`,
+    /// what Mesa NVK sends on Volta and Turing (`nvk_cmd_dispatch.c`: `SEND_SIGNALING_PCAS_B`
+    /// with `.invalidate = TRUE, .schedule = TRUE`).
+    pub fn compute_launch_on(&mut self, qmd_va: u64, pcas2: bool) -> Result<(), PushError> {
+        if pcas2 {
+            return self.compute_launch(qmd_va);
+        }
+        let shifted = Self::qmd_address(qmd_va)?;
+        self.immd(SUBC_COMPUTE, compute::WAIT_FOR_IDLE, 0)?;
+        self.inc(SUBC_COMPUTE, compute::SEND_PCAS_A, &[shifted])?;
+        self.immd(
+            SUBC_COMPUTE,
+            compute::SEND_SIGNALING_PCAS_B,
+            compute::PCAS_B_INVALIDATE | compute::PCAS_B_SCHEDULE,
         )
     }
 
@@ -665,6 +726,29 @@ mod tests {
             Ok(w[last])
         );
         assert!(pb.ce_release64(0x1004, 1, false).is_err());
+        // Turing's copy class: 32-bit payloads only, no PAYLOAD_UPPER, no PAYLOAD_SIZE bit.
+        assert_eq!(
+            pb.ce_release_on(0x1000, 1 << 32, false, false),
+            Err(PushError::PayloadTooLarge(1 << 32))
+        );
+        let mut w = [0u32; 16];
+        let mut p = PushBuffer::new(&mut w);
+        p.ce_release_on(0x10_0000_1000, 7, true, false).unwrap();
+        let n = p.len();
+        assert_eq!(n, 6, "SET_SEMAPHORE_A..PAYLOAD (1 + 3), LAUNCH_DMA (1 + 1)");
+        assert_eq!(w[3], 7);
+        assert_eq!(w[5] & copy::launch_dma::SEMAPHORE_PAYLOAD_SIZE_TWO_WORD, 0);
+        // Turing's launch: SEND_SIGNALING_PCAS_B with INVALIDATE | SCHEDULE, no PCAS2.
+        let mut w = [0u32; 8];
+        let mut p = PushBuffer::new(&mut w);
+        p.compute_launch_on(0x1_0000_0100, false).unwrap();
+        assert!(p.compute_launch_on(0x1_0000_0180, false).is_err());
+        let n = p.len();
+        let mut v = [0u32; 8];
+        let mut q = PushBuffer::new(&mut v);
+        q.immd(SUBC_COMPUTE, compute::SEND_SIGNALING_PCAS_B, 3)
+            .unwrap();
+        assert_eq!(w[n - 1], v[0]);
         assert!(pb.ce_copy(0, 1 << 57, 4).is_err());
     }
 

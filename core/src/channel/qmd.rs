@@ -1,11 +1,12 @@
 //! Queue meta-data (QMD): the 256/384-byte descriptor a compute launch hands the GPU.
 //!
-//! One declaration per layout ([`v03_00`], [`v04_00`], [`v05_00`], in `qmd/fields.rs`) with
+//! One declaration per layout ([`v02_02`], [`v03_00`], [`v04_00`], [`v05_00`], in `qmd/fields.rs`) with
 //! NVIDIA's field names and `MW(hi:lo)` bit ranges as the syntax (bit numbers over the whole
 //! QMD, little-endian 32-bit words), from open-gpu-doc `classes/compute/`:
 //!
 //! | layout | chips | header | size |
 //! |---|---|---|---|
+//! | [`QmdVersion::V02_02`] | Turing (Volta) | `clc3c0qmd.h` (Mesa NVK's choice for Volta and Turing; `clc5c0qmd.h` itself declares V02_03, see [`v02_02`]) | 256 B |
 //! | [`QmdVersion::V03_00`] | Ampere, Ada | `clc9c0qmd.h` (same positions as `clc6c0qmd.h`/`clc7c0qmd.h` for every field set here) | 256 B |
 //! | [`QmdVersion::V04_00`] | Hopper | `clcbc0qmd.h` | 384 B |
 //! | [`QmdVersion::V05_00`] | Blackwell | `clcec0qmd.h` (= `clcdc0qmd.h`) | 384 B |
@@ -15,14 +16,14 @@
 //! inside one 32-bit word, no overlaps), and the name table [`QmdVersion::fields`], where
 //! indexed fields appear expanded (`"CONSTANT_BUFFER_VALID(0)"` ... `"CONSTANT_BUFFER_VALID(7)"`).
 //!
-//! [`QmdLayout`] (implemented by [`V03`], [`V04`], [`V05`]) maps the parts of a launch to each
+//! [`QmdLayout`] (implemented by [`V02`], [`V03`], [`V04`], [`V05`]) maps the parts of a launch to each
 //! layout's fields, with typed setters; [`LaunchDesc`] is the launch as data; [`Qmd::build`]
 //! turns it into a QMD for any layout and [`Qmd::launch_desc`] reads it back. The name table is
 //! for decoding only: [`Qmd::set`] / [`Qmd::get`] by field name (values that do not fit are
 //! rejected) and [`Qmd::fields`], the non-zero fields, serve `nvbare decode qmd` and tests.
 //!
 //! What [`Qmd::build`] sets besides the [`LaunchDesc`] (the choices tinygrad and Mesa NVK make):
-//! `QMD_MAJOR_VERSION`/minor, `QMD_GROUP_ID` 0x3f, `SM_GLOBAL_CACHING_ENABLE` (V03),
+//! `QMD_MAJOR_VERSION`/minor, `QMD_GROUP_ID` 0x3f, `SM_GLOBAL_CACHING_ENABLE` (V02/V03),
 //! `QMD_TYPE` = `GRID_CTA` (V04/V05), `API_VISIBLE_CALL_LIMIT` = `NO_CHECK`, `SAMPLER_INDEX` =
 //! `VIA_HEADER_INDEX`, `CWD_MEMBAR_TYPE` = `L1_SYSMEMBAR`, the texture header/sampler/data and
 //! shader-data cache invalidates, `CONSTANT_BUFFER_INVALIDATE(i)` for every bound bank,
@@ -30,7 +31,9 @@
 //! size (V04/V05: bank 0 is fetched before the launch, not on the first CTA's first read), and for
 //! each release: `PAYLOAD64B`, `STRUCTURE_SIZE` = `SEMAPHORE_FOUR_WORDS` (64-bit payload + 64-bit
 //! timestamp, 16 bytes), `MEMBAR_TYPE` = `FE_SYSMEMBAR`; a dependent QMD gets `ACTION` =
-//! `QMD_SCHEDULE` and `PREFETCH`.
+//! `QMD_SCHEDULE` and `PREFETCH`. V02_02 (Turing) has no `PAYLOAD64B` (32-bit payloads: a
+//! larger one is refused), no program or constant-bank prefetch, and its dependent QMD is
+//! `DEPENDENT_QMD_SCHEDULE_ENABLE` with `DEPENDENT_QMD_TYPE` = `GRID` ([`V02`]).
 
 use core::fmt;
 
@@ -39,10 +42,10 @@ pub use crate::chip::QmdVersion;
 mod fields;
 mod layout;
 
-pub use fields::{v03_00, v04_00, v05_00};
+pub use fields::{v02_02, v03_00, v04_00, v05_00};
 pub(crate) use layout::with_layout;
 pub use layout::{
-    CwdMembar, DependentFields, QmdLayout, ReleaseFields, ReleaseMembar, V03, V04, V05,
+    CwdMembar, DependentFields, QmdLayout, ReleaseFields, ReleaseMembar, V02, V03, V04, V05,
 };
 
 /// One QMD field: NVIDIA's name and its bit range `MW(hi:lo)` over the whole QMD.
@@ -109,11 +112,10 @@ const fn shift_of(name: &str) -> u8 {
 }
 
 impl QmdVersion {
-    /// This layout's field table, sorted by bit position (empty for [`QmdVersion::V02_02`],
-    /// which nvbare does not launch with).
+    /// This layout's field table, sorted by bit position.
     pub fn fields(self) -> &'static [QmdField] {
         match self {
-            QmdVersion::V02_02 => &[],
+            QmdVersion::V02_02 => V02::FIELDS,
             QmdVersion::V03_00 => V03::FIELDS,
             QmdVersion::V04_00 => V04::FIELDS,
             QmdVersion::V05_00 => V05::FIELDS,
@@ -143,7 +145,8 @@ pub const MAX_FIELD_NAME: usize = 64;
 /// Why a QMD operation failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QmdError {
-    /// nvbare has no field table for this layout (V02_02, Turing).
+    /// nvbare has no field table for this layout (every [`QmdVersion`] has one now; kept for
+    /// callers that match on it).
     UnsupportedVersion {
         /// The layout.
         version: QmdVersion,
@@ -214,8 +217,8 @@ impl fmt::Display for QmdError {
         match self {
             Self::UnsupportedVersion { version } => write!(
                 f,
-                "QMD layout {version:?} is not supported (nvbare launches with V03_00, V04_00 \
-                 and V05_00: Ampere and later)"
+                "QMD layout {version:?} is not supported (nvbare launches with V02_02, \
+                 V03_00, V04_00 and V05_00: Turing and later)"
             ),
             Self::UnknownField { version, field } => write!(
                 f,

@@ -369,7 +369,7 @@ impl<B: Backend> Inner<B> {
                 if form.prefetch {
                     pb.compute_launch_prefetched(qmd_va)?;
                 } else {
-                    pb.compute_launch(qmd_va)?;
+                    pb.compute_launch_on(qmd_va, info.chip.has_pcas2())?;
                 }
                 seen(&qmd, qmd_va, pb.words());
                 if let Some(sked_off) = sked_off {

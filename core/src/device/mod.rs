@@ -114,7 +114,9 @@ pub use crate::channel::gpfifo::DoorbellFence;
 use crate::chip::{ChipInfo, Chipset, QmdVersion};
 pub use crate::kernel::{ConstBank, Kernel, KernelParam, STACK_SIZE_UNKNOWN};
 use crate::rm::Handle;
-use crate::rm::class::{BLACKWELL_COMPUTE_A, ClassKind, HOPPER_COMPUTE_A, class_kind};
+use crate::rm::class::{
+    AMPERE_COMPUTE_A, BLACKWELL_COMPUTE_A, ClassKind, HOPPER_COMPUTE_A, class_kind,
+};
 
 /// [`DeviceOptions::streams`]'s default: the default stream and three more.
 pub const DEFAULT_STREAMS: u32 = 4;
@@ -478,15 +480,23 @@ pub fn qmd_version_for(compute_class: u32) -> QmdVersion {
         QmdVersion::V05_00
     } else if compute_class >= HOPPER_COMPUTE_A {
         QmdVersion::V04_00
-    } else {
+    } else if compute_class >= AMPERE_COMPUTE_A {
         QmdVersion::V03_00
+    } else {
+        // Volta and Turing (Mesa NVK: QMD V02_02 below AMPERE_COMPUTE_A).
+        QmdVersion::V02_02
     }
 }
 
 impl<B: Backend> Device<B> {
     /// Brings the GPU behind `backend` up. See the [module docs](self) for the sequence.
-    pub fn open(backend: B, options: DeviceOptions) -> Result<Self, DeviceError> {
+    pub fn open(backend: B, mut options: DeviceOptions) -> Result<Self, DeviceError> {
         let (inner, info) = ops::Inner::open(backend, &options)?;
+        // Turing's compute class cannot prefetch a QMD ahead of its launch (no
+        // SEND_SIGNALING_PCAS2_B: `ChipInfo::has_pcas2`).
+        if !info.chip.has_pcas2() {
+            options.tuning.early_qmd_prefetch = false;
+        }
         Ok(Device {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             info,

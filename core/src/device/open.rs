@@ -224,7 +224,7 @@ fn pick_classes<B: Backend>(
     if !chip.can_launch() || qmd != chip.qmd {
         return Err(DeviceError::UnsupportedChip(alloc::format!(
             "{} with compute class {:#x} uses QMD {:?}; nvbare launches with {:?} on this \
-             chip and needs Ampere or newer",
+             chip",
             chip.name,
             classes.compute,
             qmd,

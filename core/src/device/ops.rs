@@ -224,7 +224,9 @@ impl<B: Backend> Inner<B> {
             if !released {
                 match self.chans[ci].kind {
                     ChannelKind::Compute => tail.host_release64(own_sem, value, true, true)?,
-                    ChannelKind::Copy => tail.ce_release64(own_sem, value, true)?,
+                    ChannelKind::Copy => {
+                        tail.ce_release_on(own_sem, value, true, info.chip.ce_semaphore64())?
+                    }
                 }
             }
             Ok(())

@@ -236,7 +236,7 @@ impl<B: Backend> Inner<B> {
         self.check_alive()?;
         // `submit` puts a wait for the compute channel's newer work first.
         self.submit(info, opts, self.copy_ci(), 0, |pb, _, _| {
-            pb.ce_release64(addr, value, false)?;
+            pb.ce_release_on(addr, value, false, info.chip.ce_semaphore64())?;
             Ok(false)
         })
         .map(|_| ())

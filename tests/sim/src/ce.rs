@@ -8,6 +8,7 @@
 //! reductions are rejected with a copy-engine RC rather than silently ignored.
 
 use nvbare_core::channel::methods::copy::{self as m, launch_dma as ld};
+use nvbare_core::rm::class::AMPERE_DMA_COPY_A;
 use nvbare_core::rm::ctrl::rc;
 
 use crate::bar0::SimCore;
@@ -48,14 +49,40 @@ fn ce_error(engine: u32, reason: String) -> Step {
     })
 }
 
+/// Whether copy class `class` has 64-bit semaphore payloads (`SET_SEMAPHORE_PAYLOAD_UPPER`,
+/// `LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE`): AMPERE_DMA_COPY_A on. TURING_DMA_COPY_A (`clc5b5.h`,
+/// open-gpu-kernel-modules 570.144) has neither: its semaphore payload is 32 bits.
+pub(crate) fn has_wide_semaphores(class: u32) -> bool {
+    class >= AMPERE_DMA_COPY_A
+}
+
 pub(crate) fn method(
     r: &mut CeRegs,
     core: &mut SimCore,
     space: &dyn AddressSpace,
     engine: u32,
+    class: u32,
     method: u32,
     data: u32,
 ) -> Step {
+    if !has_wide_semaphores(class) {
+        if method == m::SET_SEMAPHORE_PAYLOAD_UPPER {
+            return ce_error(
+                engine,
+                format!(
+                    "copy class {class:#x} has no SET_SEMAPHORE_PAYLOAD_UPPER (method {method:#x})"
+                ),
+            );
+        }
+        if method == m::LAUNCH_DMA && data & ld::SEMAPHORE_PAYLOAD_SIZE_TWO_WORD != 0 {
+            return ce_error(
+                engine,
+                format!(
+                    "copy class {class:#x} has no LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE (bit 27 set)"
+                ),
+            );
+        }
+    }
     match method {
         m::NOP | m::PM_TRIGGER => {}
         m::SET_SEMAPHORE_A => r.sem_upper = data & 0x1ff_ffff,

@@ -1,10 +1,10 @@
-//! Typed QMD setters: [`QmdLayout`] says, per layout, which of NVIDIA's fields ([`super::v03_00`],
-//! [`super::v04_00`], [`super::v05_00`]) hold each part of a launch, and its provided methods
+//! Typed QMD setters: [`QmdLayout`] says, per layout, which of NVIDIA's fields ([`super::v02_02`],
+//! [`super::v03_00`], [`super::v04_00`], [`super::v05_00`]) hold each part of a launch, and its provided methods
 //! write them. Every field is a constant, so a setter compiles to a range check and a store into
 //! a fixed word: building a QMD costs a copy of the layout's base image and a few dozen stores,
 //! with no name look-up.
 
-use super::fields::{v03_00, v04_00, v05_00};
+use super::fields::{v02_02, v03_00, v04_00, v05_00};
 use super::{LaunchDesc, MAX_WORDS, Qmd, QmdError, QmdField, QmdVersion, SmSharedConfig};
 
 /// The fields of one release semaphore.
@@ -12,15 +12,17 @@ use super::{LaunchDesc, MAX_WORDS, Qmd, QmdError, QmdField, QmdVersion, SmShared
 pub struct ReleaseFields {
     /// Address, lower and upper.
     pub address: [QmdField; 2],
-    /// Payload, lower and upper.
-    pub payload: [QmdField; 2],
-    /// `..._ENABLE`.
+    /// Payload, lower 32 bits (V02_02: the whole 32-bit `RELEASE<i>_PAYLOAD`).
+    pub payload: QmdField,
+    /// Payload, upper 32 bits (V03 on; V02_02 has 32-bit payloads only).
+    pub payload_upper: Option<QmdField>,
+    /// `..._ENABLE` (V02_02: `SEMAPHORE_RELEASE_ENABLE<i>`).
     pub enable: QmdField,
-    /// `..._PAYLOAD64B`.
-    pub payload64b: QmdField,
+    /// `..._PAYLOAD64B` (V03 on).
+    pub payload64b: Option<QmdField>,
     /// `..._STRUCTURE_SIZE`.
     pub structure_size: QmdField,
-    /// `..._MEMBAR_TYPE`.
+    /// `..._MEMBAR_TYPE` (V02_02: `RELEASE_MEMBAR_TYPE`, one field for both releases).
     pub membar_type: QmdField,
 }
 
@@ -31,10 +33,13 @@ pub struct DependentFields {
     pub pointer: QmdField,
     /// `..._ENABLE`.
     pub enable: QmdField,
-    /// `..._ACTION`.
+    /// `..._ACTION` (V02_02: `DEPENDENT_QMD_TYPE`).
     pub action: QmdField,
-    /// `..._PREFETCH`.
-    pub prefetch: QmdField,
+    /// What [`DependentFields::action`] holds to schedule the QMD: `QMD_SCHEDULE` (V03 on),
+    /// `GRID` (V02_02, where setting `..._ENABLE` is what schedules it).
+    pub schedule: u64,
+    /// `..._PREFETCH` (V03 on).
+    pub prefetch: Option<QmdField>,
 }
 
 /// A release's `MEMBAR_TYPE`.
@@ -63,6 +68,8 @@ pub enum CwdMembar {
 const RELEASE_STRUCTURE_SIZE_FOUR_WORDS: u64 = 0;
 /// `DEPENDENT_QMD_ACTION_QMD_SCHEDULE`.
 const DEPENDENT_QMD_ACTION_QMD_SCHEDULE: u64 = 1;
+/// `DEPENDENT_QMD_TYPE_GRID` (V02_02).
+const DEPENDENT_QMD_TYPE_GRID: u64 = 1;
 /// `QMD_TYPE_GRID_CTA` (V04/V05).
 const QMD_TYPE_GRID_CTA: u32 = 2;
 /// `CONSTANT_BUFFER_PREFETCH_PREFETCH_PRE` (V04/V05).
@@ -116,7 +123,7 @@ const fn image(values: &[(QmdField, u32)]) -> [u32; MAX_WORDS] {
 }
 
 /// One QMD layout: NVIDIA's fields for each part of a launch, and typed setters over them.
-/// Implemented by [`V03`], [`V04`] and [`V05`]; which one a chip uses is data
+/// Implemented by [`V02`], [`V03`], [`V04`] and [`V05`]; which one a chip uses is data
 /// ([`crate::chip::ChipInfo::qmd`]). The setters take a [`Qmd`] of this layout (else
 /// [`QmdError::LayoutMismatch`]), check every value against its field and write only its bits.
 pub trait QmdLayout {
@@ -147,8 +154,8 @@ pub trait QmdLayout {
     /// `PROGRAM_ADDRESS_LOWER` and `_UPPER` (`_SHIFTED4` on V05).
     const PROGRAM_ADDRESS: [QmdField; 2];
     /// `PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED`, `_UPPER_SHIFTED` (address >> 8) and
-    /// `PROGRAM_PREFETCH_SIZE` (256-byte units).
-    const PROGRAM_PREFETCH: [QmdField; 3];
+    /// `PROGRAM_PREFETCH_SIZE` (256-byte units); V02_02 has none.
+    const PROGRAM_PREFETCH: Option<[QmdField; 3]>;
     /// `CONSTANT_BUFFER_ADDR_LOWER(i)` (`_SHIFTED6` on V04/V05).
     const CONSTANT_BUFFER_ADDR_LOWER: [QmdField; 8];
     /// `CONSTANT_BUFFER_ADDR_UPPER(i)` (`_SHIFTED6` on V04/V05).
@@ -283,7 +290,8 @@ pub trait QmdLayout {
     }
 
     /// The kernel's first instruction at `address` (16-byte aligned on V05), and
-    /// `prefetch_bytes` of its code prefetched (0: none; at most 0x1ff 256-byte units).
+    /// `prefetch_bytes` of its code prefetched (0: none; at most 0x1ff 256-byte units; a
+    /// layout without program prefetch, V02_02, fetches the code as it runs and ignores it).
     #[inline]
     fn set_program(q: &mut Qmd, address: u64, prefetch_bytes: u32) -> Result<(), QmdError> {
         Self::check(q)?;
@@ -291,8 +299,7 @@ pub trait QmdLayout {
         let a = aligned(lo, address, lo.shift.into())?;
         q.put(lo, a & 0xffff_ffff)?;
         q.put(hi, a >> 32)?;
-        if prefetch_bytes != 0 {
-            let [plo, phi, size] = Self::PROGRAM_PREFETCH;
+        if let (true, Some([plo, phi, size])) = (prefetch_bytes != 0, Self::PROGRAM_PREFETCH) {
             q.put(plo, (address >> 8) & 0xffff_ffff)?;
             q.put(phi, address >> 40)?;
             q.put(size, u64::from(prefetch_bytes >> 8).min(0x1ff))?;
@@ -341,8 +348,9 @@ pub trait QmdLayout {
         q.put(hi, a >> 32)
     }
 
-    /// Release `i` (0 or 1) when the grid completes: `payload` (64-bit) and a timestamp at
-    /// `address` (16-byte aligned; `SEMAPHORE_FOUR_WORDS`), after `membar`.
+    /// Release `i` (0 or 1) when the grid completes: `payload` (64-bit; V02_02: 32-bit, a
+    /// larger one is a [`QmdError::ValueTooLarge`]) and a timestamp at `address` (16-byte
+    /// aligned; `SEMAPHORE_FOUR_WORDS`), after `membar` (V02_02: one membar for both releases).
     #[inline]
     fn set_release(
         q: &mut Qmd,
@@ -357,11 +365,11 @@ pub trait QmdLayout {
         aligned(alo, address, 4)?;
         q.put(alo, address & 0xffff_ffff)?;
         q.put(ahi, address >> 32)?;
-        let [plo, phi] = r.payload;
-        q.put(plo, payload & 0xffff_ffff)?;
-        q.put(phi, payload >> 32)?;
+        Self::put_payload(q, r, payload)?;
         q.put(r.enable, 1)?;
-        q.put(r.payload64b, 1)?;
+        if let Some(f) = r.payload64b {
+            q.put(f, 1)?;
+        }
         q.put(r.structure_size, RELEASE_STRUCTURE_SIZE_FOUR_WORDS)?;
         q.put(r.membar_type, membar as u64)
     }
@@ -370,9 +378,20 @@ pub trait QmdLayout {
     #[inline]
     fn set_release_payload(q: &mut Qmd, i: usize, payload: u64) -> Result<(), QmdError> {
         Self::check(q)?;
-        let [lo, hi] = nth(&Self::RELEASE, "release", i)?.payload;
-        q.put(lo, payload & 0xffff_ffff)?;
-        q.put(hi, payload >> 32)
+        Self::put_payload(q, nth(&Self::RELEASE, "release", i)?, payload)
+    }
+
+    /// The payload fields of release `r`: lower and upper halves, or (V02_02) the one 32-bit
+    /// field, which refuses a payload that does not fit.
+    #[inline]
+    fn put_payload(q: &mut Qmd, r: ReleaseFields, payload: u64) -> Result<(), QmdError> {
+        match r.payload_upper {
+            Some(hi) => {
+                q.put(r.payload, payload & 0xffff_ffff)?;
+                q.put(hi, payload >> 32)
+            }
+            None => q.put(r.payload, payload),
+        }
     }
 
     /// Only whether release `i` is made.
@@ -394,15 +413,20 @@ pub trait QmdLayout {
 
     /// Schedules the QMD at `next` (256-byte aligned) when this one's grid completes,
     /// prefetching it when this one is scheduled (dependent QMD 0: `QMD_SCHEDULE` +
-    /// `PREFETCH`, what a CUDA graph's kernels do). Sets only those four fields.
+    /// `PREFETCH`, what a CUDA graph's kernels do). Sets only those four fields (V02_02:
+    /// `DEPENDENT_QMD_POINTER`, `DEPENDENT_QMD_SCHEDULE_ENABLE` and `DEPENDENT_QMD_TYPE` =
+    /// `GRID`; it has no prefetch).
     #[inline]
     fn schedule_after(q: &mut Qmd, next: u64) -> Result<(), QmdError> {
         Self::check(q)?;
         let d = Self::DEPENDENT_QMD0;
         q.put(d.pointer, aligned(d.pointer, next, 8)?)?;
         q.put(d.enable, 1)?;
-        q.put(d.action, DEPENDENT_QMD_ACTION_QMD_SCHEDULE)?;
-        q.put(d.prefetch, 1)
+        q.put(d.action, d.schedule)?;
+        if let Some(f) = d.prefetch {
+            q.put(f, 1)?;
+        }
+        Ok(())
     }
 
     /// The membar each CTA ends with, and task chasing where the layout has it (V04/V05).
@@ -470,7 +494,7 @@ pub trait QmdLayout {
             shared_memory_size: shifted(Self::SHARED_MEMORY_SIZE),
             shader_local_memory_low_size: shifted(low),
             shader_local_memory_high_size: shifted(high),
-            program_size: get(Self::PROGRAM_PREFETCH[2]) << 8,
+            program_size: Self::PROGRAM_PREFETCH.map_or(0, |[.., size]| get(size) << 8),
             sm_config: SmSharedConfig {
                 min: get(min),
                 max: get(max),
@@ -492,7 +516,8 @@ pub trait QmdLayout {
         }
         for (rel, r) in d.release.iter_mut().zip(Self::RELEASE) {
             if get(r.enable) != 0 {
-                *rel = Some((split(r.address), split(r.payload)));
+                let upper = r.payload_upper.map_or(0, |f| q.get_field(&f));
+                *rel = Some((split(r.address), q.get_field(&r.payload) | upper << 32));
             }
         }
         let dep = Self::DEPENDENT_QMD0;
@@ -502,6 +527,20 @@ pub trait QmdLayout {
         Ok(d)
     }
 }
+
+/// Turing (and Volta): QMD V02_02 ([`v02_02`]), as Mesa NVK writes it for every compute class
+/// from VOLTA_COMPUTE_A up to AMPERE_COMPUTE_A (`nvc3c0_compute_setup_launch_desc_template`:
+/// `PROGRAM_ADDRESS_LOWER`/`UPPER`, `REGISTER_COUNT_V`, the `*_SM_CONFIG_SHARED_MEM_SIZE`
+/// carveout fields, `SM_GLOBAL_CACHING_ENABLE`). How it differs from [`V03`] for what a launch
+/// sets: the program is addressed the same way (a full 49-bit VA in `PROGRAM_ADDRESS_*`, so no
+/// code region base; TURING_COMPUTE_A has no program-region method either), but there is no
+/// program prefetch; a release has a 32-bit payload (`RELEASE<i>_PAYLOAD`, no `PAYLOAD64B`),
+/// its enable is `SEMAPHORE_RELEASE_ENABLE<i>` and one `RELEASE_MEMBAR_TYPE` serves both; the
+/// dependent QMD has no action or prefetch (`DEPENDENT_QMD_SCHEDULE_ENABLE`,
+/// `DEPENDENT_QMD_TYPE`); local memory sizes, `BARRIER_COUNT` and `SASS_VERSION` sit elsewhere
+/// and the carveout fields are 7 bits wide; constant banks are where V03 has them.
+#[derive(Debug, Clone, Copy)]
+pub struct V02;
 
 /// Ampere and Ada: QMD V03_00 ([`v03_00`]).
 #[derive(Debug, Clone, Copy)]
@@ -514,6 +553,94 @@ pub struct V04;
 /// Blackwell: QMD V05_00 ([`v05_00`]).
 #[derive(Debug, Clone, Copy)]
 pub struct V05;
+
+impl QmdLayout for V02 {
+    const VERSION: QmdVersion = QmdVersion::V02_02;
+    const FIELDS: &'static [QmdField] = &v02_02::FIELDS;
+    const QMD_MAJOR_VERSION: QmdField = v02_02::QMD_MAJOR_VERSION;
+    const QMD_MINOR_VERSION: QmdField = v02_02::QMD_VERSION;
+    const GRID: [QmdField; 3] = [
+        v02_02::CTA_RASTER_WIDTH,
+        v02_02::CTA_RASTER_HEIGHT,
+        v02_02::CTA_RASTER_DEPTH,
+    ];
+    const CTA_THREAD_DIMENSION: [QmdField; 3] = [
+        v02_02::CTA_THREAD_DIMENSION0,
+        v02_02::CTA_THREAD_DIMENSION1,
+        v02_02::CTA_THREAD_DIMENSION2,
+    ];
+    const REGISTER_COUNT: QmdField = v02_02::REGISTER_COUNT_V;
+    const BARRIER_COUNT: QmdField = v02_02::BARRIER_COUNT;
+    const SASS_VERSION: QmdField = v02_02::SASS_VERSION;
+    const SHARED_MEMORY_SIZE: QmdField = v02_02::SHARED_MEMORY_SIZE;
+    const SM_CONFIG_SHARED_MEM_SIZE: [QmdField; 3] = [
+        v02_02::MIN_SM_CONFIG_SHARED_MEM_SIZE,
+        v02_02::MAX_SM_CONFIG_SHARED_MEM_SIZE,
+        v02_02::TARGET_SM_CONFIG_SHARED_MEM_SIZE,
+    ];
+    const SHADER_LOCAL_MEMORY_SIZE: [QmdField; 2] = [
+        v02_02::SHADER_LOCAL_MEMORY_LOW_SIZE,
+        v02_02::SHADER_LOCAL_MEMORY_HIGH_SIZE,
+    ];
+    const PROGRAM_ADDRESS: [QmdField; 2] =
+        [v02_02::PROGRAM_ADDRESS_LOWER, v02_02::PROGRAM_ADDRESS_UPPER];
+    const PROGRAM_PREFETCH: Option<[QmdField; 3]> = None;
+    const CONSTANT_BUFFER_ADDR_LOWER: [QmdField; 8] = v02_02::CONSTANT_BUFFER_ADDR_LOWER;
+    const CONSTANT_BUFFER_ADDR_UPPER: [QmdField; 8] = v02_02::CONSTANT_BUFFER_ADDR_UPPER;
+    const CONSTANT_BUFFER_SIZE_SHIFTED4: [QmdField; 8] = v02_02::CONSTANT_BUFFER_SIZE_SHIFTED4;
+    const CONSTANT_BUFFER_VALID: [QmdField; 8] = v02_02::CONSTANT_BUFFER_VALID;
+    const CONSTANT_BUFFER_INVALIDATE: [QmdField; 8] = v02_02::CONSTANT_BUFFER_INVALIDATE;
+    const CONSTANT_BUFFER_PREFETCH_PRE: Option<(QmdField, QmdField)> = None;
+    const RELEASE: [ReleaseFields; 2] = [
+        ReleaseFields {
+            address: [
+                v02_02::RELEASE0_ADDRESS_LOWER,
+                v02_02::RELEASE0_ADDRESS_UPPER,
+            ],
+            payload: v02_02::RELEASE0_PAYLOAD,
+            payload_upper: None,
+            enable: v02_02::SEMAPHORE_RELEASE_ENABLE0,
+            payload64b: None,
+            structure_size: v02_02::RELEASE0_STRUCTURE_SIZE,
+            membar_type: v02_02::RELEASE_MEMBAR_TYPE,
+        },
+        ReleaseFields {
+            address: [
+                v02_02::RELEASE1_ADDRESS_LOWER,
+                v02_02::RELEASE1_ADDRESS_UPPER,
+            ],
+            payload: v02_02::RELEASE1_PAYLOAD,
+            payload_upper: None,
+            enable: v02_02::SEMAPHORE_RELEASE_ENABLE1,
+            payload64b: None,
+            structure_size: v02_02::RELEASE1_STRUCTURE_SIZE,
+            membar_type: v02_02::RELEASE_MEMBAR_TYPE,
+        },
+    ];
+    const DEPENDENT_QMD0: DependentFields = DependentFields {
+        pointer: v02_02::DEPENDENT_QMD_POINTER,
+        enable: v02_02::DEPENDENT_QMD_SCHEDULE_ENABLE,
+        action: v02_02::DEPENDENT_QMD_TYPE,
+        schedule: DEPENDENT_QMD_TYPE_GRID,
+        prefetch: None,
+    };
+    const CWD_MEMBAR_TYPE: QmdField = v02_02::CWD_MEMBAR_TYPE;
+    const CWD_MEMBAR_TASK_CHASING_ENABLE: Option<QmdField> = None;
+    const FIXED: &'static [(QmdField, u32)] = &[
+        (v02_02::QMD_GROUP_ID, 0x3f),
+        (v02_02::SM_GLOBAL_CACHING_ENABLE, 1),
+        (
+            v02_02::API_VISIBLE_CALL_LIMIT,
+            API_VISIBLE_CALL_LIMIT_NO_CHECK,
+        ),
+        (v02_02::SAMPLER_INDEX, SAMPLER_INDEX_VIA_HEADER_INDEX),
+        (v02_02::CWD_MEMBAR_TYPE, CwdMembar::L1Sysmembar as u32),
+        (v02_02::INVALIDATE_TEXTURE_HEADER_CACHE, 1),
+        (v02_02::INVALIDATE_TEXTURE_SAMPLER_CACHE, 1),
+        (v02_02::INVALIDATE_TEXTURE_DATA_CACHE, 1),
+        (v02_02::INVALIDATE_SHADER_DATA_CACHE, 1),
+    ];
+}
 
 impl QmdLayout for V03 {
     const VERSION: QmdVersion = QmdVersion::V03_00;
@@ -545,11 +672,11 @@ impl QmdLayout for V03 {
     ];
     const PROGRAM_ADDRESS: [QmdField; 2] =
         [v03_00::PROGRAM_ADDRESS_LOWER, v03_00::PROGRAM_ADDRESS_UPPER];
-    const PROGRAM_PREFETCH: [QmdField; 3] = [
+    const PROGRAM_PREFETCH: Option<[QmdField; 3]> = Some([
         v03_00::PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED,
         v03_00::PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED,
         v03_00::PROGRAM_PREFETCH_SIZE,
-    ];
+    ]);
     const CONSTANT_BUFFER_ADDR_LOWER: [QmdField; 8] = v03_00::CONSTANT_BUFFER_ADDR_LOWER;
     const CONSTANT_BUFFER_ADDR_UPPER: [QmdField; 8] = v03_00::CONSTANT_BUFFER_ADDR_UPPER;
     const CONSTANT_BUFFER_SIZE_SHIFTED4: [QmdField; 8] = v03_00::CONSTANT_BUFFER_SIZE_SHIFTED4;
@@ -562,12 +689,10 @@ impl QmdLayout for V03 {
                 v03_00::RELEASE0_ADDRESS_LOWER,
                 v03_00::RELEASE0_ADDRESS_UPPER,
             ],
-            payload: [
-                v03_00::RELEASE0_PAYLOAD_LOWER,
-                v03_00::RELEASE0_PAYLOAD_UPPER,
-            ],
+            payload: v03_00::RELEASE0_PAYLOAD_LOWER,
+            payload_upper: Some(v03_00::RELEASE0_PAYLOAD_UPPER),
             enable: v03_00::RELEASE0_ENABLE,
-            payload64b: v03_00::RELEASE0_PAYLOAD64B,
+            payload64b: Some(v03_00::RELEASE0_PAYLOAD64B),
             structure_size: v03_00::RELEASE0_STRUCTURE_SIZE,
             membar_type: v03_00::RELEASE0_MEMBAR_TYPE,
         },
@@ -576,12 +701,10 @@ impl QmdLayout for V03 {
                 v03_00::RELEASE1_ADDRESS_LOWER,
                 v03_00::RELEASE1_ADDRESS_UPPER,
             ],
-            payload: [
-                v03_00::RELEASE1_PAYLOAD_LOWER,
-                v03_00::RELEASE1_PAYLOAD_UPPER,
-            ],
+            payload: v03_00::RELEASE1_PAYLOAD_LOWER,
+            payload_upper: Some(v03_00::RELEASE1_PAYLOAD_UPPER),
             enable: v03_00::RELEASE1_ENABLE,
-            payload64b: v03_00::RELEASE1_PAYLOAD64B,
+            payload64b: Some(v03_00::RELEASE1_PAYLOAD64B),
             structure_size: v03_00::RELEASE1_STRUCTURE_SIZE,
             membar_type: v03_00::RELEASE1_MEMBAR_TYPE,
         },
@@ -590,7 +713,8 @@ impl QmdLayout for V03 {
         pointer: v03_00::DEPENDENT_QMD0_POINTER,
         enable: v03_00::DEPENDENT_QMD0_ENABLE,
         action: v03_00::DEPENDENT_QMD0_ACTION,
-        prefetch: v03_00::DEPENDENT_QMD0_PREFETCH,
+        schedule: DEPENDENT_QMD_ACTION_QMD_SCHEDULE,
+        prefetch: Some(v03_00::DEPENDENT_QMD0_PREFETCH),
     };
     const CWD_MEMBAR_TYPE: QmdField = v03_00::CWD_MEMBAR_TYPE;
     const CWD_MEMBAR_TASK_CHASING_ENABLE: Option<QmdField> = None;
@@ -629,11 +753,11 @@ macro_rules! v04_v05_common {
             $m::MAX_SM_CONFIG_SHARED_MEM_SIZE,
             $m::TARGET_SM_CONFIG_SHARED_MEM_SIZE,
         ];
-        const PROGRAM_PREFETCH: [QmdField; 3] = [
+        const PROGRAM_PREFETCH: Option<[QmdField; 3]> = Some([
             $m::PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED,
             $m::PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED,
             $m::PROGRAM_PREFETCH_SIZE,
-        ];
+        ]);
         const CONSTANT_BUFFER_ADDR_LOWER: [QmdField; 8] = $m::CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6;
         const CONSTANT_BUFFER_ADDR_UPPER: [QmdField; 8] = $m::CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6;
         const CONSTANT_BUFFER_SIZE_SHIFTED4: [QmdField; 8] = $m::CONSTANT_BUFFER_SIZE_SHIFTED4;
@@ -645,12 +769,10 @@ macro_rules! v04_v05_common {
                     $m::RELEASE_SEMAPHORE0_ADDR_LOWER,
                     $m::RELEASE_SEMAPHORE0_ADDR_UPPER,
                 ],
-                payload: [
-                    $m::RELEASE_SEMAPHORE0_PAYLOAD_LOWER,
-                    $m::RELEASE_SEMAPHORE0_PAYLOAD_UPPER,
-                ],
+                payload: $m::RELEASE_SEMAPHORE0_PAYLOAD_LOWER,
+                payload_upper: Some($m::RELEASE_SEMAPHORE0_PAYLOAD_UPPER),
                 enable: $m::RELEASE_ENABLE[0],
-                payload64b: $m::RELEASE_PAYLOAD64B[0],
+                payload64b: Some($m::RELEASE_PAYLOAD64B[0]),
                 structure_size: $m::RELEASE_STRUCTURE_SIZE[0],
                 membar_type: $m::RELEASE_MEMBAR_TYPE[0],
             },
@@ -659,12 +781,10 @@ macro_rules! v04_v05_common {
                     $m::RELEASE_SEMAPHORE1_ADDR_LOWER,
                     $m::RELEASE_SEMAPHORE1_ADDR_UPPER,
                 ],
-                payload: [
-                    $m::RELEASE_SEMAPHORE1_PAYLOAD_LOWER,
-                    $m::RELEASE_SEMAPHORE1_PAYLOAD_UPPER,
-                ],
+                payload: $m::RELEASE_SEMAPHORE1_PAYLOAD_LOWER,
+                payload_upper: Some($m::RELEASE_SEMAPHORE1_PAYLOAD_UPPER),
                 enable: $m::RELEASE_ENABLE[1],
-                payload64b: $m::RELEASE_PAYLOAD64B[1],
+                payload64b: Some($m::RELEASE_PAYLOAD64B[1]),
                 structure_size: $m::RELEASE_STRUCTURE_SIZE[1],
                 membar_type: $m::RELEASE_MEMBAR_TYPE[1],
             },
@@ -705,7 +825,8 @@ impl QmdLayout for V04 {
         pointer: v04_00::DEPENDENT_QMD0_POINTER,
         enable: v04_00::DEPENDENT_QMD_ENABLE[0],
         action: v04_00::DEPENDENT_QMD_ACTION[0],
-        prefetch: v04_00::DEPENDENT_QMD_PREFETCH[0],
+        schedule: DEPENDENT_QMD_ACTION_QMD_SCHEDULE,
+        prefetch: Some(v04_00::DEPENDENT_QMD_PREFETCH[0]),
     };
 }
 
@@ -730,15 +851,19 @@ impl QmdLayout for V05 {
         pointer: v05_00::DEPENDENT_QMD0_POINTER,
         enable: v05_00::DEPENDENT_QMD0_ENABLE,
         action: v05_00::DEPENDENT_QMD0_ACTION,
-        prefetch: v05_00::DEPENDENT_QMD0_PREFETCH,
+        schedule: DEPENDENT_QMD_ACTION_QMD_SCHEDULE,
+        prefetch: Some(v05_00::DEPENDENT_QMD0_PREFETCH),
     };
 }
 
-/// Runs `$body` with `$L` the [`QmdLayout`] of QMD version `$v`; V02_02 (which nvbare does not
-/// launch with) gives [`QmdError::UnsupportedVersion`].
+/// Runs `$body` with `$L` the [`QmdLayout`] of QMD version `$v`.
 macro_rules! with_layout {
     ($v:expr, $L:ident => $body:expr) => {
         match $v {
+            $crate::chip::QmdVersion::V02_02 => {
+                type $L = $crate::channel::qmd::V02;
+                $body
+            }
             $crate::chip::QmdVersion::V03_00 => {
                 type $L = $crate::channel::qmd::V03;
                 $body
@@ -750,9 +875,6 @@ macro_rules! with_layout {
             $crate::chip::QmdVersion::V05_00 => {
                 type $L = $crate::channel::qmd::V05;
                 $body
-            }
-            version @ $crate::chip::QmdVersion::V02_02 => {
-                Err($crate::channel::qmd::QmdError::UnsupportedVersion { version })
             }
         }
     };

@@ -7,11 +7,19 @@ use proptest::prelude::*;
 
 use super::*;
 
-const VERSIONS: [QmdVersion; 3] = [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00];
+const VERSIONS: [QmdVersion; 4] = [
+    QmdVersion::V02_02,
+    QmdVersion::V03_00,
+    QmdVersion::V04_00,
+    QmdVersion::V05_00,
+];
 
 /// The name-based builder the typed setters replaced, kept as the reference they must
 /// match bit for bit: every field set through the name table ([`Qmd::set`]).
 mod by_name;
+
+/// QMD V02_02 (Turing): header values, what differs from V03, bad input.
+mod v02;
 
 /// A launch description from proptest's numbers: mostly valid, sometimes not (misaligned,
 /// too large), so errors are compared too.
@@ -102,7 +110,7 @@ fn roles<L: QmdLayout>() -> Vec<QmdField> {
     f.extend(L::SM_CONFIG_SHARED_MEM_SIZE);
     f.extend(L::SHADER_LOCAL_MEMORY_SIZE);
     f.extend(L::PROGRAM_ADDRESS);
-    f.extend(L::PROGRAM_PREFETCH);
+    f.extend(L::PROGRAM_PREFETCH.into_iter().flatten());
     f.extend(L::CONSTANT_BUFFER_ADDR_LOWER);
     f.extend(L::CONSTANT_BUFFER_ADDR_UPPER);
     f.extend(L::CONSTANT_BUFFER_SIZE_SHIFTED4);
@@ -113,17 +121,14 @@ fn roles<L: QmdLayout>() -> Vec<QmdField> {
     }
     for r in L::RELEASE {
         f.extend(r.address);
-        f.extend(r.payload);
-        f.extend([r.enable, r.payload64b, r.structure_size, r.membar_type]);
+        f.push(r.payload);
+        f.extend(r.payload_upper);
+        f.extend(r.payload64b);
+        f.extend([r.enable, r.structure_size, r.membar_type]);
     }
     let d = L::DEPENDENT_QMD0;
-    f.extend([
-        d.pointer,
-        d.enable,
-        d.action,
-        d.prefetch,
-        L::CWD_MEMBAR_TYPE,
-    ]);
+    f.extend([d.pointer, d.enable, d.action, L::CWD_MEMBAR_TYPE]);
+    f.extend(d.prefetch);
     f.extend(L::CWD_MEMBAR_TASK_CHASING_ENABLE);
     f.extend(L::FIXED.iter().map(|(f, _)| *f));
     f
@@ -143,6 +148,7 @@ fn every_typed_field_is_the_name_tables_field_of_that_name() {
         }
         assert_eq!(L::VERSION.fields(), L::FIELDS);
     }
+    check::<V02>();
     check::<V03>();
     check::<V04>();
     check::<V05>();
@@ -232,24 +238,24 @@ proptest! {
             let r = i % 2;
             let rel = L::RELEASE[r];
             let raddr = x & ((1 << 40) - 1) & !0xf;
+            // A 32-bit payload where the layout has no upper half (V02_02).
+            let y = if rel.payload_upper.is_some() { y } else { y & 0xffff_ffff };
+            let mut pw = vec![(rel.payload, y & 0xffff_ffff)];
+            pw.extend(rel.payload_upper.map(|f| (f, y >> 32)));
             let mut a = q.clone();
             L::set_release(&mut a, r, raddr, y, ReleaseMembar::FeNone).unwrap();
             let mut b = q.clone();
-            by(&mut b, &[
-                (rel.address[0], raddr & 0xffff_ffff),
-                (rel.address[1], raddr >> 32),
-                (rel.payload[0], y & 0xffff_ffff),
-                (rel.payload[1], y >> 32),
-                (rel.enable, 1),
-                (rel.payload64b, 1),
-                (rel.structure_size, 0),
-                (rel.membar_type, 0),
-            ]);
+            let mut w = vec![(rel.address[0], raddr & 0xffff_ffff), (rel.address[1], raddr >> 32)];
+            w.extend(pw.iter().copied());
+            w.push((rel.enable, 1));
+            w.extend(rel.payload64b.map(|f| (f, 1)));
+            w.extend([(rel.structure_size, 0), (rel.membar_type, 0)]);
+            by(&mut b, &w);
             assert_eq!(a, b);
             let mut a = q.clone();
             L::set_release_payload(&mut a, r, y).unwrap();
             let mut b = q.clone();
-            by(&mut b, &[(rel.payload[0], y & 0xffff_ffff), (rel.payload[1], y >> 32)]);
+            by(&mut b, &pw);
             assert_eq!(a, b);
             let mut a = q.clone();
             L::set_release_enable(&mut a, r, false).unwrap();
@@ -263,7 +269,9 @@ proptest! {
             L::schedule_after(&mut a, next).unwrap();
             let dep = L::DEPENDENT_QMD0;
             let mut c = q.clone();
-            by(&mut c, &[(dep.pointer, next >> 8), (dep.enable, 1), (dep.action, 1), (dep.prefetch, 1)]);
+            let mut w = vec![(dep.pointer, next >> 8), (dep.enable, 1), (dep.action, dep.schedule)];
+            w.extend(dep.prefetch.map(|f| (f, 1)));
+            by(&mut c, &w);
             assert_eq!(a, c);
             let mut a = q.clone();
             L::set_cwd_membar(&mut a, CwdMembar::L1Membar, true).unwrap();
@@ -289,14 +297,11 @@ proptest! {
             L::set_program(&mut a, pa, 0x2345).unwrap();
             let mut b = q.clone();
             let [lo, hi] = L::PROGRAM_ADDRESS;
-            let [plo, phi, psz] = L::PROGRAM_PREFETCH;
-            by(&mut b, &[
-                (lo, (pa >> lo.shift) & 0xffff_ffff),
-                (hi, (pa >> lo.shift) >> 32),
-                (plo, (pa >> 8) & 0xffff_ffff),
-                (phi, pa >> 40),
-                (psz, 0x23),
-            ]);
+            let mut w = vec![(lo, (pa >> lo.shift) & 0xffff_ffff), (hi, (pa >> lo.shift) >> 32)];
+            if let Some([plo, phi, psz]) = L::PROGRAM_PREFETCH {
+                w.extend([(plo, (pa >> 8) & 0xffff_ffff), (phi, pa >> 40), (psz, 0x23)]);
+            }
+            by(&mut b, &w);
             assert_eq!(a, b);
             // The wrong layout's QMD and a bank past the eighth are refused.
             let other = if L::VERSION == QmdVersion::V04_00 { V05::empty() } else { V04::empty() };
@@ -308,6 +313,7 @@ proptest! {
                 Err(QmdError::NoSuchIndex { index: 8, count: 8, .. })
             ));
         }
+        check::<V02>(seed, x, y, i);
         check::<V03>(seed, x, y, i);
         check::<V04>(seed, x, y, i);
         check::<V05>(seed, x, y, i);
@@ -353,7 +359,8 @@ fn range(v: QmdVersion, name: &str) -> (u16, u16) {
 fn tables_are_consistent() {
     for v in VERSIONS {
         let t = v.fields();
-        assert!(t.len() > 150, "{v:?}: {} fields", t.len());
+        let least = if v == QmdVersion::V02_02 { 120 } else { 150 };
+        assert!(t.len() > least, "{v:?}: {} fields", t.len());
         for f in t {
             assert!(f.hi >= f.lo, "{}", f.name);
             assert!(usize::from(f.hi) < v.size() * 8, "{} past the end", f.name);
@@ -373,7 +380,6 @@ fn tables_are_consistent() {
         names.dedup();
         assert_eq!(names.len(), t.len(), "{v:?}: duplicate names");
     }
-    assert!(QmdVersion::V02_02.fields().is_empty());
 }
 
 #[test]
@@ -508,8 +514,14 @@ fn set_rejects_what_does_not_fit() {
     assert_eq!(q, Qmd::new(QmdVersion::V05_00));
 }
 
+/// A launch using most of what a QMD can say; on V02_02 (32-bit release payloads) the first
+/// release's payload is 32-bit.
 fn sample(v: QmdVersion) -> LaunchDesc {
-    let _ = v;
+    let payload = if v == QmdVersion::V02_02 {
+        0x5566_7788
+    } else {
+        0x1122_3344_5566_7788
+    };
     LaunchDesc {
         program_address: 0x12_3456_7880,
         register_count: 37,
@@ -530,10 +542,7 @@ fn sample(v: QmdVersion) -> LaunchDesc {
         shader_local_memory_high_size: 0x260,
         barrier_count: 3,
         sass_version: 0x90,
-        release: [
-            Some((0x10_0000_1230, 0x1122_3344_5566_7788)),
-            Some((0xff_ffff_fff0, 9)),
-        ],
+        release: [Some((0x10_0000_1230, payload)), Some((0xff_ffff_fff0, 9))],
         dependent_qmd: Some(0x44_5566_7700),
         program_size: 0x1_2300,
         sm_config: SmSharedConfig {
@@ -557,6 +566,10 @@ fn build_and_decode_round_trip() {
         let mut want = d;
         // Sizes are rounded up to 16 bytes.
         want.cbufs[0] = Some((0x20_0000_0040, 0x220));
+        if v == QmdVersion::V02_02 {
+            // No program prefetch to carry the code size.
+            want.program_size = 0;
+        }
         assert_eq!(back.launch_desc().unwrap(), want, "{v:?}");
     }
 }
@@ -700,12 +713,13 @@ fn build_rejects_bad_launches() {
             ..
         })
     ));
-    assert_eq!(
+    assert!(matches!(
         Qmd::build(QmdVersion::V02_02, &d),
-        Err(QmdError::UnsupportedVersion {
-            version: QmdVersion::V02_02
+        Err(QmdError::ValueTooLarge {
+            field: "PROGRAM_ADDRESS_UPPER",
+            ..
         })
-    );
+    ));
 }
 
 #[test]

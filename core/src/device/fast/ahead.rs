@@ -397,7 +397,7 @@ impl<B: Backend> Inner<B> {
         let built = if prefetch {
             pb.compute_launch_after_prefetch(qmd_va)
         } else {
-            pb.compute_launch(qmd_va)
+            pb.compute_launch_on(qmd_va, info.chip.has_pcas2())
         };
         let pb_words = pb.len();
         // Taken out for the writing (put back below), not cloned: no allocation.

@@ -120,6 +120,14 @@ impl KernelModel {
 /// The fixture cubins the registry is built from (compiled into the simulator).
 pub const FIXTURES: &[(&str, &[u8])] = &[
     (
+        "kernels_sm75_cuda12",
+        include_bytes!("../../cubins/kernels_sm75_cuda12.cubin"),
+    ),
+    (
+        "kernels_sm75_cuda13",
+        include_bytes!("../../cubins/kernels_sm75_cuda13.cubin"),
+    ),
+    (
         "kernels_sm80_cuda12",
         include_bytes!("../../cubins/kernels_sm80_cuda12.cubin"),
     ),
@@ -158,6 +166,14 @@ pub const FIXTURES: &[(&str, &[u8])] = &[
     (
         "kernels_sm120_cuda13",
         include_bytes!("../../cubins/kernels_sm120_cuda13.cubin"),
+    ),
+    (
+        "runtime_sm75_cuda12",
+        include_bytes!("../../cubins/runtime_sm75_cuda12.cubin"),
+    ),
+    (
+        "runtime_sm75_cuda13",
+        include_bytes!("../../cubins/runtime_sm75_cuda13.cubin"),
     ),
     (
         "runtime_sm80_cuda12",
@@ -284,10 +300,10 @@ mod tests {
     #[test]
     fn every_fixture_kernel_has_a_model() {
         let r = KernelRegistry::fixtures().unwrap();
-        // 5 kernels x 10 `kernels` cubins, 1 x 10 `runtime` cubins.
+        // 5 kernels x 12 `kernels` cubins, 1 x 12 `runtime` cubins (sm_75 to sm_120).
         assert_eq!(
             r.len(),
-            60,
+            72,
             "{:?}",
             r.models().iter().map(|m| &m.name).collect::<Vec<_>>()
         );
@@ -305,6 +321,17 @@ mod tests {
                     "the global's address lives in a bank the driver binds"
                 );
             }
+        }
+        // The sm_75 (Turing) kernels are told apart from the others by their code.
+        for source in ["kernels_sm75_cuda12", "kernels_sm75_cuda13"] {
+            let add1 = r
+                .models()
+                .iter()
+                .find(|m| m.source == source && m.name == "add1")
+                .unwrap();
+            assert_eq!(add1.sm, 75);
+            let others = r.models().iter().filter(|o| o.sm != 75);
+            assert!(others.clone().all(|o| !o.matches(&add1.code)), "{source}");
         }
         let add1 = r.models().iter().find(|m| m.name == "add1").unwrap();
         assert_eq!(add1.params.len(), 2);

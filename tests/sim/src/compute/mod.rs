@@ -1,8 +1,10 @@
 //! The compute engine: compute-class methods and QMD launches.
 //!
 //! `SEND_PCAS_A` latches a QMD address; `SEND_SIGNALING_PCAS2_B` with a scheduling action
-//! launches it. A launch reads the QMD in the layout of the channel's compute class (V03_00
-//! below Hopper, V04_00 on Hopper, V05_00 on Blackwell, Mesa's rule), decodes it with the
+//! launches it (Turing: `SEND_SIGNALING_PCAS_B` with `SCHEDULE`; TURING_COMPUTE_A has no
+//! `PCAS2`, and a class that does is refused the old method, which nvbare never sends there).
+//! A launch reads the QMD in the layout of the channel's compute class (V02_02 on Turing,
+//! V03_00 on Ampere and Ada, V04_00 on Hopper, V05_00 on Blackwell, Mesa's rule), decodes it with the
 //! core's field tables (contract B), checks its version fields and resources, finds the kernel
 //! model whose code matches the bytes at `PROGRAM_ADDRESS` ([`kernels`]), and runs it over
 //! grid x block with every access through the channel's address space. Then it performs the
@@ -16,12 +18,14 @@
 
 pub mod kernels;
 mod run;
+#[cfg(test)]
+mod tests_turing;
 
 use nvbare_core::channel::launch::DriverArea;
 use nvbare_core::channel::methods::compute as m;
 use nvbare_core::channel::qmd::{LaunchDesc, Qmd};
 use nvbare_core::chip::QmdVersion;
-use nvbare_core::rm::class::{BLACKWELL_COMPUTE_A, HOPPER_COMPUTE_A, class_name};
+use nvbare_core::rm::class::{AMPERE_COMPUTE_A, BLACKWELL_COMPUTE_A, HOPPER_COMPUTE_A, class_name};
 use nvbare_core::rm::ctrl::{NV83DE_SM_ERROR_STATE_REGISTERS, rc, warp_esr};
 
 pub use kernels::{Behavior, KernelModel, KernelRegistry};
@@ -93,15 +97,38 @@ struct Release {
 }
 
 /// The QMD layout a compute class uses (Mesa `nak/qmd.rs`: Blackwell classes V05_00, Hopper
-/// V04_00, Ampere/Ada V03_00).
+/// V04_00, Ampere/Ada V03_00; Mesa NVK: V02_02 from VOLTA_COMPUTE_A below AMPERE_COMPUTE_A).
 pub fn qmd_version_for_class(class: u32) -> QmdVersion {
     if class >= BLACKWELL_COMPUTE_A {
         QmdVersion::V05_00
     } else if class >= HOPPER_COMPUTE_A {
         QmdVersion::V04_00
-    } else {
+    } else if class >= AMPERE_COMPUTE_A {
         QmdVersion::V03_00
+    } else {
+        QmdVersion::V02_02
     }
+}
+
+/// Whether compute class `class` has `SEND_SIGNALING_PCAS2_B` (AMPERE_COMPUTE_A on;
+/// TURING_COMPUTE_A has only `SEND_SIGNALING_PCAS_B`, `clc5c0.h`).
+pub fn has_pcas2(class: u32) -> bool {
+    class >= AMPERE_COMPUTE_A
+}
+
+/// A method the channel's compute class does not have: what the simulator answers for any
+/// method it does not model (a GR exception RC naming it).
+fn not_in_class(engine: u32, class: u32, method: u32) -> Step {
+    Step::Rc(RcInfo {
+        code: rc::ROBUST_CHANNEL_GR_EXCEPTION,
+        engine_type: engine,
+        reason: format!(
+            "{} has no method {method:#x} (or the simulator does not model it there)",
+            class_name(class).unwrap_or("compute class")
+        ),
+        mmu_fault: None,
+        sm_error: None,
+    })
 }
 
 /// An SM exception raised by the compute engine (GR exception, Xid 13).
@@ -170,6 +197,35 @@ pub(crate) fn method(
         m::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B => r.local_non_throttled[1] = data,
         m::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C => r.local_non_throttled[2] = data,
         m::SEND_PCAS_A => r.qmd_addr = (data as u64) << 8,
+        m::SEND_SIGNALING_PCAS2_B if !has_pcas2(class) => {
+            return not_in_class(engine, class, method);
+        }
+        m::SEND_SIGNALING_PCAS_B if has_pcas2(class) => {
+            // The method is in every class's header, but nvbare sends it only below Ampere and
+            // its interplay with PCAS2's QMD cache actions is not modelled.
+            return not_in_class(engine, class, method);
+        }
+        m::SEND_SIGNALING_PCAS_B => {
+            // Bit 0 INVALIDATE, bit 1 SCHEDULE (`clc5c0.h`); the other bits are reserved.
+            if data & !(m::PCAS_B_INVALIDATE | m::PCAS_B_SCHEDULE) != 0 {
+                return sm_exception(
+                    engine,
+                    warp_esr::ILLEGAL_INSTR_PARAM,
+                    0,
+                    0,
+                    format!("SEND_SIGNALING_PCAS_B {data:#x} sets reserved bits"),
+                );
+            }
+            if data & m::PCAS_B_INVALIDATE != 0 {
+                if let Some(cache) = r.stale_qmds.as_mut() {
+                    cache.remove(&r.qmd_addr);
+                }
+                r.prefetched.remove(&r.qmd_addr);
+            }
+            if data & m::PCAS_B_SCHEDULE != 0 {
+                return launch(r, core, space, ctx, engine, class);
+            }
+        }
         m::SEND_SIGNALING_PCAS2_B => {
             let action = data & 0xf;
             // INVALIDATE (1) and the INVALIDATE_..._COPY actions drop the cached copy.
@@ -305,6 +361,21 @@ const MAX_DEPENDENT_RUN: u64 = 100_000;
 /// (other actions, dependent QMD 1).
 fn dependent(q: &Qmd) -> Result<Option<u64>, String> {
     let get = |names: &[&str]| field(q, names).unwrap_or(0);
+    if q.version() == QmdVersion::V02_02 {
+        // clc3c0qmd.h: DEPENDENT_QMD_SCHEDULE_ENABLE schedules the QMD at
+        // DEPENDENT_QMD_POINTER; DEPENDENT_QMD_TYPE 1 = GRID (0 = QUEUE: not modelled), and
+        // DEPENDENT_QMD_FIELD_COPY is not modelled either.
+        if get(&["DEPENDENT_QMD_SCHEDULE_ENABLE"]) == 0 {
+            return Ok(None);
+        }
+        if get(&["DEPENDENT_QMD_FIELD_COPY"]) != 0 {
+            return Err("DEPENDENT_QMD_FIELD_COPY is not modelled".into());
+        }
+        return match get(&["DEPENDENT_QMD_TYPE"]) {
+            1 => Ok(Some(get(&["DEPENDENT_QMD_POINTER"]) << 8)),
+            t => Err(format!("dependent QMD type {t} (QUEUE) is not modelled")),
+        };
+    }
     if get(&["DEPENDENT_QMD1_ENABLE", "DEPENDENT_QMD_ENABLE(1)"]) != 0 {
         return Err("dependent QMD 1 is not modelled".into());
     }
@@ -482,6 +553,9 @@ fn launch_one(
         Ok(d) => d,
         Err(e) => return Err(bad_qmd(engine, qmd_va, e.to_string())),
     };
+    if let Err(why) = unmodelled_v02(&qmd) {
+        return Err(bad_qmd(engine, qmd_va, why));
+    }
     let then = dependent(&qmd).map_err(|why| bad_qmd(engine, qmd_va, why))?;
     let mut rel = releases(&qmd, &d);
     if let Some(back) = r.stale_release.take() {
@@ -527,6 +601,28 @@ fn launch_one(
         }
     };
     Err(end)
+}
+
+/// V02_02 fields a launch may not use here: `PROGRAM_OFFSET` (the code relative to a program
+/// region: TURING_COMPUTE_A has no method that sets one, and Mesa NVK addresses Turing's code
+/// with `PROGRAM_ADDRESS_*`), queue QMDs, release reductions.
+fn unmodelled_v02(q: &Qmd) -> Result<(), String> {
+    if q.version() != QmdVersion::V02_02 {
+        return Ok(());
+    }
+    for name in [
+        "PROGRAM_OFFSET",
+        "IS_QUEUE",
+        "RELEASE0_REDUCTION_ENABLE",
+        "RELEASE1_REDUCTION_ENABLE",
+    ] {
+        if let Ok(v) = q.get(name)
+            && v != 0
+        {
+            return Err(format!("{name} = {v:#x} is not modelled"));
+        }
+    }
+    Ok(())
 }
 
 fn bad_qmd(engine: u32, qmd_va: u64, why: String) -> Step {

@@ -454,6 +454,21 @@ pub(crate) fn grid(
         Ok(m) => m,
         Err(end) => return end,
     };
+    // SASS of one major version runs on that major only (a cubin for sm_XY on sm_XZ, Z >= Y):
+    // checked where Turing is involved, whose sm_75 code nothing else runs and which runs
+    // nothing newer.
+    let chip_sm = u32::from(ctx.chip.info().sm);
+    if (chip_sm == 75 || m.sm == 75) && (m.sm / 10 != chip_sm / 10 || m.sm > chip_sm) {
+        return exception(
+            warp_esr::ILLEGAL_INSTR_ENCODING,
+            pc,
+            pc,
+            format!(
+                "{} is sm_{} code ({}); this GPU is sm_{chip_sm}",
+                m.name, m.sm, m.source
+            ),
+        );
+    }
     if d.register_count < m.regcount {
         return exception(
             OOR_REG,

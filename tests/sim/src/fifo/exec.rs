@@ -365,10 +365,12 @@ fn host_waits_for_idle(method: u32, data: u32) -> bool {
 }
 
 /// A compute-class method that launches a grid: `SEND_SIGNALING_PCAS2_B` with a launching
-/// `PCAS_ACTION`.
+/// `PCAS_ACTION`, or `SEND_SIGNALING_PCAS_B` with `SCHEDULE` (whether the class has the
+/// method is the compute engine's to check).
 fn launches_grid(method: u32, data: u32) -> bool {
-    method == nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS2_B
-        && compute::pcas_launches(data & 0xf)
+    use nvbare_core::channel::methods::compute as cm;
+    (method == cm::SEND_SIGNALING_PCAS2_B && compute::pcas_launches(data & 0xf))
+        || (method == cm::SEND_SIGNALING_PCAS_B && data & cm::PCAS_B_SCHEDULE != 0)
 }
 
 /// The compute engine's own launch counters (dependent QMDs, prefetched copies), for
@@ -418,15 +420,18 @@ fn exec_method(
     let space = ch.desc.space.clone();
     match class_kind(class) {
         Some(ClassKind::Copy) => {
-            let r = crate::ce::method(&mut ch.regs.ce, core, &*space, engine, method, data);
+            let r = crate::ce::method(&mut ch.regs.ce, core, &*space, engine, class, method, data);
             if matches!(r, Step::Ok) && method == nvbare_core::channel::methods::copy::LAUNCH_DMA {
                 ch.stats.copies += 1;
             }
             r
         }
         Some(ClassKind::Compute) => {
-            if method == nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS2_B
-                && let Some(check) = ch.gr_check.clone()
+            if matches!(
+                method,
+                nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS2_B
+                    | nvbare_core::channel::methods::compute::SEND_SIGNALING_PCAS_B
+            ) && let Some(check) = ch.gr_check.clone()
                 && let Err(rc) = check(core, &*space)
             {
                 return Step::Rc(rc);

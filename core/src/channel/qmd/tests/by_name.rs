@@ -21,7 +21,7 @@ struct Names {
 
 fn names(v: QmdVersion) -> Result<Names, QmdError> {
     Ok(match v {
-        QmdVersion::V03_00 => Names {
+        QmdVersion::V02_02 | QmdVersion::V03_00 => Names {
             register_count: "REGISTER_COUNT_V",
             grid: ["CTA_RASTER_WIDTH", "CTA_RASTER_HEIGHT", "CTA_RASTER_DEPTH"],
             shared_size: "SHARED_MEMORY_SIZE",
@@ -69,7 +69,6 @@ fn names(v: QmdVersion) -> Result<Names, QmdError> {
             cb_shift: 6,
             cb_prefetch_pre_max: Some("CONSTANT_BANK_PREFETCH_PRE_MAX_SIZE_SHIFTED8"),
         },
-        version => return Err(QmdError::UnsupportedVersion { version }),
     })
 }
 
@@ -85,9 +84,22 @@ fn indexed(base: &str, i: usize) -> Name {
 }
 
 /// Field names of release `i`: address lower/upper, payload lower/upper, enable, payload64b,
-/// structure size, membar type.
+/// structure size, membar type; "" where the layout has no such field (V02_02: no payload
+/// upper half, no payload64b).
 fn release_names(v: QmdVersion, i: usize) -> [Name; 8] {
-    if v == QmdVersion::V03_00 {
+    if v == QmdVersion::V02_02 {
+        let r = |s: &str| name(format_args!("RELEASE{i}_{s}"));
+        [
+            r("ADDRESS_LOWER"),
+            r("ADDRESS_UPPER"),
+            r("PAYLOAD"),
+            Name::new(),
+            name(format_args!("SEMAPHORE_RELEASE_ENABLE{i}")),
+            Name::new(),
+            r("STRUCTURE_SIZE"),
+            name(format_args!("RELEASE_MEMBAR_TYPE")),
+        ]
+    } else if v == QmdVersion::V03_00 {
         let r = |s: &str| name(format_args!("RELEASE{i}_{s}"));
         [
             r("ADDRESS_LOWER"),
@@ -114,10 +126,18 @@ fn release_names(v: QmdVersion, i: usize) -> [Name; 8] {
     }
 }
 
-/// Field names of dependent QMD 0: pointer, enable, action, prefetch.
+/// Field names of dependent QMD 0: pointer, enable, action, prefetch ("" on V02_02, which has
+/// none).
 fn dependent_names(v: QmdVersion) -> [Name; 4] {
     let plain = |s: &str| name(format_args!("{s}"));
-    if v == QmdVersion::V04_00 {
+    if v == QmdVersion::V02_02 {
+        [
+            plain("DEPENDENT_QMD_POINTER"),
+            plain("DEPENDENT_QMD_SCHEDULE_ENABLE"),
+            plain("DEPENDENT_QMD_TYPE"),
+            Name::new(),
+        ]
+    } else if v == QmdVersion::V04_00 {
         [
             plain("DEPENDENT_QMD0_POINTER"),
             indexed("DEPENDENT_QMD_ENABLE", 0),
@@ -140,6 +160,8 @@ const RELEASE_STRUCTURE_SIZE_FOUR_WORDS: u64 = 0;
 const RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR: u64 = 1;
 /// `QMD_SCHEDULE` dependent-QMD action.
 const DEPENDENT_QMD_ACTION_QMD_SCHEDULE: u64 = 1;
+/// `DEPENDENT_QMD_TYPE_GRID` (V02_02).
+const DEPENDENT_QMD_TYPE_GRID: u64 = 1;
 /// `GRID_CTA` QMD type (V04/V05).
 const QMD_TYPE_GRID_CTA: u64 = 2;
 /// `L1_SYSMEMBAR` CWD membar type.
@@ -177,13 +199,22 @@ fn get_split(q: &Qmd, lo: &str, hi: &str) -> Result<u64, QmdError> {
     Ok(q.get(lo)? | (q.get(hi)? << 32))
 }
 
+/// A payload: split over lower and upper, or (no upper, V02_02) the one field.
+fn set_payload(q: &mut Qmd, lo: &str, hi: &str, value: u64) -> Result<(), QmdError> {
+    if hi.is_empty() {
+        q.set(lo, value)
+    } else {
+        set_split(q, lo, hi, value)
+    }
+}
+
 /// The QMD for launch `d` in layout `v`. Every value is range-checked against its field
 /// (a typed error names the field); addresses the layout stores shifted must be aligned.
 pub(super) fn build(v: QmdVersion, d: &LaunchDesc) -> Result<Qmd, QmdError> {
     let n = names(v)?;
     let mut q = Qmd::new(v);
     q.set("QMD_GROUP_ID", 0x3f)?;
-    if v == QmdVersion::V03_00 {
+    if matches!(v, QmdVersion::V02_02 | QmdVersion::V03_00) {
         q.set("SM_GLOBAL_CACHING_ENABLE", 1)?;
     } else {
         q.set("QMD_TYPE", QMD_TYPE_GRID_CTA)?;
@@ -203,7 +234,7 @@ pub(super) fn build(v: QmdVersion, d: &LaunchDesc) -> Result<Qmd, QmdError> {
     // Program.
     let prog = aligned(n.prog_lo, d.program_address, n.prog_shift)?;
     set_split(&mut q, n.prog_lo, n.prog_hi, prog)?;
-    if d.program_size != 0 {
+    if d.program_size != 0 && v != QmdVersion::V02_02 {
         q.set(
             "PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED",
             (d.program_address >> 8) & 0xffff_ffff,
@@ -296,9 +327,11 @@ pub(super) fn build(v: QmdVersion, d: &LaunchDesc) -> Result<Qmd, QmdError> {
         let [alo, ahi, plo, phi, en, p64, st, mb] = release_names(v, i);
         aligned(static_name(v, &alo), addr, 4)?;
         set_split(&mut q, &alo, &ahi, addr)?;
-        set_split(&mut q, &plo, &phi, payload)?;
+        set_payload(&mut q, &plo, &phi, payload)?;
         q.set(&en, 1)?;
-        q.set(&p64, 1)?;
+        if !p64.is_empty() {
+            q.set(&p64, 1)?;
+        }
         q.set(&st, RELEASE_STRUCTURE_SIZE_FOUR_WORDS)?;
         q.set(&mb, RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR)?;
     }
@@ -317,6 +350,9 @@ pub(super) fn schedule_after(q: &mut Qmd, next: u64) -> Result<(), QmdError> {
     let [ptr, en, act, pf] = dependent_names(v);
     q.set(&ptr, aligned(static_name(v, &ptr), next, 8)?)?;
     q.set(&en, 1)?;
+    if pf.is_empty() {
+        return q.set(&act, DEPENDENT_QMD_TYPE_GRID);
+    }
     q.set(&act, DEPENDENT_QMD_ACTION_QMD_SCHEDULE)?;
     q.set(&pf, 1)
 }
@@ -336,7 +372,10 @@ pub(super) fn launch_desc(q: &Qmd) -> Result<LaunchDesc, QmdError> {
         shared_memory_size: u32_of(q.get(n.shared_size)? << n.shared_shift),
         shader_local_memory_low_size: u32_of(q.get(n.local_low)? << n.local_shift),
         shader_local_memory_high_size: u32_of(q.get(n.local_high)? << n.local_shift),
-        program_size: u32_of(q.get("PROGRAM_PREFETCH_SIZE")? << 8),
+        program_size: match v {
+            QmdVersion::V02_02 => 0,
+            _ => u32_of(q.get("PROGRAM_PREFETCH_SIZE")? << 8),
+        },
         sm_config: SmSharedConfig {
             min: u32_of(q.get("MIN_SM_CONFIG_SHARED_MEM_SIZE")?),
             max: u32_of(q.get("MAX_SM_CONFIG_SHARED_MEM_SIZE")?),
@@ -368,7 +407,12 @@ pub(super) fn launch_desc(q: &Qmd) -> Result<LaunchDesc, QmdError> {
     for i in 0..2 {
         let [alo, ahi, plo, phi, en, ..] = release_names(v, i);
         if q.get(&en)? != 0 {
-            d.release[i] = Some((get_split(q, &alo, &ahi)?, get_split(q, &plo, &phi)?));
+            let payload = if phi.is_empty() {
+                q.get(&plo)?
+            } else {
+                get_split(q, &plo, &phi)?
+            };
+            d.release[i] = Some((get_split(q, &alo, &ahi)?, payload));
         }
     }
     let [ptr, en, ..] = dependent_names(v);
