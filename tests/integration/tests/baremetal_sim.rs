@@ -15,7 +15,7 @@ use nvbare_core::rm::ctrl::rc;
 use nvbare_gsp_firmware::FirmwareSet;
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::baremetal::{BareMetalSim, SimBareMetal};
-use nvbare_sim::models::{AD102, ChipModel, GA100, GB202, GH100};
+use nvbare_sim::models::{AD102, ChipModel, GA100, GB202, GH100, TU102, TU104};
 
 mod common;
 use common::firmware;
@@ -44,6 +44,7 @@ fn dev_opts() -> DeviceOptions {
 
 fn sm_of(model: ChipModel) -> u32 {
     match model.chipset {
+        Chipset::TU102 | Chipset::TU104 => 75,
         Chipset::GA100 => 80,
         Chipset::AD102 => 89,
         Chipset::GH100 => 90,
@@ -88,7 +89,7 @@ fn run_kernels(dev: &Device<SimBareMetal>, sm: u32, n: u32) {
 
 #[test]
 fn demo_flow_on_every_chip() {
-    for model in [GA100, AD102, GH100, GB202] {
+    for model in [TU102, TU104, GA100, AD102, GH100, GB202] {
         let (s, fw) = sim(model);
         let be = open_backend(&s, &fw, BareMetalOptions::default());
         assert!(be.golden_image());
