@@ -72,7 +72,7 @@ fn info_without_a_device_lists_the_visible_gpus() {
 
 #[test]
 fn bad_device_strings_are_usage_errors() {
-    for bad in ["gpu0", "sim:tu102", "nvidia:x", "vfio:zz"] {
+    for bad in ["gpu0", "sim:tu106", "nvidia:x", "vfio:zz"] {
         let o = nvbare(&["info", "--device", bad], None);
         assert_eq!(o.status.code(), Some(2), "{bad}");
         let err = text(&o.stderr);

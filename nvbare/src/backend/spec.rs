@@ -346,7 +346,7 @@ mod tests {
             "",
             "gpu0",
             "sim:",
-            "sim:tu102",
+            "sim:tu106",
             "sim:xyz",
             "sim-rm",
             "sim-rm:gh100",
