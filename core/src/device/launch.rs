@@ -108,7 +108,7 @@ impl<B: Backend> Inner<B> {
     ) -> Result<(), DeviceError> {
         let key = call.key;
         self.check_call(key)?;
-        self.defer = fast::launch_defer(self, opts);
+        self.defer = fast::launch_defer(self, opts)?;
         let r = self.launch_grid(info, opts, k, sass_version, call);
         self.defer = opts.tuning.deferred_submits;
         if r.is_ok() {

@@ -328,6 +328,9 @@ pub struct DeviceStats {
     pub doorbell_retries_unfetched: u64,
     /// Whether a launch is written ahead now.
     pub written_ahead_now: bool,
+    /// Times the latency machinery moved to another stream (a launch on a stream other than
+    /// the one launched on before).
+    pub fast_stream_moves: u64,
 }
 
 /// GR facts RM reported (`NV2080_CTRL_CMD_GR_GET_INFO_V2`).
@@ -446,7 +449,7 @@ impl<B: Backend> InnerGuard<'_, B> {
 impl<B: Backend> Drop for InnerGuard<'_, B> {
     fn drop(&mut self) {
         if let Some(i) = self.guard.as_mut() {
-            // The flusher and the latency machinery work on the default stream.
+            // The flusher and the latency machinery work on their own stream (`Fast::stream`).
             i.cur = 0;
             fast::end_call(i, &self.dev.options, self.launch, &self.dev.shared.auto.0);
         }
@@ -625,7 +628,7 @@ impl<B: Backend> Device<B> {
             return DeviceStats::default();
         };
         let mut s = DeviceStats {
-            chain_acquires: i.chans[ops::COMPUTE].own_waits,
+            chain_acquires: i.chans.iter().step_by(2).map(|c| c.own_waits).sum(),
             doorbell_retries: i.doorbell_retries.all,
             doorbell_retries_unfetched: i.doorbell_retries.unfetched,
             ..DeviceStats::default()

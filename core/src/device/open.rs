@@ -398,9 +398,9 @@ fn build_chans<M: GpuMemory>(
         } else {
             ChannelKind::Copy
         };
-        // Stream 0's compute channel keeps the latency machinery's own command memory
-        // out of its arena.
-        let kept = if ci == COMPUTE {
+        // Compute channels keep the latency machinery's own command memory out of their
+        // arenas (it follows the stream launched on).
+        let kept = if ci % 2 == COMPUTE {
             fast::COMMAND_RESERVE
         } else {
             0

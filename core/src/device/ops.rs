@@ -231,13 +231,14 @@ impl<B: Backend> Inner<B> {
             }
             Ok(())
         })();
+        let fc = self.fast_ci();
         let c = &mut self.chans[ci];
         if let Err(e) = built {
             c.arena.cancel_last();
             return Err(e);
         }
         let pb_off = off + extra;
-        let defer = if ci == COMPUTE {
+        let defer = if ci == fc {
             self.defer
         } else {
             opts.tuning.deferred_submits

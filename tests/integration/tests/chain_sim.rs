@@ -562,3 +562,68 @@ fn a_full_ring_publishing_a_chain_writes_its_last_qmd_first() {
         );
     }
 }
+
+#[test]
+fn launches_on_any_one_stream_are_chained_and_alternating_streams_stay_in_order() {
+    for (model, sm) in CHIPS {
+        let what = model.chipset;
+        let dev = open(model, deferred(8));
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 256u32;
+        let cfg = LaunchConfig::for_num_elems(n);
+        let a = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        let b = dev.htod_copy(&vec![0u32; n as usize]).unwrap();
+        dev.synchronize().unwrap();
+        // One stream other than the default: chained as the default stream's are (one
+        // unchained launch, then batches of 9 with 8 chained each).
+        let before = dev.stats();
+        dev.with_stream(2, |d| {
+            for _ in 0..100 {
+                d.launch(&add1, cfg, &[a.arg(), n.into()]).unwrap();
+            }
+            d.synchronize_stream().unwrap();
+        })
+        .unwrap();
+        let s = dev.stats();
+        assert_eq!(s.chained - before.chained, 88, "{what:?}");
+        assert_eq!(
+            s.fast_stream_moves - before.fast_stream_moves,
+            1,
+            "{what:?}"
+        );
+        assert_eq!(
+            dev.dtoh_copy(&a).unwrap(),
+            vec![100; n as usize],
+            "{what:?}"
+        );
+        // Two streams in turn, each on its own buffer: every launch runs once, in its
+        // stream's order, and the machinery follows each launch's stream.
+        let before = dev.stats();
+        for i in 0..40u32 {
+            let (stream, buf) = if i % 2 == 0 { (1, &a) } else { (3, &b) };
+            dev.with_stream(stream, |d| d.launch(&add1, cfg, &[buf.arg(), n.into()]))
+                .unwrap()
+                .unwrap();
+        }
+        dev.synchronize().unwrap();
+        assert_eq!(
+            dev.stats().fast_stream_moves - before.fast_stream_moves,
+            40,
+            "{what:?}"
+        );
+        assert_eq!(
+            dev.dtoh_copy(&a).unwrap(),
+            vec![120; n as usize],
+            "{what:?}"
+        );
+        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![20; n as usize], "{what:?}");
+        // And back on the default stream, chained again.
+        let before = dev.stats();
+        for _ in 0..10 {
+            dev.launch(&add1, cfg, &[b.arg(), n.into()]).unwrap();
+        }
+        assert_eq!(dev.dtoh_copy(&b).unwrap(), vec![30; n as usize], "{what:?}");
+        assert!(dev.stats().chained - before.chained >= 8, "{what:?}");
+    }
+}

@@ -55,7 +55,7 @@ use crate::device::backend::{Backend, GpuMemory};
 use crate::device::chan::ARENA_ALIGN;
 use crate::device::launch::{Built, CallInputs};
 use crate::device::module::{Arg, KernelInfo};
-use crate::device::ops::{COMPUTE, Inner};
+use crate::device::ops::Inner;
 use crate::device::qmd::LaunchKey;
 use crate::device::{DeviceError, DeviceInfo, DeviceOptions};
 
@@ -295,6 +295,13 @@ impl AheadState {
         self.fences = [0; PREFETCH_SLOTS];
     }
 
+    /// Forgets the region and the call, as the machinery moves to another stream's channel,
+    /// whose prefetch slots its submissions up to `submitted` may still read.
+    pub(super) fn moved(&mut self, submitted: u64) {
+        self.reset();
+        self.fences = [submitted; PREFETCH_SLOTS];
+    }
+
     /// Whether a region is written ahead now (for tests).
     pub(super) fn is_written(&self) -> bool {
         self.region.is_some()
@@ -339,10 +346,12 @@ impl<B: Backend> Inner<B> {
         qmd_off: u64,
         value: u64,
     ) -> Result<(), DeviceError> {
-        let cb_va = self.chans[COMPUTE].cmds.gpu_va() + cb_off;
-        self.chans[COMPUTE].cmds.write(cb_off, l.cb)?;
+        let cb_va = self.chans[self.fast_ci()].cmds.gpu_va() + cb_off;
+        self.chans[self.fast_ci()].cmds.write(cb_off, l.cb)?;
         let qmd = self.launch_qmd(info, l, cb_va, value)?;
-        self.chans[COMPUTE].cmds.write(qmd_off, qmd.as_bytes())?;
+        self.chans[self.fast_ci()]
+            .cmds
+            .write(qmd_off, qmd.as_bytes())?;
         Ok(())
     }
 
@@ -358,14 +367,15 @@ impl<B: Backend> Inner<B> {
             || !core::mem::take(&mut self.fast.ahead.launched_since_wait)
             || self.dead.is_some()
             // Its pushbuffer has no acquire for a chain that may still run (chain.rs).
-            || self.own_wait(COMPUTE).is_some()
+            || self.own_wait(self.fast_ci()).is_some()
         {
             return Ok(());
         }
         let Some(cb_size) = self.fast.last.image.as_ref().map(|i| u64::from(i.cb_size)) else {
             return Ok(());
         };
-        let c = &mut self.chans[COMPUTE];
+        let fc = self.fast_ci();
+        let c = &mut self.chans[fc];
         if self
             .fast
             .ahead
@@ -389,9 +399,10 @@ impl<B: Backend> Inner<B> {
         // A prefetch of the QMD goes out with the region when its slot is free and the ring
         // has room for it and the launch without waiting.
         let slot = self.fast.ahead.next_slot;
+        let fc = self.fast_ci();
         let prefetch = opts.tuning.early_qmd_prefetch
             && self.fast.ahead.fences[slot] <= done
-            && self.chans[COMPUTE].has_room(2)?;
+            && self.chans[fc].has_room(2)?;
         let mut words = [0u32; 8];
         let mut pb = PushBuffer::new(&mut words);
         let built = if prefetch {
@@ -409,7 +420,8 @@ impl<B: Backend> Inner<B> {
                 return Ok(entry);
             };
             self.write_image(info, &img.built(), off, off + cb_size, value)?;
-            let c = &mut self.chans[COMPUTE];
+            let fc = self.fast_ci();
+            let c = &mut self.chans[fc];
             c.cmds.write(
                 off + pb_off,
                 words.get(..pb_words).unwrap_or(&[]).as_bytes(),
@@ -436,7 +448,8 @@ impl<B: Backend> Inner<B> {
                 self.fast.ahead.next_slot = (slot + 1) % PREFETCH_SLOTS;
             }
             // The GP entry too: the launch then only publishes it.
-            self.chans[COMPUTE].stage(entry)?;
+            let fc = self.fast_ci();
+            self.chans[fc].stage(entry)?;
             Ok(entry)
         })();
         self.fast.last.image = img;
@@ -452,7 +465,8 @@ impl<B: Backend> Inner<B> {
                 Ok(())
             }
             Err(e) => {
-                self.chans[COMPUTE].arena.cancel_last();
+                let fc = self.fast_ci();
+                self.chans[fc].arena.cancel_last();
                 Err(e)
             }
         }
@@ -594,7 +608,7 @@ impl<B: Backend> Inner<B> {
         bank: &[u8],
         runs: impl IntoIterator<Item = (usize, usize)>,
     ) -> Result<(), DeviceError> {
-        let cmds = &self.chans[COMPUTE].cmds;
+        let cmds = &self.chans[self.fast_ci()].cmds;
         for (a, b) in runs {
             cmds.write(r.off + a as u64, bank.get(a..b).unwrap_or(&[]))?;
         }
@@ -613,8 +627,8 @@ impl<B: Backend> Inner<B> {
     fn region_serves(&mut self, r: &Region, value: u64) -> bool {
         r.value == value
             && r.seq == self.fast.last.seq
-            && self.chans[COMPUTE].arena.is_spare(r.off, r.value)
-            && self.other_done(COMPUTE)
+            && self.chans[self.fast_ci()].arena.is_spare(r.off, r.value)
+            && self.other_done(self.fast_ci())
     }
 
     /// Publishes region `r` as the compute submission with release `value`: its GP entry
@@ -627,7 +641,8 @@ impl<B: Backend> Inner<B> {
         value: u64,
         unchanged: bool,
     ) -> Result<(), DeviceError> {
-        let c = &mut self.chans[COMPUTE];
+        let fc = self.fast_ci();
+        let c = &mut self.chans[fc];
         c.arena.claim_spare();
         c.queue(
             &self.usermode,

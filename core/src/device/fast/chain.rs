@@ -60,7 +60,7 @@ use crate::device::chan::ARENA_ALIGN;
 #[cfg(doc)]
 use crate::device::chan::Chan;
 use crate::device::launch::{Built, Head};
-use crate::device::ops::{COMPUTE, Inner};
+use crate::device::ops::Inner;
 use crate::device::{DeviceError, DeviceInfo, DeviceOptions};
 
 /// The chain's changes to a QMD, through the typed setters of one layout.
@@ -163,7 +163,7 @@ impl<B: Backend> Inner<B> {
     /// the compute channel's last submission and its GP entry (the head's) still waits for the
     /// doorbell, so the GPU has read none of the chain.
     fn chain_open(&self, value: u64) -> bool {
-        let c = &self.chans[COMPUTE];
+        let c = &self.chans[self.fast_ci()];
         self.fast
             .chain
             .tail
@@ -175,7 +175,7 @@ impl<B: Backend> Inner<B> {
     /// Launches queued on the compute channel behind its doorbell: its unpublished
     /// submissions, counting the launches chained to the last of them.
     pub(super) fn queued_launches(&self) -> u32 {
-        let c = &self.chans[COMPUTE];
+        let c = &self.chans[self.fast_ci()];
         let unpublished = c.fifo.unpublished();
         if unpublished == 0 {
             return 0;
@@ -193,8 +193,9 @@ impl<B: Backend> Inner<B> {
     /// After an ordinary launch submitted as a chain's possible head: it heads a chain if
     /// chaining is on and its doorbell is deferred.
     pub(super) fn chain_head(&mut self, opts: &DeviceOptions, h: Head) {
+        let fc = self.fast_ci();
         let chain = &mut self.fast.chain;
-        if !chaining(opts, self.defer) || self.chans[COMPUTE].fifo.unpublished() == 0 {
+        if !chaining(opts, self.defer) || self.chans[fc].fifo.unpublished() == 0 {
             chain.tail = None;
             return;
         }
@@ -211,7 +212,7 @@ impl<B: Backend> Inner<B> {
     /// The launch just made was remembered for write-ahead ([`Inner::launched_built`]): if
     /// it is the chain's tail, its constant bank 0 holds the bytes of the remembered launch.
     pub(super) fn chain_remembered(&mut self) {
-        let submitted = self.chans[COMPUTE].submitted;
+        let submitted = self.chans[self.fast_ci()].submitted;
         let seq = self.fast.last.seq;
         if let Some(t) = self.fast.chain.tail.as_mut()
             && t.value == submitted
@@ -226,7 +227,7 @@ impl<B: Backend> Inner<B> {
         if tail.len == 1 {
             self.fast.chain.qmd.as_deref()
         } else {
-            self.chans[COMPUTE]
+            self.chans[self.fast_ci()]
                 .unwritten
                 .as_ref()
                 .filter(|(off, _)| *off == tail.qmd_off)
@@ -270,7 +271,7 @@ impl<B: Backend> Inner<B> {
         if !chaining(opts, self.defer)
             || self.caches_dirty()
             || !self.chain_open(value)
-            || !self.other_done(COMPUTE)
+            || !self.other_done(self.fast_ci())
         {
             return Ok(false);
         }
@@ -289,11 +290,11 @@ impl<B: Backend> Inner<B> {
         let n = cb_size + qmd_size;
         // Never waits here: without room the launch takes the ordinary path (which waits, then
         // heads a new chain).
-        let off = match self.arena_alloc_now(COMPUTE, n, value) {
+        let off = match self.arena_alloc_now(self.fast_ci(), n, value) {
             Ok(Some(off)) => off,
             r => return r.map(|_| false),
         };
-        let cmds_va = self.chans[COMPUTE].cmds.gpu_va();
+        let cmds_va = self.chans[self.fast_ci()].cmds.gpu_va();
         let cb_va = if shared { tail.cb.0 } else { cmds_va + off };
         let qmd_off = off + cb_size;
         let r = (|| -> Result<Box<Qmd>, DeviceError> {
@@ -324,7 +325,7 @@ impl<B: Backend> Inner<B> {
                 .chain
                 .patch
                 .make_inner(&mut inner, cmds_va + qmd_off)?;
-            let c = &self.chans[COMPUTE];
+            let c = &self.chans[self.fast_ci()];
             if head {
                 // Written with the head's methods: only its words that change. First (a
                 // write to a line written long before costs the CPU more behind a burst of
@@ -358,12 +359,14 @@ impl<B: Backend> Inner<B> {
                 // The tail stays what it was (it may still have to be acquired after); a
                 // partly written patch is not read before the doorbell, and an error here
                 // means the mapping is gone.
-                self.chans[COMPUTE].arena.cancel_last();
+                let fc = self.fast_ci();
+                self.chans[fc].arena.cancel_last();
                 return Err(e);
             }
         };
         // This launch's QMD waits for the next launch, or for the doorbell.
-        let c = &mut self.chans[COMPUTE];
+        let fc = self.fast_ci();
+        let c = &mut self.chans[fc];
         if let Some((_, old)) = c.unwritten.replace((qmd_off, next)) {
             self.fast.chain.spare = Some(old);
         }
@@ -382,7 +385,7 @@ impl<B: Backend> Inner<B> {
         chain.shared_banks += u64::from(shared);
         // The deferral limit counts the chain's launches as submissions.
         if self.queued_launches() > self.defer {
-            self.kick(COMPUTE)?;
+            self.kick(self.fast_ci())?;
         }
         Ok(true)
     }

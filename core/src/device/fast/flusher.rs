@@ -50,7 +50,7 @@ use core::time::Duration;
 
 use crate::device::backend::{Backend, GpuMemory};
 use crate::device::chan::Chan;
-use crate::device::ops::{COMPUTE, Inner};
+use crate::device::ops::Inner;
 use crate::device::{DeviceError, DeviceOptions};
 
 /// Most launches a held batch collects before its doorbell is rung regardless. A batch's head
@@ -80,7 +80,7 @@ pub(super) struct Auto {
     pub(super) holds: bool,
     /// The held batch (its `held_after`) a launch call first saw due though smaller than
     /// `Tuning::auto_defer_min_batch`, and when (`Inner::batch_waits`).
-    due_since: Option<(Option<u64>, Duration)>,
+    pub(super) due_since: Option<(Option<u64>, Duration)>,
     /// Batches of held launches the flusher published; the others were published by the
     /// launching thread.
     pub(super) flusher_published: u64,
@@ -294,7 +294,7 @@ impl<B: Backend> Inner<B> {
         if !self.fast.auto.holds {
             return opts.tuning.deferred_submits;
         }
-        let c = &self.chans[COMPUTE];
+        let c = &self.chans[self.fast_ci()];
         if c.fifo.unpublished() > 0 {
             return AUTO_DEFER_LIMIT;
         }
@@ -315,14 +315,14 @@ impl<B: Backend> Inner<B> {
         _opts: &DeviceOptions,
     ) -> Result<(), DeviceError> {
         if self.auto_held() {
-            self.kick(COMPUTE)?;
+            self.kick(self.fast_ci())?;
         }
         Ok(())
     }
 
     /// Whether launches are held for the flusher now.
     pub(super) fn auto_held(&self) -> bool {
-        self.fast.auto.holds && self.chans[COMPUTE].fifo.unpublished() > 0
+        self.fast.auto.holds && self.chans[self.fast_ci()].fifo.unpublished() > 0
     }
 
     /// As a call into the device ends (`launch`: the program's launch call): publishes held
@@ -358,7 +358,7 @@ impl<B: Backend> Inner<B> {
         if !self.auto_publish_due() || (after_launch && self.batch_waits(opts)) {
             return Ok(false);
         }
-        self.kick(COMPUTE)?;
+        self.kick(self.fast_ci())?;
         Ok(true)
     }
 
@@ -369,7 +369,7 @@ impl<B: Backend> Inner<B> {
         if self.queued_launches() >= opts.tuning.auto_defer_min_batch {
             return false;
         }
-        let batch = self.chans[COMPUTE].held_after;
+        let batch = self.chans[self.fast_ci()].held_after;
         let now = crate::hal::Clock::now(self.backend.clock());
         let since = match self.fast.auto.due_since {
             Some((b, since)) if b == batch => since,
@@ -388,7 +388,7 @@ impl<B: Backend> Inner<B> {
         if !self.auto_held() {
             return false;
         }
-        let c: &Chan<B::Memory> = &self.chans[COMPUTE];
+        let c: &Chan<B::Memory> = &self.chans[self.fast_ci()];
         let Some(before) = c.held_after else {
             return true;
         };

@@ -16,9 +16,12 @@
 //! state, and the functions below, which `launch.rs` calls at named points: [`launch_defer`]
 //! as a launch starts, [`launch_repeat`] before anything is built, [`launch_built`] once it is,
 //! [`launch_form`] and [`launched`] around an ordinary submission. The device handle calls
-//! [`before_wait`] and [`end_call`]. All of it works on stream 0 (the default stream) alone:
-//! launches on other streams take the plain path. What the plain path must honour in between is data it
-//! owns: a channel's `own_wait` (what follows a chain waits for its end), `unwritten` (a
+//! [`before_wait`] and [`end_call`]. All of it works on one stream at a time, the one the
+//! program launched on last ([`Fast::stream`]): a launch on another stream first publishes
+//! what is held on the old one and moves the machinery over, so a program that launches on one
+//! stream (any of them) gets all of it, and one that alternates gets correct, plainer launches.
+//! While it is elsewhere, launches take the plain path. What the plain path must honour in
+//! between is data it owns: a channel's `own_wait` (what follows a chain waits for its end), `unwritten` (a
 //! chain's last QMD, written before anything is published) and the arena's spare allocation
 //! (a region written ahead, given back when the arena needs room).
 
@@ -32,8 +35,8 @@ pub(super) use flusher::{AutoState, Shared};
 use super::backend::Backend;
 use super::launch::{Built, CallInputs, Head, LaunchForm};
 use super::module::KernelInfo;
-use super::ops::{COMPUTE, Inner};
-use super::{DeviceError, DeviceInfo, DeviceOptions, DeviceStats};
+use super::ops::{Inner, chan_index};
+use super::{ChannelKind, DeviceError, DeviceInfo, DeviceOptions, DeviceStats};
 use crate::channel::qmd::QmdError;
 use crate::chip::QmdVersion;
 
@@ -43,6 +46,9 @@ pub(super) const COMMAND_RESERVE: u64 = ahead::PREFETCH_AREA;
 
 /// The latency machinery's state: one field of the device's ([`Inner::fast`]).
 pub(super) struct Fast {
+    /// The stream whose compute channel all of this drives (stream 0 until a program
+    /// launches elsewhere).
+    pub(super) stream: usize,
     /// The last launch, which write-ahead and chaining repeat.
     last: ahead::LastLaunch,
     ahead: ahead::AheadState,
@@ -50,17 +56,21 @@ pub(super) struct Fast {
     auto: flusher::Auto,
     /// Launches submitted with their QMD prefetched before their `WAIT_FOR_IDLE`.
     early_prefetches: u64,
+    /// Times it moved to another stream.
+    moves: u64,
 }
 
 impl Fast {
     /// The state for a device whose QMDs have layout `qmd`.
     pub(super) fn new(qmd: QmdVersion) -> Result<Self, QmdError> {
         Ok(Fast {
+            stream: 0,
             last: Default::default(),
             ahead: Default::default(),
             chain: chain::ChainState::new(qmd)?,
             auto: Default::default(),
             early_prefetches: 0,
+            moves: 0,
         })
     }
 
@@ -71,13 +81,41 @@ impl Fast {
     }
 }
 
-/// As a launch starts: how many submissions may wait for the doorbell during it
-/// (`Tuning::deferred_submits`, or what automatic deferral gives it).
-pub(super) fn launch_defer<B: Backend>(i: &Inner<B>, opts: &DeviceOptions) -> u32 {
-    if i.cur != 0 {
-        return opts.tuning.deferred_submits;
+impl<B: Backend> Inner<B> {
+    /// The compute channel the latency machinery drives: [`Fast::stream`]'s.
+    pub(super) fn fast_ci(&self) -> usize {
+        chan_index(self.fast.stream, ChannelKind::Compute)
     }
-    i.launch_defer(opts)
+
+    /// Moves the latency machinery to the current stream: what it holds on the old one is
+    /// published (it is that stream's work, in its order), and what it wrote ahead or chained
+    /// there is forgotten (the old channel's plain path copes with both, as it does between
+    /// launches). The new channel's prefetch slots count as in use until everything
+    /// submitted on it so far is done.
+    fn follow_stream(&mut self) -> Result<(), DeviceError> {
+        if self.cur == self.fast.stream {
+            return Ok(());
+        }
+        self.kick(self.fast_ci())?;
+        self.fast.stream = self.cur;
+        let submitted = self.chans[self.fast_ci()].submitted;
+        self.fast.ahead.moved(submitted);
+        self.fast.chain.reset();
+        self.fast.auto.due_since = None;
+        self.fast.moves += 1;
+        Ok(())
+    }
+}
+
+/// As a launch starts: moves the machinery to the launch's stream, and says how many
+/// submissions may wait for the doorbell during it (`Tuning::deferred_submits`, or what
+/// automatic deferral gives it).
+pub(super) fn launch_defer<B: Backend>(
+    i: &mut Inner<B>,
+    opts: &DeviceOptions,
+) -> Result<u32, DeviceError> {
+    i.follow_stream()?;
+    Ok(i.launch_defer(opts))
 }
 
 /// Before the launch is built: makes it without building it if the call repeats the call
@@ -90,10 +128,10 @@ pub(super) fn launch_repeat<B: Backend>(
     k: &KernelInfo,
     call: &CallInputs<'_>,
 ) -> Result<bool, DeviceError> {
-    if i.cur != 0 {
+    if i.cur != i.fast.stream {
         return Ok(false);
     }
-    let value = i.chans[COMPUTE].submitted + 1;
+    let value = i.chans[i.fast_ci()].submitted + 1;
     let done = i.launch_repeated_call(info, opts, call, value)?
         || i.launch_changed_args(opts, call, k, value)?;
     if done {
@@ -112,10 +150,10 @@ pub(super) fn launch_built<B: Backend>(
     l: &Built<'_>,
     call: &CallInputs<'_>,
 ) -> Result<bool, DeviceError> {
-    if i.cur != 0 {
+    if i.cur != i.fast.stream {
         return Ok(false);
     }
-    let value = i.chans[COMPUTE].submitted + 1;
+    let value = i.chans[i.fast_ci()].submitted + 1;
     if i.launch_written_ahead(opts, l, value)? {
         i.fast.ahead.launched_since_wait = true;
     } else if i.launch_chained(info, opts, l, value, None)? {
@@ -133,11 +171,11 @@ pub(super) fn launch_built<B: Backend>(
 /// overlaps the grid before. A launch after a wait keeps the single action: behind an idle
 /// engine the split costs ~0.2 µs.
 pub(super) fn launch_form<B: Backend>(i: &Inner<B>, opts: &DeviceOptions) -> LaunchForm {
-    if i.cur != 0 {
+    if i.cur != i.fast.stream {
         return LaunchForm::default();
     }
     let chain_head = chain::chaining(opts, i.defer);
-    let c = &i.chans[COMPUTE];
+    let c = &i.chans[i.fast_ci()];
     LaunchForm {
         prefetch: opts.tuning.early_qmd_prefetch && !chain_head && c.submitted > c.seen,
         chain_head,
@@ -153,7 +191,7 @@ pub(super) fn launched<B: Backend>(
     head: Option<Head>,
     call: &CallInputs<'_>,
 ) {
-    if i.cur != 0 {
+    if i.cur != i.fast.stream {
         return;
     }
     if let Some(h) = head {
@@ -171,7 +209,7 @@ pub(super) fn before_wait<B: Backend>(
     info: &DeviceInfo,
     opts: &DeviceOptions,
 ) -> Result<(), DeviceError> {
-    if i.cur != 0 {
+    if i.cur != i.fast.stream {
         return Ok(());
     }
     i.write_ahead(info, opts)
@@ -204,4 +242,5 @@ pub(super) fn stats<B: Backend>(i: &Inner<B>, s: &mut DeviceStats) {
     s.shared_banks = f.chain.shared_banks;
     s.flusher_published = f.auto.flusher_published;
     s.written_ahead_now = f.ahead.is_written();
+    s.fast_stream_moves = f.moves;
 }
