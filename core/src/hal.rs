@@ -203,6 +203,15 @@ pub trait DmaBuffer {
         Ok(())
     }
 
+    /// The CPU address of byte 0, where the buffer is plain memory of this address space
+    /// that stays put for its lifetime (`None`: reach it through [`DmaBuffer::read`] and
+    /// [`DmaBuffer::write`] only). Lets a host library hand the memory to a program as its own
+    /// (CUDA's pinned host memory). Never turn it into a Rust reference while the device may
+    /// access the memory.
+    fn cpu_ptr(&self) -> Option<core::ptr::NonNull<u8>> {
+        None
+    }
+
     /// Reads a little-endian `u32`.
     fn read_u32(&self, offset: usize) -> Result<u32, HalError> {
         let mut b = [0u8; 4];

@@ -2,6 +2,7 @@
 
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use nvbare_core::device::{Location, RawBuffer};
@@ -171,6 +172,22 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     /// Where it lives.
     pub fn location(&self) -> Location {
         self.mem.raw.location()
+    }
+
+    /// For a buffer from [`Gpu::alloc_host`](crate::Gpu::alloc_host): where this process's
+    /// CPU reaches the same memory the GPU does, so a program can read and write it in place
+    /// and copies from and to it run on the GPU without staging (CUDA's pinned memory).
+    /// `None` for video memory and behind `remote:` (the host memory is the server's).
+    ///
+    /// The GPU reads or writes the memory whenever queued work uses it: touch it through
+    /// this pointer only when no such work is queued, and never keep a reference made from it.
+    pub fn host_ptr(&self) -> Result<Option<NonNull<T>>> {
+        Ok(self
+            .mem
+            .gpu
+            .lock()?
+            .cpu_ptr(&self.mem.raw)?
+            .map(NonNull::cast))
     }
 
     /// Elements `range` as a view. A range past the end is an error.

@@ -6,6 +6,7 @@ use nvbare_core::device::{
     RawBuffer, RawModule,
 };
 use nvbare_gsp_firmware::program::LoadCubin;
+use std::ptr::NonNull;
 
 use crate::{Error, Result};
 
@@ -15,6 +16,8 @@ pub(crate) trait Dev: Send {
     fn id(&self) -> u32;
     fn alloc(&self, bytes: u64, location: Location, zero: bool) -> Result<RawBuffer>;
     fn free(&self, b: RawBuffer);
+    /// Where the CPU reaches host-memory buffer `b` directly, if it can.
+    fn cpu_ptr(&self, b: &RawBuffer) -> Result<Option<NonNull<u8>>>;
     fn htod(&self, dst: &RawBuffer, offset: u64, src: &[u8]) -> Result<()>;
     fn dtoh(&self, src: &RawBuffer, offset: u64, dst: &mut [u8]) -> Result<()>;
     fn dtod(
@@ -115,6 +118,10 @@ where
 
     fn free(&self, b: RawBuffer) {
         self.dev.free_raw_buffer(b);
+    }
+
+    fn cpu_ptr(&self, b: &RawBuffer) -> Result<Option<NonNull<u8>>> {
+        Ok(self.dev.cpu_ptr(b)?)
     }
 
     fn htod(&self, dst: &RawBuffer, offset: u64, src: &[u8]) -> Result<()> {

@@ -268,9 +268,21 @@ fn a_va_window_places_the_device_memory_and_a_kernel_driver_window_outside_is_re
         );
     }
     assert_eq!(s.dtoh_copy(&bufs[2]).unwrap(), data);
+    // Host memory is this process's own (page-aligned); video memory has no CPU pointer.
+    let p = host
+        .host_ptr()
+        .unwrap()
+        .expect("the simulator's host memory is the process's");
+    assert_eq!(p.as_ptr() as usize % 4096, 0);
+    assert!(bufs[0].host_ptr().unwrap().is_none());
     drop(bufs);
-    drop(host);
     gpu.close().unwrap();
+    assert!(
+        matches!(host.host_ptr(), Err(Error::Closed(_))),
+        "{:?}",
+        host.host_ptr()
+    );
+    drop(host);
 
     // The kernel-driver adapter checks the window before it opens anything, so this needs no
     // GPU: below its range is where RM and the CPU put things.

@@ -127,6 +127,13 @@ pub trait GpuMemory {
     fn phys(&self) -> Option<PhysRange> {
         None
     }
+    /// Where the CPU reaches host memory directly: plain memory of this process, mapped for
+    /// the allocation's lifetime (`None` for video memory, and where host memory lives
+    /// elsewhere, as behind `remote:`). A host library hands it to a program as that
+    /// program's own pinned memory; the device layer itself never uses it.
+    fn cpu_ptr(&self) -> Option<core::ptr::NonNull<u8>> {
+        None
+    }
     /// Copies `dst.len()` bytes at `offset` out (fails if the memory has no CPU mapping).
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), HalError>;
     /// Copies `src` in at `offset`.

@@ -4,6 +4,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 use core::marker::PhantomData;
+use core::ptr::NonNull;
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -185,6 +186,34 @@ impl<B: Backend> Device<B> {
             _t: PhantomData,
         });
         Ok(f(&mut b))
+    }
+
+    /// Where the CPU reaches the host-memory buffer `raw` directly
+    /// ([`GpuMemory::cpu_ptr`](super::GpuMemory::cpu_ptr)): `None` for video memory and where
+    /// the backend's host memory is not this process's own (`remote:`). Never turn it into a
+    /// reference while GPU work that reads or writes the buffer may be queued.
+    pub fn cpu_ptr(&self, raw: &RawBuffer) -> Result<Option<NonNull<u8>>, DeviceError> {
+        use super::GpuMemory;
+        if raw.device != self.id() {
+            return Err(DeviceError::ForeignObject("buffer"));
+        }
+        if raw.location != Location::Host {
+            return Ok(None);
+        }
+        let inner = self.inner()?;
+        let mem = inner.slot_mem(raw.slot, raw.generation)?;
+        let Some(base) = mem.cpu_ptr() else {
+            return Ok(None);
+        };
+        let offset = raw
+            .va
+            .checked_sub(mem.gpu_va())
+            .filter(|&o| {
+                o.checked_add(raw.bytes)
+                    .is_some_and(|end| end <= mem.size())
+            })
+            .and_then(|o| usize::try_from(o).ok());
+        Ok(offset.and_then(|o| NonNull::new(base.as_ptr().wrapping_add(o))))
     }
 
     /// Frees memory given up by [`DeviceBuffer::into_raw`] (after the GPU has finished with

@@ -52,6 +52,9 @@ impl<T: DmaBuffer + ?Sized> DmaBuffer for &T {
     fn dev_addr(&self) -> u64 {
         (**self).dev_addr()
     }
+    fn cpu_ptr(&self) -> Option<core::ptr::NonNull<u8>> {
+        (**self).cpu_ptr()
+    }
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HalError> {
         (**self).read(offset, dst)
     }

@@ -713,6 +713,10 @@ impl DmaBuffer for PoolBuffer {
         self.dev
     }
 
+    fn cpu_ptr(&self) -> Option<NonNull<u8>> {
+        Some(self.ptr)
+    }
+
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HalError> {
         check_range(offset as u64, dst.len() as u64, self.len as u64)?;
         // SAFETY: the range was checked to lie inside this live buffer.

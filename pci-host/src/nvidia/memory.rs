@@ -374,6 +374,12 @@ impl CpuMapping {
         self.ptr.as_ptr() as u64
     }
 
+    /// The CPU pointer to byte 0 (never turn it into a reference: the GPU may write the
+    /// memory at any time).
+    pub fn as_ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
     /// The RM memory object mapped.
     pub fn memory(&self) -> Handle {
         self.memory
@@ -509,6 +515,12 @@ impl HostMemory {
     /// CPU address of byte 0.
     pub fn cpu_addr(&self) -> u64 {
         self.ptr.as_ptr() as u64
+    }
+
+    /// The CPU pointer to byte 0 (never turn it into a reference: the GPU may write the
+    /// memory at any time).
+    pub fn as_ptr(&self) -> NonNull<u8> {
+        self.ptr
     }
 
     /// Copies out of the buffer.

@@ -20,7 +20,7 @@ use nvbare_core::device::{
     Backend, BackendError, GpuMemory, Location, MemoryRequest, PeerMapping, PeerPathInfo, Purpose,
     RmObjects, VaWindow,
 };
-use nvbare_core::hal::{HalError, Mmio};
+use nvbare_core::hal::{DmaBuffer, HalError, Mmio};
 use nvbare_core::regs::usermode::USERMODE_BLOCK_SIZE;
 use nvbare_core::rm::alloc::{
     NV_MEMORY_ALLOCATION_PARAMS, NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS,
@@ -157,6 +157,13 @@ impl GpuMemory for SimMemory {
     }
     fn rm_handle(&self) -> Option<Handle> {
         Some(self.handle)
+    }
+    fn cpu_ptr(&self) -> Option<std::ptr::NonNull<u8>> {
+        // Write-combined memory keeps CPU stores in the model's buffers: not plain memory.
+        match (&self.cpu, &self.wc, self.location) {
+            (Some(CpuMapping::Host(b)), None, Location::Host) => b.cpu_ptr(),
+            _ => None,
+        }
     }
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), HalError> {
         match &self.cpu {

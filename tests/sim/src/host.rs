@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use nvbare_core::hal::{DmaAllocator, DmaBuffer, HalError, check_range};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::vram::Vram;
 
@@ -35,8 +36,15 @@ pub struct DmaFault {
 
 #[derive(Debug)]
 struct Region {
-    data: Mutex<Box<[u8]>>,
+    /// Whole pages, page-aligned in this process as a host's DMA memory is (programs are
+    /// handed it as their own: [`DmaBuffer::cpu_ptr`]).
+    data: Mutex<Box<[Page]>>,
 }
+
+/// One page of a region.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C, align(4096))]
+struct Page([u8; PAGE]);
 
 /// A GPU's BAR1 as other PCIe agents reach it.
 #[derive(Debug)]
@@ -134,7 +142,12 @@ impl HostMemory {
         let map = self.lock();
         let fault = DmaFault { addr, len };
         let (&base, region) = map.regions.range(..=addr).next_back().ok_or(fault)?;
-        let size = region.data.lock().unwrap_or_else(|e| e.into_inner()).len() as u64;
+        let size = region
+            .data
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_bytes()
+            .len() as u64;
         let end = addr.checked_add(len).ok_or(fault)?;
         if end > base + size {
             return Err(fault);
@@ -153,7 +166,7 @@ impl HostMemory {
         let (base, r) = self.find(addr, dst.len() as u64)?;
         let data = r.data.lock().unwrap_or_else(|e| e.into_inner());
         let off = (addr - base) as usize;
-        dst.copy_from_slice(&data[off..off + dst.len()]);
+        dst.copy_from_slice(&data.as_bytes()[off..off + dst.len()]);
         Ok(())
     }
 
@@ -168,7 +181,7 @@ impl HostMemory {
         let (base, r) = self.find(addr, src.len() as u64)?;
         let mut data = r.data.lock().unwrap_or_else(|e| e.into_inner());
         let off = (addr - base) as usize;
-        data[off..off + src.len()].copy_from_slice(src);
+        data.as_mut_bytes()[off..off + src.len()].copy_from_slice(src);
         Ok(())
     }
 
@@ -196,7 +209,7 @@ impl HostMemory {
         map.next = end;
         map.allocated += size as u64;
         let region = Arc::new(Region {
-            data: Mutex::new(vec![0u8; size].into_boxed_slice()),
+            data: Mutex::new(vec![Page([0; PAGE]); size / PAGE].into_boxed_slice()),
         });
         map.regions.insert(addr, region.clone());
         Ok(SimDmaBuffer {
@@ -254,17 +267,26 @@ impl DmaBuffer for SimDmaBuffer {
         self.addr
     }
 
+    /// The region's bytes stay where they are for its lifetime (a boxed slice, never
+    /// replaced). A CPU access through this pointer bypasses the region's lock as a CPU's
+    /// loads and stores bypass the GPU: a program that touches the memory while queued GPU
+    /// work reads or writes it races, as it would on hardware.
+    fn cpu_ptr(&self) -> Option<std::ptr::NonNull<u8>> {
+        let mut data = self.region.data.lock().unwrap_or_else(|e| e.into_inner());
+        std::ptr::NonNull::new(data.as_mut_bytes().as_mut_ptr())
+    }
+
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HalError> {
         check_range(offset as u64, dst.len() as u64, self.len as u64)?;
         let data = self.region.data.lock().unwrap_or_else(|e| e.into_inner());
-        dst.copy_from_slice(&data[offset..offset + dst.len()]);
+        dst.copy_from_slice(&data.as_bytes()[offset..offset + dst.len()]);
         Ok(())
     }
 
     fn write(&self, offset: usize, src: &[u8]) -> Result<(), HalError> {
         check_range(offset as u64, src.len() as u64, self.len as u64)?;
         let mut data = self.region.data.lock().unwrap_or_else(|e| e.into_inner());
-        data[offset..offset + src.len()].copy_from_slice(src);
+        data.as_mut_bytes()[offset..offset + src.len()].copy_from_slice(src);
         Ok(())
     }
 }

@@ -202,7 +202,7 @@ pub const CU_EVENT_DISABLE_TIMING: c_uint = 0x2;
 pub const CU_EVENT_INTERPROCESS: c_uint = 0x4;
 /// `CU_MEMHOSTALLOC_PORTABLE`.
 pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x1;
-/// `CU_MEMHOSTALLOC_DEVICEMAP`: the GPU would need to reach it (not supported).
+/// `CU_MEMHOSTALLOC_DEVICEMAP`: kernels reach it at cuMemHostGetDevicePointer_v2's address.
 pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 0x2;
 /// `CU_MEMHOSTALLOC_WRITECOMBINED`.
 pub const CU_MEMHOSTALLOC_WRITECOMBINED: c_uint = 0x4;

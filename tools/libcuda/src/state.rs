@@ -252,12 +252,20 @@ pub struct Alloc {
     pub buf: DeviceBuffer<u8>,
 }
 
-/// Pinned host memory (`cuMemHostAlloc`): plain page-aligned host memory, which copies take
-/// like any host pointer.
+/// Host memory from `cuMemHostAlloc`.
 #[derive(Debug)]
-pub struct HostAlloc {
-    /// The pages (never touched by us while the caller owns them).
-    pub _pages: Vec<Page>,
+pub enum HostAlloc {
+    /// A host-memory buffer of the context's device that this process reaches directly
+    /// ([`nvbare::DeviceBuffer::host_ptr`]): copies between it and that device's memory run on
+    /// the GPU, without staging, as NVIDIA's pinned memory does.
+    Pinned(Arc<Alloc>),
+    /// Plain page-aligned memory, where the device's host memory is not this process's
+    /// (`remote:`) or could not be had: copies stage it like any host pointer. The pages are
+    /// never touched by us while the caller owns them.
+    Pages {
+        /// The memory, kept until cuMemFreeHost.
+        _pages: Vec<Page>,
+    },
 }
 
 /// One page of host memory, for the alignment `cuMemHostAlloc` promises.
@@ -285,7 +293,7 @@ pub struct Objects {
     /// (cuModuleGetGlobal_v2; copies and memsets find them as they find allocations).
     pub globals: BTreeMap<u64, (usize, Arc<Alloc>)>,
     /// Host allocations by address.
-    pub host: HashMap<usize, HostAlloc>,
+    pub host: BTreeMap<usize, HostAlloc>,
     /// Graphs.
     pub graphs: HashMap<usize, Arc<crate::api::GraphObj>>,
     /// Instantiated graphs.
@@ -469,6 +477,23 @@ impl DevRange {
     pub fn slice(&self) -> CuResult<DeviceSlice<u8>> {
         Ok(self.alloc.buf.slice(self.offset..self.offset + self.len)?)
     }
+}
+
+/// The pinned host memory (`cuMemHostAlloc` on a device that gave a CPU pointer) holding
+/// `[ptr, ptr + len)`, as a range of its device buffer; `None` for any other host memory.
+pub fn pinned(ptr: usize, len: usize) -> Option<DevRange> {
+    let o = objects();
+    let (&base, h) = o.host.range(..=ptr).next_back()?;
+    let HostAlloc::Pinned(a) = h else {
+        return None;
+    };
+    let offset = ptr - base;
+    let end = offset.checked_add(len)?;
+    (end <= a.buf.len()).then(|| DevRange {
+        alloc: a.clone(),
+        offset,
+        len,
+    })
 }
 
 /// The allocation holding `[ptr, ptr + len)`: an address inside one resolves to a slice of

@@ -227,6 +227,113 @@ fn memory_round_trips_and_memsets() {
     }
 }
 
+/// Pinned memory is the device's own host memory: copies to and from it at any offset, a
+/// kernel reading and writing it in place through its device pointer, and the bad input.
+#[test]
+fn pinned_host_memory() {
+    let _g = setup();
+    context();
+    let (_m, f) = add1();
+    let n = 1024usize;
+    let mut h: *mut c_void = null_mut();
+    let mut d: CUdeviceptr = 0;
+    // SAFETY: out-pointers to locals; `h` is used for the `4 * n` bytes allocated, and only
+    // while no GPU work that uses it is queued (after each synchronous call).
+    unsafe {
+        assert_eq!(
+            cuMemHostAlloc(&mut h, 4 * n, CU_MEMHOSTALLOC_DEVICEMAP),
+            CUDA_SUCCESS
+        );
+        assert_eq!(h as usize % 4096, 0);
+        let host = std::slice::from_raw_parts_mut(h.cast::<u32>(), n);
+        for (i, x) in host.iter_mut().enumerate() {
+            *x = i as u32;
+        }
+        assert_eq!(cuMemAlloc_v2(&mut d, 4 * n), CUDA_SUCCESS);
+        // Host to device from an offset inside the allocation, then back into another.
+        assert_eq!(
+            cuMemcpyHtoD_v2(d, h.cast::<u32>().add(8).cast(), 4 * 16),
+            CUDA_SUCCESS
+        );
+        assert_eq!(read_back(d, 16), (8..24).collect::<Vec<u32>>());
+        assert_eq!(
+            cuMemcpyDtoH_v2(h.cast::<u32>().add(100).cast(), d, 4 * 4),
+            CUDA_SUCCESS
+        );
+        assert_eq!(host[100..104], [8, 9, 10, 11]);
+        // Queued on a stream, then waited for.
+        let mut s = null_mut();
+        assert_eq!(cuStreamCreate(&mut s, 0), CUDA_SUCCESS);
+        assert_eq!(cuMemcpyHtoDAsync_v2(d, h, 4 * n, s), CUDA_SUCCESS);
+        assert_eq!(
+            cuMemcpyDtoHAsync_v2(h.cast::<u32>().add(n / 2).cast(), d, 4 * 4, s),
+            CUDA_SUCCESS
+        );
+        assert_eq!(cuStreamSynchronize(s), CUDA_SUCCESS);
+        assert_eq!(host[n / 2..n / 2 + 4], [0, 1, 2, 3]);
+        assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+        // A kernel works on the memory in place.
+        let mut dp: CUdeviceptr = 0;
+        assert_eq!(
+            cuMemHostGetDevicePointer_v2(&mut dp, h.cast::<u32>().add(4).cast(), 0),
+            CUDA_SUCCESS
+        );
+        let mut count = 8u32;
+        let mut params = [
+            (&mut dp as *mut u64).cast::<c_void>(),
+            (&mut count as *mut u32).cast(),
+        ];
+        let r = cuLaunchKernel(
+            f,
+            1,
+            1,
+            1,
+            32,
+            1,
+            1,
+            0,
+            null_mut(),
+            params.as_mut_ptr(),
+            null_mut(),
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+        assert_eq!(cuCtxSynchronize(), CUDA_SUCCESS);
+        assert_eq!(host[..14], [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 12, 13]);
+        // Bad input.
+        let mut local = 0u32;
+        let not_pinned = (&mut local as *mut u32).cast();
+        assert_eq!(
+            cuMemHostGetDevicePointer_v2(&mut dp, not_pinned, 0),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        assert_eq!(
+            cuMemHostGetDevicePointer_v2(&mut dp, h, 1),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        assert_eq!(
+            cuMemHostGetDevicePointer_v2(null_mut(), h, 0),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        let mut h2: *mut c_void = null_mut();
+        assert_eq!(cuMemHostAlloc(&mut h2, 64, 0x80), CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(cuMemHostAlloc(&mut h2, 0, 0), CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(cuMemHostAlloc(null_mut(), 64, 0), CUDA_ERROR_INVALID_VALUE);
+        // Up to the last byte.
+        assert_eq!(
+            cuMemcpyDtoH_v2(h.cast::<u32>().add(n - 2).cast(), d, 4 * 2),
+            CUDA_SUCCESS
+        );
+        assert_eq!(host[n - 2..], [0, 1]);
+        assert_eq!(cuMemFree_v2(d), CUDA_SUCCESS);
+        assert_eq!(cuMemFreeHost(h), CUDA_SUCCESS);
+        assert_eq!(cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(
+            cuMemHostGetDevicePointer_v2(&mut dp, h, 0),
+            CUDA_ERROR_INVALID_VALUE
+        );
+    }
+}
+
 #[test]
 fn add1_through_kernel_params_and_extra() {
     let _g = setup();

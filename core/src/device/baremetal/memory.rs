@@ -182,6 +182,12 @@ impl<B1: Mmio, B: DmaBuffer> GpuMemory for BareMemory<B1, B> {
     fn phys(&self) -> Option<PhysRange> {
         Some(self.phys)
     }
+    fn cpu_ptr(&self) -> Option<core::ptr::NonNull<u8>> {
+        match &self.cpu {
+            Cpu::Vram { .. } => None,
+            Cpu::Host(b) => b.cpu_ptr(),
+        }
+    }
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), HalError> {
         check_range(offset, dst.len() as u64, self.size)?;
         match &self.cpu {

@@ -41,6 +41,14 @@ impl HostBacking {
         }
     }
 
+    /// Where the CPU reaches the memory: our pages, or RM's CPU mapping of its system memory.
+    pub(super) fn cpu_ptr(&self) -> core::ptr::NonNull<u8> {
+        match self {
+            HostBacking::Pages(h) => h.as_ptr(),
+            HostBacking::Mapped(m) => m.as_ptr(),
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         match self {
             HostBacking::Pages(h) => h.len(),
@@ -86,6 +94,14 @@ impl GpuMemory for KernelMemory {
 
     fn rm_handle(&self) -> Option<Handle> {
         Some(self.handle)
+    }
+
+    fn cpu_ptr(&self) -> Option<core::ptr::NonNull<u8>> {
+        // Video memory's CPU mapping is BAR1, write-combined: not memory to hand out.
+        match (&self.host, self.location) {
+            (Some(h), Location::Host) => Some(h.cpu_ptr()),
+            _ => None,
+        }
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), HalError> {

@@ -204,6 +204,7 @@ fn run(w: &Work, s: &Stream) -> CuResult<()> {
                 *src,
                 s,
             )
+            .map(drop)
         }
         Work::Memcpy(Copy1d::DtoD { dst, src }, n) => dtod(*dst, *src, *n, s),
         Work::Memset {

@@ -41,20 +41,58 @@ fn free(ptr: CUdeviceptr) -> CuResult<()> {
     })
 }
 
+/// Pinned host memory of `device` at `[ptr, ptr + len)`, where a copy can run on the GPU.
+fn pinned_on(device: usize, ptr: *const u8, len: usize) -> Option<state::DevRange> {
+    state::pinned(ptr as usize, len).filter(|h| h.alloc.device == device)
+}
+
+/// Copies `src` to `dst` in stream order. From pinned memory of the same device the GPU reads
+/// it (queued: the caller keeps it unchanged until the stream gets there, as in CUDA); any
+/// other host memory is staged, and may be reused as soon as this returns.
 pub(crate) fn htod(dst: CUdeviceptr, src: &[u8], stream: &Stream) -> CuResult<()> {
     if src.is_empty() {
         return Ok(());
     }
     let d = state::resolve(dst, src.len())?;
+    if let Some(h) = pinned_on(d.alloc.device, src.as_ptr(), src.len()) {
+        return Ok(stream.dtod_copy(&h.slice()?, &d.slice()?)?);
+    }
     Ok(stream.htod_copy_into(src, &d.slice()?)?)
 }
 
-pub(crate) fn dtoh(dst: &mut [u8], src: CUdeviceptr, stream: &Stream) -> CuResult<()> {
+/// Copies `src` to `dst` in stream order. Into pinned memory of the same device the GPU writes
+/// it, queued (`Queued`: wait for the stream before reading `dst`, as in CUDA); any other host
+/// memory is staged, the copy complete when this returns.
+pub(crate) fn dtoh(dst: &mut [u8], src: CUdeviceptr, stream: &Stream) -> CuResult<Copied> {
     if dst.is_empty() {
-        return Ok(());
+        return Ok(Copied::Done);
     }
     let s = state::resolve(src, dst.len())?;
-    Ok(stream.dtoh_copy_into(&s.slice()?, dst)?)
+    if let Some(h) = pinned_on(s.alloc.device, dst.as_ptr(), dst.len()) {
+        stream.dtod_copy(&s.slice()?, &h.slice()?)?;
+        return Ok(Copied::Queued);
+    }
+    stream.dtoh_copy_into(&s.slice()?, dst)?;
+    Ok(Copied::Done)
+}
+
+/// Whether a copy to host memory has landed when its call returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Copied {
+    /// Complete.
+    Done,
+    /// Queued on the stream (into pinned memory).
+    Queued,
+}
+
+impl Copied {
+    /// For a synchronous copy: waits for a queued one.
+    fn wait(self, s: &Stream) -> CuResult<()> {
+        if self == Copied::Queued {
+            s.synchronize()?;
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: &Stream) -> CuResult<()> {
@@ -178,6 +216,34 @@ fn captured_memset(c: &Capturing, dst: CUdeviceptr, pattern: &[u8], count: usize
     })
 }
 
+/// A host-memory buffer of the context's device with a CPU pointer, for cuMemHostAlloc:
+/// `None` where the device gives none (the caller falls back to plain memory).
+fn pinned_alloc(
+    c: &state::Context,
+    bytes: usize,
+) -> CuResult<Option<(*mut c_void, std::sync::Arc<Alloc>)>> {
+    let buf = match c.gpu.alloc_host::<u8>(bytes) {
+        Ok(b) => b,
+        Err(nvbare::Error::Device(nvbare_core::device::DeviceError::Backend(e))) => {
+            // Registering the pages with the GPU failed (an RM limit, say): plain memory
+            // still works, through staging.
+            crate::log_once(&format!(
+                "cuMemHostAlloc: pinned memory unavailable ({e}); using plain memory"
+            ));
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(p) = buf.host_ptr()? else {
+        return Ok(None);
+    };
+    let a = std::sync::Arc::new(Alloc {
+        device: c.device,
+        buf,
+    });
+    Ok(Some((p.as_ptr().cast::<c_void>(), a)))
+}
+
 /// The current context's default stream, after a synchronous call's work is queued on it:
 /// waited for, so the copy is complete when the call returns.
 fn sync_default() -> CuResult<Stream> {
@@ -214,28 +280,62 @@ entry! {
         Ok(())
     }
 
-    /// Page-aligned host memory. `CU_MEMHOSTALLOC_DEVICEMAP` (the GPU reading it directly)
-    /// is not supported; copies take it like any host pointer.
+    /// Host memory of the current context's device that this process reaches directly, so
+    /// copies to and from it run on the GPU (NVIDIA's pinned memory); where the device gives
+    /// no CPU pointer (`remote:`), plain page-aligned memory, which copies stage.
+    /// `CU_MEMHOSTALLOC_DEVICEMAP` needs the former: its device pointer is
+    /// cuMemHostGetDevicePointer_v2's.
     fn cuMemHostAlloc(pp: *mut *mut c_void, bytesize: usize, flags: c_uint) {
-        state::current()?;
-        if flags & CU_MEMHOSTALLOC_DEVICEMAP != 0 {
-            return Err(err(CUDA_ERROR_NOT_SUPPORTED, "CU_MEMHOSTALLOC_DEVICEMAP"));
-        }
+        let (_, c) = state::current()?;
         if pp.is_null() {
             return Err(crate::error::null("pp"));
         }
         if bytesize == 0 {
             return Err(err(CUDA_ERROR_INVALID_VALUE, "bytesize is 0"));
         }
-        let pages = bytesize.div_ceil(size_of::<Page>());
-        let mut v: Vec<Page> = Vec::new();
-        v.try_reserve_exact(pages)
-            .map_err(|_| err(CUDA_ERROR_OUT_OF_MEMORY, format!("{bytesize} bytes of host memory")))?;
-        v.resize(pages, Page([0; 4096]));
-        let p = v.as_mut_ptr().cast::<c_void>();
-        state::objects().host.insert(p as usize, HostAlloc { _pages: v });
+        let known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+        if flags & !known != 0 {
+            return Err(err(CUDA_ERROR_INVALID_VALUE, format!("flags {flags:#x}")));
+        }
+        let (p, h) = match pinned_alloc(&c, bytesize)? {
+            Some((p, a)) => (p, HostAlloc::Pinned(a)),
+            None if flags & CU_MEMHOSTALLOC_DEVICEMAP != 0 => {
+                return Err(err(
+                    CUDA_ERROR_NOT_SUPPORTED,
+                    format!("CU_MEMHOSTALLOC_DEVICEMAP: the host memory of {} is not this process's", c.gpu.name()),
+                ));
+            }
+            None => {
+                let pages = bytesize.div_ceil(size_of::<Page>());
+                let mut v: Vec<Page> = Vec::new();
+                v.try_reserve_exact(pages).map_err(|_| {
+                    err(CUDA_ERROR_OUT_OF_MEMORY, format!("{bytesize} bytes of host memory"))
+                })?;
+                v.resize(pages, Page([0; 4096]));
+                (v.as_mut_ptr().cast::<c_void>(), HostAlloc::Pages { _pages: v })
+            }
+        };
+        state::objects().host.insert(p as usize, h);
         // SAFETY: the caller's out-pointer (checked non-null above).
         unsafe { put(pp, p, "pp") }
+    }
+
+    /// The GPU address of pinned memory from cuMemHostAlloc (any address inside it), for
+    /// kernels of its device to read and write it in place.
+    fn cuMemHostGetDevicePointer_v2(pdptr: *mut CUdeviceptr, p: *mut c_void, flags: c_uint) {
+        state::current()?;
+        if pdptr.is_null() {
+            return Err(crate::error::null("pdptr"));
+        }
+        if flags != 0 {
+            return Err(err(CUDA_ERROR_INVALID_VALUE, format!("flags {flags:#x} (must be 0)")));
+        }
+        let h = state::pinned(p as usize, 1).ok_or_else(|| {
+            err(CUDA_ERROR_INVALID_VALUE, format!("{p:?} is not in pinned memory from cuMemHostAlloc"))
+        })?;
+        let va = h.alloc.buf.gpu_va() + h.offset as u64;
+        // SAFETY: the caller's out-pointer (checked non-null above).
+        unsafe { put(pdptr, va, "pdptr") }
     }
 
     fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) {
@@ -246,12 +346,12 @@ entry! {
         }
     }
 
+    /// Pinned memory is freed after the GPU has finished with it.
     fn cuMemFreeHost(p: *mut c_void) {
         state::driver()?;
-        state::objects()
-            .host
-            .remove(&(p as usize))
-            .map(|_| ())
+        // Taken out first: freeing pinned memory may wait for the GPU.
+        let h = state::objects().host.remove(&(p as usize));
+        h.map(drop)
             .ok_or_else(|| err(CUDA_ERROR_INVALID_VALUE, format!("{p:?} is not from cuMemHostAlloc")))
     }
 
@@ -265,7 +365,7 @@ entry! {
     fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) {
         let s = sync_default()?;
         // SAFETY: the caller's destination buffer of `n` bytes.
-        dtoh(unsafe { host_mut(dst, n, "dstHost")? }, src, &s)
+        dtoh(unsafe { host_mut(dst, n, "dstHost")? }, src, &s)?.wait(&s)
     }
 
     fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) {
@@ -284,14 +384,15 @@ entry! {
         htod(dst, unsafe { host(src, n, "srcHost")? }, &s)
     }
 
-    /// Waits for the stream's earlier work and the copy (stronger than CUDA, never weaker).
+    /// Into pinned memory: queued, as in CUDA. Into any other host memory: waits for the
+    /// stream's earlier work and the copy (stronger than CUDA, never weaker).
     fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream) {
         if let Some(c) = capturing(stream)? {
             return captured_copy(&c, Copy1d::DtoH { dst: dst as usize, src }, n);
         }
         let s = state::stream_of(stream)?;
         // SAFETY: the caller's destination buffer of `n` bytes.
-        dtoh(unsafe { host_mut(dst, n, "dstHost")? }, src, &s)
+        dtoh(unsafe { host_mut(dst, n, "dstHost")? }, src, &s).map(drop)
     }
 
     fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream) {
@@ -394,7 +495,7 @@ unsafe fn unified(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: &Stream) -> C
         // SAFETY: `src` is host memory of `n` bytes by this function's contract.
         (true, false) => htod(dst, unsafe { host(sp, n, "src")? }, s),
         // SAFETY: `dst` is host memory of `n` bytes by this function's contract.
-        (false, true) => dtoh(unsafe { host_mut(dp, n, "dst")? }, src, s),
+        (false, true) => dtoh(unsafe { host_mut(dp, n, "dst")? }, src, s).map(drop),
         (false, false) => {
             // SAFETY: both are host memory of `n` bytes (this function's contract);
             // `ptr::copy` allows them to overlap.
