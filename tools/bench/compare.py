@@ -18,20 +18,23 @@ from benchjson import fmt, get, load, table as layout
 
 # (label, key path, unit, lower_is_better, target)
 # target: ("abs", limit) = nvbare <= limit (or >= for higher-is-better); ("cuda",) = at least
-# as good as CUDA; None = reported only.
+# as good as CUDA; ("ratio", f) = nvbare <= f x CUDA's same metric (>= for higher-is-better);
+# ("ref", key path, f) = nvbare <= f x CUDA's value at that key path (not counted when the
+# baseline lacks it); None = reported only. The bounds are issues 35 and 36's.
 METRICS = [
-    ("launch+sync median", ("launch_sync_us", "median"), "us", True, ("abs", 3.1)),
+    ("launch+sync median", ("launch_sync_us", "median"), "us", True, ("ratio", 0.35)),
     ("launch+sync p10", ("launch_sync_us", "p10"), "us", True, None),
     ("launch+sync p90", ("launch_sync_us", "p90"), "us", True, None),
     # nvbare only: add1 round trips, the same arguments, then arguments that change each time.
     ("  add1, same arguments", ("launch_sync_add1_us", "median"), "us", True, None),
     ("  add1, arguments change", ("launch_sync_changing_us", "median"), "us", True, None),
-    ("back-to-back", ("back_to_back_us_per_launch",), "us/launch", True, ("abs", 0.5)),
+    ("back-to-back", ("back_to_back_us_per_launch",), "us/launch", True,
+     ("ref", ("graph_us_per_kernel",), 1.05)),
     ("  of which CPU", ("submit_us_per_launch",), "us/launch", True, None),
-    # CUDA only, for reference: the same kernels through a CUDA graph (no target).
+    # CUDA only: the same kernels through a CUDA graph, back-to-back's reference.
     ("  CUDA graph", ("graph_us_per_kernel",), "us/kernel", True, None),
-    ("H2D 1 GiB pinned", ("h2d_gbps",), "GB/s", False, ("cuda",)),
-    ("D2H 1 GiB pinned", ("d2h_gbps",), "GB/s", False, ("cuda",)),
+    ("H2D 1 GiB pinned", ("h2d_gbps",), "GB/s", False, ("ratio", 0.98)),
+    ("D2H 1 GiB pinned", ("d2h_gbps",), "GB/s", False, ("ratio", 0.98)),
     ("D2D 1 GiB", ("d2d_gbps",), "GB/s", False, ("cuda",)),
     ("4-byte H2D", ("copy4_h2d_us",), "us", True, None),
     ("device open", ("open_s",), "s", True, ("abs", 0.05)),
@@ -45,11 +48,20 @@ def speedup(cuda, ours, lower_is_better):
     return cuda / ours if lower_is_better else ours / cuda
 
 
-def target_status(cuda, ours, lower_is_better, target):
+def target_status(cuda, ours, lower_is_better, target, ref=None):
     if target is None:
         return "", None
     if ours is None:
         return "not measured", False
+    if target[0] in ("ratio", "ref"):
+        base, factor = (cuda, target[1]) if target[0] == "ratio" else (ref, target[2])
+        what = "CUDA" if target[0] == "ratio" else "CUDA graph"
+        text = ("<= " if lower_is_better else ">= ") + f"{factor:g}x {what}"
+        if base is None:
+            return f"{text} (no {what} value)", None
+        limit = factor * base
+        ok = ours <= limit if lower_is_better else ours >= limit
+        return f"{text} ({limit:.3g}): {'met' if ok else 'MISSED'}", ok
     if target[0] == "abs":
         limit = target[1]
         ok = ours <= limit if lower_is_better else ours >= limit
@@ -67,7 +79,8 @@ def measure(metric, cuda, ours):
     _, path, _, lower, target = metric
     c, o = get(cuda, path), get(ours, path)
     s = speedup(c, o, lower)
-    status, ok = target_status(c, o, lower, target)
+    ref = get(cuda, target[1]) if target is not None and target[0] == "ref" else None
+    status, ok = target_status(c, o, lower, target, ref)
     return fmt(c), fmt(o), "-" if s is None else f"{s:.2f}x", status, ok
 
 
