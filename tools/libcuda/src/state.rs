@@ -215,6 +215,9 @@ pub struct EventObj {
     pub flags: u32,
     /// The last record, if any.
     pub rec: Mutex<Option<Recorded>>,
+    /// Where it was last recorded in a stream capture, if it was (a stream that waits for it
+    /// joins the capture: api/capture.rs).
+    pub capture: Mutex<Option<crate::api::CaptureMark>>,
 }
 
 /// A loaded module.

@@ -1001,3 +1001,164 @@ fn stream_capture_records_a_graph() {
         assert_eq!(cuMemFree_v2(p), CUDA_SUCCESS);
     }
 }
+
+/// Capture across streams: a stream that waits for an event recorded in a capture joins it,
+/// the origin joins it back, and the graph holds both streams' work; the errors of a fork not
+/// joined back, an end on the wrong stream, and waits across captures.
+#[test]
+fn stream_capture_across_streams() {
+    let _g = setup();
+    context();
+    let (_m, f) = add1();
+    let (mut a, mut b) = (alloc_with(&[1u32; 32]), alloc_with(&[0u32; 32]));
+    let mut n: u32 = 32;
+    let mut pa = [
+        (&mut a as *mut u64).cast::<c_void>(),
+        (&mut n as *mut u32).cast(),
+    ];
+    let mut pb = [
+        (&mut b as *mut u64).cast::<c_void>(),
+        (&mut n as *mut u32).cast(),
+    ];
+    let mut out = vec![0u32; 32];
+    let (mut s0, mut s1, mut s2) = (null_mut(), null_mut(), null_mut());
+    let (mut e1, mut e2, mut e3) = (null_mut(), null_mut(), null_mut());
+    let (mut g, mut x) = (null_mut(), null_mut());
+    let mut status: c_uint = 9;
+    let global = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    // SAFETY: handles from the driver; buffers and parameters that outlive the launches.
+    unsafe {
+        for s in [&mut s0, &mut s1, &mut s2] {
+            assert_eq!(cuStreamCreate(s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        }
+        for e in [&mut e1, &mut e2, &mut e3] {
+            assert_eq!(cuEventCreate(e, 0), CUDA_SUCCESS);
+        }
+        let launch = |s: CUstream, p: &mut [*mut c_void; 2]| {
+            cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, p.as_mut_ptr(), null_mut())
+        };
+        // Fork: s0 begins, s1 joins through e1; join: s0 waits for e2 after s1's work.
+        assert_eq!(cuStreamBeginCapture_v2(s0, global), CUDA_SUCCESS);
+        assert_eq!(launch(s0, &mut pa), CUDA_SUCCESS);
+        assert_eq!(cuEventRecord(e1, s0), CUDA_SUCCESS);
+        assert_eq!(cuStreamWaitEvent(s1, e1, 0), CUDA_SUCCESS);
+        assert_eq!(cuStreamIsCapturing(s1, &mut status), CUDA_SUCCESS);
+        assert_eq!(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+        assert_eq!(cuMemsetD32Async(b, 5, 32, s1), CUDA_SUCCESS);
+        assert_eq!(launch(s1, &mut pb), CUDA_SUCCESS);
+        assert_eq!(cuEventRecord(e2, s1), CUDA_SUCCESS);
+        assert_eq!(cuStreamWaitEvent(s0, e2, 0), CUDA_SUCCESS);
+        assert_eq!(
+            cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), b, 128, s0),
+            CUDA_SUCCESS
+        );
+        // Nothing ran.
+        assert_eq!(read_back(a, 1), [1]);
+        assert_eq!(cuStreamEndCapture(s0, &mut g), CUDA_SUCCESS);
+        assert!(!g.is_null());
+        for s in [s0, s1] {
+            assert_eq!(cuStreamIsCapturing(s, &mut status), CUDA_SUCCESS);
+            assert_eq!(status, CU_STREAM_CAPTURE_STATUS_NONE);
+        }
+        let mut count = 0usize;
+        assert_eq!(cuGraphGetNodes(g, null_mut(), &mut count), CUDA_SUCCESS);
+        assert_eq!(count, 4);
+        let mut ex = null_mut();
+        assert_eq!(cuGraphInstantiateWithFlags(&mut ex, g, 0), CUDA_SUCCESS);
+        assert_eq!(cuGraphLaunch(ex, s2), CUDA_SUCCESS);
+        assert_eq!(cuStreamSynchronize(s2), CUDA_SUCCESS);
+        assert_eq!(read_back(a, 32), vec![2u32; 32]);
+        assert_eq!(out, vec![6u32; 32]);
+        // After the capture the events are ordinary ones again.
+        assert_eq!(cuStreamWaitEvent(s1, e1, 0), CUDA_SUCCESS);
+        assert_eq!(cuStreamIsCapturing(s1, &mut status), CUDA_SUCCESS);
+        assert_eq!(status, CU_STREAM_CAPTURE_STATUS_NONE);
+
+        // A fork not joined back: the end fails, no graph, every stream out of the capture.
+        assert_eq!(cuStreamBeginCapture_v2(s0, global), CUDA_SUCCESS);
+        assert_eq!(cuEventRecord(e1, s0), CUDA_SUCCESS);
+        assert_eq!(cuStreamWaitEvent(s1, e1, 0), CUDA_SUCCESS);
+        assert_eq!(launch(s1, &mut pb), CUDA_SUCCESS);
+        assert_eq!(
+            cuStreamEndCapture(s0, &mut x),
+            CUDA_ERROR_STREAM_CAPTURE_UNJOINED
+        );
+        assert!(x.is_null());
+        assert_eq!(cuStreamIsCapturing(s1, &mut status), CUDA_SUCCESS);
+        assert_eq!(status, CU_STREAM_CAPTURE_STATUS_NONE);
+        // Joined back before its last work: still unjoined.
+        assert_eq!(cuStreamBeginCapture_v2(s0, global), CUDA_SUCCESS);
+        assert_eq!(cuEventRecord(e1, s0), CUDA_SUCCESS);
+        assert_eq!(cuStreamWaitEvent(s1, e1, 0), CUDA_SUCCESS);
+        assert_eq!(cuEventRecord(e2, s1), CUDA_SUCCESS);
+        assert_eq!(launch(s1, &mut pb), CUDA_SUCCESS);
+        assert_eq!(cuStreamWaitEvent(s0, e2, 0), CUDA_SUCCESS);
+        assert_eq!(
+            cuStreamEndCapture(s0, &mut x),
+            CUDA_ERROR_STREAM_CAPTURE_UNJOINED
+        );
+
+        // Ended on the joined stream: unmatched, and the capture is invalidated.
+        assert_eq!(cuStreamBeginCapture_v2(s0, global), CUDA_SUCCESS);
+        assert_eq!(cuEventRecord(e1, s0), CUDA_SUCCESS);
+        assert_eq!(cuStreamWaitEvent(s1, e1, 0), CUDA_SUCCESS);
+        assert_eq!(
+            cuStreamEndCapture(s1, &mut x),
+            CUDA_ERROR_STREAM_CAPTURE_UNMATCHED
+        );
+        assert_eq!(cuStreamIsCapturing(s0, &mut status), CUDA_SUCCESS);
+        assert_eq!(status, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+        assert_eq!(
+            cuStreamEndCapture(s0, &mut x),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+        );
+
+        // An event recorded outside the capture: isolation.
+        assert_eq!(cuEventRecord(e3, s2), CUDA_SUCCESS);
+        assert_eq!(cuStreamBeginCapture_v2(s0, global), CUDA_SUCCESS);
+        assert_eq!(
+            cuStreamWaitEvent(s0, e3, 0),
+            CUDA_ERROR_STREAM_CAPTURE_ISOLATION
+        );
+        assert_eq!(
+            cuStreamEndCapture(s0, &mut x),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+        );
+        // Another capture's event: a merge, refused.
+        assert_eq!(cuStreamBeginCapture_v2(s0, global), CUDA_SUCCESS);
+        assert_eq!(cuStreamBeginCapture_v2(s2, global), CUDA_SUCCESS);
+        assert_eq!(cuEventRecord(e1, s0), CUDA_SUCCESS);
+        assert_eq!(
+            cuStreamWaitEvent(s2, e1, 0),
+            CUDA_ERROR_STREAM_CAPTURE_MERGE
+        );
+        assert_eq!(
+            cuStreamEndCapture(s2, &mut x),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+        );
+        // The default stream cannot join one.
+        assert_eq!(
+            cuStreamWaitEvent(null_mut(), e1, 0),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+        );
+        assert_eq!(
+            cuStreamEndCapture(s0, &mut x),
+            CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+        );
+
+        // Everything works normally afterwards.
+        assert_eq!(launch(s0, &mut pa), CUDA_SUCCESS);
+        assert_eq!(cuStreamSynchronize(s0), CUDA_SUCCESS);
+        assert_eq!(read_back(a, 1), [3]);
+        assert_eq!(cuGraphExecDestroy(ex), CUDA_SUCCESS);
+        assert_eq!(cuGraphDestroy(g), CUDA_SUCCESS);
+        for s in [s0, s1, s2] {
+            assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+        }
+        for e in [e1, e2, e3] {
+            assert_eq!(cuEventDestroy_v2(e), CUDA_SUCCESS);
+        }
+        assert_eq!(cuMemFree_v2(a), CUDA_SUCCESS);
+        assert_eq!(cuMemFree_v2(b), CUDA_SUCCESS);
+    }
+}

@@ -6,7 +6,7 @@ use std::ffi::{c_int, c_uint};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::capture::capturing;
+use super::capture::{self, capturing};
 use super::{handle, id, put};
 use crate::abi::*;
 use crate::entry;
@@ -126,14 +126,30 @@ entry! {
         }
     }
 
-    /// Waits on the GPU for an event of the same device, on the CPU for another's.
+    /// Waits on the GPU for an event of the same device, on the CPU for another's. An event
+    /// recorded in a stream capture makes the stream join that capture (api/capture.rs).
     fn cuStreamWaitEvent(h: CUstream, ev: CUevent, flags: c_uint) {
         let _ = flags;
+        let e = event_of(ev)?;
+        let mark = e
+            .capture
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .filter(|m| m.live());
         if let Some(c) = capturing(h)? {
-            return Err(c.refuse(CUDA_ERROR_NOT_SUPPORTED, "cuStreamWaitEvent (capture across streams is not implemented)"));
+            return match mark {
+                Some(m) => c.wait(&m),
+                None => Err(c.refuse(
+                    CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+                    "cuStreamWaitEvent on an event recorded outside the capture",
+                )),
+            };
+        }
+        if let Some(m) = mark {
+            return capture::join(h, &m);
         }
         let s = state::stream_of(h)?;
-        let e = event_of(ev)?;
         let rec = e.rec.lock().unwrap_or_else(|p| p.into_inner());
         match rec.as_ref() {
             Some(r) => Ok(s.wait_event(&r.ev)?),
@@ -151,19 +167,27 @@ entry! {
         }
         let mut o = state::objects();
         let h = o.handle();
-        o.events.insert(h, Arc::new(EventObj { flags, rec: Mutex::new(None) }));
+        o.events.insert(
+            h,
+            Arc::new(EventObj { flags, rec: Mutex::new(None), capture: Mutex::new(None) }),
+        );
         drop(o);
         // SAFETY: the caller's out-pointer (checked non-null above).
         unsafe { put(ph, handle(h), "phEvent") }
     }
 
+    /// On a capturing stream: marks the capture's point there (no record), for other streams
+    /// to join the capture.
     fn cuEventRecord(ev: CUevent, h: CUstream) {
         let e = event_of(ev)?;
         if let Some(c) = capturing(h)? {
-            return Err(c.refuse(CUDA_ERROR_NOT_SUPPORTED, "cuEventRecord (capture across streams is not implemented)"));
+            let m = c.mark()?;
+            *e.capture.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
+            return Ok(());
         }
         let s = state::stream_of(h)?;
         let recorded = s.record_event()?;
+        *e.capture.lock().unwrap_or_else(|p| p.into_inner()) = None;
         *e.rec.lock().unwrap_or_else(|p| p.into_inner()) = Some(Recorded {
             ev: recorded,
             at: Instant::now(),
