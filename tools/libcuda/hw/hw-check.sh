@@ -5,13 +5,16 @@
 #   2. the entry points we export that NVIDIA's libcuda.so.1 does not (misnamed ones);
 #   3. tests/c/driver_api_check.c with NVIDIA's library, then with ours on NVBARE_DEVICE=nvidia:0,
 #      each also loading add1 from PTX (ours: through nvJitLink, found by the default search)
-#      and from nvcc-built fatbins.
+#      and from nvcc-built fatbins;
+#   4. tests/c/capture_check.c (capture across streams) with both libraries, and the steps
+#      whose answers differ.
 # Usage: tools/libcuda/hw/hw-check.sh PATH/TO/libcuda.so [OUTDIR]
 set -u
 # Where the inputs are (a bundle elsewhere may set these).
 ABI_RS=${ABI_RS:-tools/libcuda/src/abi.rs}
 GEN=${GEN:-tools/libcuda/hw/gen_abi_check.py}
 CHECK_C=${CHECK_C:-tools/libcuda/tests/c/driver_api_check.c}
+CAPTURE_C=${CAPTURE_C:-tools/libcuda/tests/c/capture_check.c}
 PTX=${PTX:-tests/fixtures/cubins/src/kernels.ptx}
 CUBIN=${CUBIN:-tests/fixtures/cubins/kernels_sm90_cuda13.cubin}
 SO=$(realpath "$1")
@@ -58,3 +61,19 @@ for img in "$W/kernels.ptx" "$W/sm90_ptx.fatbin" "$W/ptx_only.fatbin" "$W/sm90_n
 done
 log "nvJitLink libraries on this machine"
 find / -xdev -name 'libnvJitLink.so*' 2>/dev/null | head -5 | tee -a "$OUTDIR/summary.txt"
+
+log "capture across streams: NVIDIA's library against ours"
+gcc -std=c11 -Wall -o "$W/cc" "$CAPTURE_C" -L"$W" -lcuda
+"$W/cc" "$CUBIN" >"$OUTDIR/capture.nvidia.txt" 2>&1
+echo "nvidia rc=$?" | tee -a "$OUTDIR/summary.txt"
+LD_LIBRARY_PATH="$W" NVBARE_DEVICE=nvidia:0 timeout 120 "$W/cc" "$CUBIN" >"$OUTDIR/capture.nvbare.txt" 2>&1
+echo "nvbare rc=$?" | tee -a "$OUTDIR/summary.txt"
+# Only the answers: the "differs" lines say what each library's run expected.
+grep -v '^  differs' "$OUTDIR/capture.nvidia.txt" | grep -v '^capture_check' >"$W/cap.nv"
+grep -v '^  differs' "$OUTDIR/capture.nvbare.txt" | grep -v '^capture_check' >"$W/cap.ours"
+if diff "$W/cap.nv" "$W/cap.ours" >"$OUTDIR/capture.diff"; then
+    echo "capture: every step answers as NVIDIA's library does" | tee -a "$OUTDIR/summary.txt"
+else
+    echo "capture: steps that differ (< NVIDIA's, > ours):" | tee -a "$OUTDIR/summary.txt"
+    head -40 "$OUTDIR/capture.diff" | tee -a "$OUTDIR/summary.txt"
+fi
