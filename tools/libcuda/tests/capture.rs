@@ -8,7 +8,7 @@ use cuda::abi::*;
 use cuda::*;
 
 mod common;
-use common::{add1, alloc_with, context, read_back, setup};
+use common::{StreamsAndEvents, add1, alloc_with, context, read_back, setup};
 
 #[test]
 fn stream_capture_records_a_graph() {
@@ -180,19 +180,13 @@ fn stream_capture_across_streams() {
         (&mut n as *mut u32).cast(),
     ];
     let mut out = vec![0u32; 32];
-    let (mut s0, mut s1, mut s2) = (null_mut(), null_mut(), null_mut());
-    let (mut e1, mut e2, mut e3) = (null_mut(), null_mut(), null_mut());
+    let se = StreamsAndEvents::new();
+    let ([s0, s1, s2], [e1, e2, _]) = (se.s, se.e);
     let mut g = null_mut();
     let mut status: c_uint = 9;
     let global = CU_STREAM_CAPTURE_MODE_GLOBAL;
     // SAFETY: handles from the driver; buffers and parameters that outlive the launches.
     unsafe {
-        for s in [&mut s0, &mut s1, &mut s2] {
-            assert_eq!(cuStreamCreate(s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-        }
-        for e in [&mut e1, &mut e2, &mut e3] {
-            assert_eq!(cuEventCreate(e, 0), CUDA_SUCCESS);
-        }
         let launch = |s: CUstream, p: &mut [*mut c_void; 2]| {
             cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, p.as_mut_ptr(), null_mut())
         };
@@ -235,12 +229,6 @@ fn stream_capture_across_streams() {
 
         assert_eq!(cuGraphExecDestroy(ex), CUDA_SUCCESS);
         assert_eq!(cuGraphDestroy(g), CUDA_SUCCESS);
-        for s in [s0, s1, s2] {
-            assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
-        }
-        for e in [e1, e2, e3] {
-            assert_eq!(cuEventDestroy_v2(e), CUDA_SUCCESS);
-        }
         assert_eq!(cuMemFree_v2(a), CUDA_SUCCESS);
         assert_eq!(cuMemFree_v2(b), CUDA_SUCCESS);
     }
@@ -260,19 +248,13 @@ fn capture_across_streams_refuses_what_cuda_refuses() {
         (&mut b as *mut u64).cast::<c_void>(),
         (&mut n as *mut u32).cast(),
     ];
-    let (mut s0, mut s1, mut s2) = (null_mut(), null_mut(), null_mut());
-    let (mut e1, mut e2, mut e3) = (null_mut(), null_mut(), null_mut());
+    let se = StreamsAndEvents::new();
+    let ([s0, s1, s2], [e1, e2, e3]) = (se.s, se.e);
     let mut x = null_mut();
     let mut status: c_uint = 9;
     let global = CU_STREAM_CAPTURE_MODE_GLOBAL;
     // SAFETY: handles from the driver; the buffer and parameters outlive the launches.
     unsafe {
-        for s in [&mut s0, &mut s1, &mut s2] {
-            assert_eq!(cuStreamCreate(s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-        }
-        for e in [&mut e1, &mut e2, &mut e3] {
-            assert_eq!(cuEventCreate(e, 0), CUDA_SUCCESS);
-        }
         let launch = |s: CUstream, p: &mut [*mut c_void; 2]| {
             cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, p.as_mut_ptr(), null_mut())
         };
@@ -352,12 +334,6 @@ fn capture_across_streams_refuses_what_cuda_refuses() {
         assert_eq!(launch(s1, &mut pb), CUDA_SUCCESS);
         assert_eq!(cuStreamSynchronize(s1), CUDA_SUCCESS);
         assert_eq!(read_back(b, 1), [1]);
-        for s in [s0, s1, s2] {
-            assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
-        }
-        for e in [e1, e2, e3] {
-            assert_eq!(cuEventDestroy_v2(e), CUDA_SUCCESS);
-        }
         assert_eq!(cuMemFree_v2(b), CUDA_SUCCESS);
     }
 }

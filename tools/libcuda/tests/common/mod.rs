@@ -83,3 +83,45 @@ pub fn read_back(p: CUdeviceptr, n: usize) -> Vec<u32> {
     assert_eq!(r, CUDA_SUCCESS);
     out
 }
+
+/// Three non-blocking streams and three events, destroyed (and checked) on drop.
+pub struct StreamsAndEvents {
+    pub s: [CUstream; 3],
+    pub e: [CUevent; 3],
+}
+
+impl StreamsAndEvents {
+    pub fn new() -> Self {
+        let mut x = StreamsAndEvents {
+            s: [null_mut(); 3],
+            e: [null_mut(); 3],
+        };
+        // SAFETY: out-pointers into `x`.
+        unsafe {
+            for s in &mut x.s {
+                assert_eq!(cuStreamCreate(s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+            }
+            for e in &mut x.e {
+                assert_eq!(cuEventCreate(e, 0), CUDA_SUCCESS);
+            }
+        }
+        x
+    }
+}
+
+impl Drop for StreamsAndEvents {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        // SAFETY: handles from the driver, destroyed once.
+        unsafe {
+            for s in self.s {
+                assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+            }
+            for e in self.e {
+                assert_eq!(cuEventDestroy_v2(e), CUDA_SUCCESS);
+            }
+        }
+    }
+}
