@@ -320,10 +320,13 @@ fn capture_across_streams_refuses_what_cuda_refuses() {
             cuStreamEndCapture(s2, &mut x),
             CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
         );
+        // The merge invalidated the event's capture too (as NVIDIA's library does).
+        assert_eq!(cuStreamIsCapturing(s0, &mut status), CUDA_SUCCESS);
+        assert_eq!(status, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
         // The default stream cannot join one.
         assert_eq!(
             cuStreamWaitEvent(null_mut(), e1, 0),
-            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+            CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
         );
         assert_eq!(
             cuStreamEndCapture(s0, &mut x),

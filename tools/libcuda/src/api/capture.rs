@@ -9,8 +9,10 @@
 //! on the origin then gives the graph and ends the capture on every stream in it. A stream not
 //! joined back makes the end `CUDA_ERROR_STREAM_CAPTURE_UNJOINED`, ending a joined stream
 //! instead of the origin `CUDA_ERROR_STREAM_CAPTURE_UNMATCHED`, waiting for another capture's
-//! event `CUDA_ERROR_STREAM_CAPTURE_MERGE`, for an event recorded outside any capture
-//! `CUDA_ERROR_STREAM_CAPTURE_ISOLATION`. A graph here is its nodes in the order they were
+//! event `CUDA_ERROR_STREAM_CAPTURE_MERGE` (both captures are invalidated), for an event
+//! recorded outside any capture `CUDA_ERROR_STREAM_CAPTURE_ISOLATION`, the legacy default
+//! stream waiting for a capture's event `CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`. These answers
+//! are NVIDIA's library's (`tests/c/capture_check.c` run with both, docs/libcuda.md). A graph here is its nodes in the order they were
 //! added, which respects every such dependency (a node is added after what it waits for), so
 //! branches of a fork are serialised when the graph runs.
 //!
@@ -186,6 +188,8 @@ impl Capturing {
     /// on the origin, a point at the end of a joined stream's work joins that stream back.
     pub(crate) fn wait(&self, mark: &CaptureMark) -> CuResult<()> {
         if !Arc::ptr_eq(&self.session, &mark.session) {
+            // NVIDIA's library invalidates the capture the event belongs to as well.
+            mark.session.state().invalid = true;
             return Err(self.refuse(
                 CUDA_ERROR_STREAM_CAPTURE_MERGE,
                 "cuStreamWaitEvent on an event of another capture",
@@ -216,8 +220,9 @@ pub(crate) fn join(h: CUstream, mark: &CaptureMark) -> CuResult<()> {
     if is_default(h) {
         mark.session.state().invalid = true;
         return Err(err(
-            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-            "the default stream cannot join a capture (the capture is now invalidated)",
+            CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+            "a default stream cannot join a capture (the capture is now invalidated); wait on a \
+             stream created by cuStreamCreate",
         ));
     }
     let s = state::get(|o| &o.streams, id(h), "stream")?;
