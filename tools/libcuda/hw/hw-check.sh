@@ -10,7 +10,8 @@
 #      whose answers differ.
 # Usage: tools/libcuda/hw/hw-check.sh PATH/TO/libcuda.so [OUTDIR]
 set -u
-# Where the inputs are (a bundle elsewhere may set these).
+# Where the inputs are (a bundle elsewhere may set these; the C checks include driver_api.h
+# from beside them).
 ABI_RS=${ABI_RS:-tools/libcuda/src/abi.rs}
 GEN=${GEN:-tools/libcuda/hw/gen_abi_check.py}
 CHECK_C=${CHECK_C:-tools/libcuda/tests/c/driver_api_check.c}

@@ -12,9 +12,10 @@
 //! event `CUDA_ERROR_STREAM_CAPTURE_MERGE` (both captures are invalidated), for an event
 //! recorded outside any capture `CUDA_ERROR_STREAM_CAPTURE_ISOLATION`, the legacy default
 //! stream waiting for a capture's event `CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`. These answers
-//! are NVIDIA's library's (`tests/c/capture_check.c` run with both, docs/libcuda.md). A graph here is its nodes in the order they were
-//! added, which respects every such dependency (a node is added after what it waits for), so
-//! branches of a fork are serialised when the graph runs.
+//! are NVIDIA's library's (`tests/c/capture_check.c` run with both, docs/libcuda.md). A graph
+//! here is its nodes in the order they were added, which respects every such dependency (a
+//! node is added after what it waits for), so branches of a fork are serialised when the
+//! graph runs.
 //!
 //! As in CUDA, an error during capture invalidates the whole capture: cuStreamEndCapture then
 //! answers `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`. A wait on a capturing stream

@@ -14,47 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent, *CUgraph, *CUgraphExec,
-    *CUgraphNode;
-
-CUresult cuInit(unsigned int flags);
-CUresult cuDeviceGet(CUdevice *dev, int ordinal);
-CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev);
-CUresult cuCtxDestroy_v2(CUcontext ctx);
-CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n);
-CUresult cuMemFree_v2(CUdeviceptr p);
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n);
-CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n);
-CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s);
-CUresult cuModuleLoadData(CUmodule *m, const void *image);
-CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name);
-CUresult cuModuleUnload(CUmodule m);
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned by, unsigned bz, unsigned shared, CUstream s, void **params,
-                        void **extra);
-CUresult cuStreamCreate(CUstream *s, unsigned int flags);
-CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags);
-CUresult cuStreamSynchronize(CUstream s);
-CUresult cuStreamDestroy_v2(CUstream s);
-CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
-CUresult cuStreamEndCapture(CUstream s, CUgraph *g);
-CUresult cuStreamIsCapturing(CUstream s, int *status);
-CUresult cuEventCreate(CUevent *e, unsigned int flags);
-CUresult cuEventRecord(CUevent e, CUstream s);
-CUresult cuEventDestroy_v2(CUevent e);
-CUresult cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *count);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long flags);
-CUresult cuGraphLaunch(CUgraphExec e, CUstream s);
-CUresult cuGraphExecDestroy(CUgraphExec e);
-CUresult cuGraphDestroy(CUgraph g);
-CUresult cuGetErrorName(CUresult r, const char **name);
+#include "driver_api.h"
 
 /* cuda.h's values. */
 enum {
     SUCCESS = 0,
+    UNSUPPORTED = 900,
     INVALIDATED = 901,
     MERGE = 902,
     UNMATCHED = 903,
@@ -137,6 +102,25 @@ static void end_scenario(void) {
     MUST(cuEventDestroy_v2(e3));
 }
 
+/* s0 begins a capture and records e1 in it, the start of most scenarios. */
+static void begin_and_record(void) {
+    step("begin s0", cuStreamBeginCapture_v2(s0, MODE_GLOBAL), SUCCESS);
+    step("record e1 on s0", cuEventRecord(e1, s0), SUCCESS);
+}
+
+/* ... and s1 joins it by waiting for e1. */
+static void begin_and_fork(void) {
+    begin_and_record();
+    step("s1 waits e1", cuStreamWaitEvent(s1, e1, 0), SUCCESS);
+}
+
+/* Ends the capture on s0, expecting `want`. */
+static void end_s0(CUresult want) {
+    CUgraph g = 0;
+    step("end s0", cuStreamEndCapture(s0, &g), want);
+    if (g) cuGraphDestroy(g);
+}
+
 static CUfunction add1;
 static CUdeviceptr buf;
 static unsigned int n = 32;
@@ -144,22 +128,6 @@ static void *params[2] = {&buf, &n};
 
 static CUresult launch(CUstream s) {
     return cuLaunchKernel(add1, 1, 1, 1, 32, 1, 1, 0, s, params, 0);
-}
-
-static void *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "capture_check: cannot open %s\n", path);
-        exit(1);
-    }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc(len + 1);
-    if (!data || fread(data, 1, len, f) != (size_t)len) exit(1);
-    data[len] = 0;
-    fclose(f);
-    return data;
 }
 
 static unsigned int first_value(void) {
@@ -227,9 +195,7 @@ int main(int argc, char **argv) {
 
     /* A fork not joined back: the end fails, gives no graph, and every stream leaves. */
     begin_scenario("unjoined");
-    step("begin s0", cuStreamBeginCapture_v2(s0, MODE_GLOBAL), SUCCESS);
-    step("record e1 on s0", cuEventRecord(e1, s0), SUCCESS);
-    step("s1 waits e1", cuStreamWaitEvent(s1, e1, 0), SUCCESS);
+    begin_and_fork();
     step("launch s1", launch(s1), SUCCESS);
     g = (CUgraph)0x1234;
     step("end s0", cuStreamEndCapture(s0, &g), UNJOINED);
@@ -240,25 +206,20 @@ int main(int argc, char **argv) {
 
     /* Joined back before the forked stream's last work: still not joined. */
     begin_scenario("joined-early");
-    step("begin s0", cuStreamBeginCapture_v2(s0, MODE_GLOBAL), SUCCESS);
-    step("record e1 on s0", cuEventRecord(e1, s0), SUCCESS);
-    step("s1 waits e1", cuStreamWaitEvent(s1, e1, 0), SUCCESS);
+    begin_and_fork();
     step("record e2 on s1", cuEventRecord(e2, s1), SUCCESS);
     step("launch s1", launch(s1), SUCCESS);
     step("s0 waits e2", cuStreamWaitEvent(s0, e2, 0), SUCCESS);
-    g = 0;
-    step("end s0", cuStreamEndCapture(s0, &g), UNJOINED);
+    end_s0(UNJOINED);
     end_scenario();
 
     /* Ended on the stream that joined: not the origin. */
     begin_scenario("end-on-joined");
-    step("begin s0", cuStreamBeginCapture_v2(s0, MODE_GLOBAL), SUCCESS);
-    step("record e1 on s0", cuEventRecord(e1, s0), SUCCESS);
-    step("s1 waits e1", cuStreamWaitEvent(s1, e1, 0), SUCCESS);
+    begin_and_fork();
     g = 0;
     step("end s1", cuStreamEndCapture(s1, &g), UNMATCHED);
     status("s0 after", s0, STATUS_INVALIDATED);
-    step("end s0", cuStreamEndCapture(s0, &g), INVALIDATED);
+    end_s0(INVALIDATED);
     end_scenario();
 
     /* An event recorded outside the capture. */
@@ -267,8 +228,7 @@ int main(int argc, char **argv) {
     step("begin s0", cuStreamBeginCapture_v2(s0, MODE_GLOBAL), SUCCESS);
     step("s0 waits e3", cuStreamWaitEvent(s0, e3, 0), ISOLATION);
     status("s0 after", s0, STATUS_INVALIDATED);
-    g = 0;
-    step("end s0", cuStreamEndCapture(s0, &g), INVALIDATED);
+    end_s0(INVALIDATED);
     end_scenario();
 
     /* Another capture's event: two captures would merge. */
@@ -281,27 +241,22 @@ int main(int argc, char **argv) {
     status("s0 after", s0, STATUS_INVALIDATED);
     g = 0;
     step("end s2", cuStreamEndCapture(s2, &g), INVALIDATED);
-    step("end s0", cuStreamEndCapture(s0, &g), INVALIDATED);
+    end_s0(INVALIDATED);
     end_scenario();
 
     /* Waiting on a stream that joined a capture. */
     begin_scenario("sync-joined");
-    step("begin s0", cuStreamBeginCapture_v2(s0, MODE_GLOBAL), SUCCESS);
-    step("record e1 on s0", cuEventRecord(e1, s0), SUCCESS);
-    step("s1 waits e1", cuStreamWaitEvent(s1, e1, 0), SUCCESS);
-    step("synchronize s1", cuStreamSynchronize(s1), 900 /* STREAM_CAPTURE_UNSUPPORTED */);
+    begin_and_fork();
+    step("synchronize s1", cuStreamSynchronize(s1), UNSUPPORTED);
     status("s0 after", s0, STATUS_INVALIDATED);
-    g = 0;
-    step("end s0", cuStreamEndCapture(s0, &g), INVALIDATED);
+    end_s0(INVALIDATED);
     end_scenario();
 
     /* The legacy default stream joining a capture. */
     begin_scenario("legacy-joins");
-    step("begin s0", cuStreamBeginCapture_v2(s0, MODE_GLOBAL), SUCCESS);
-    step("record e1 on s0", cuEventRecord(e1, s0), SUCCESS);
+    begin_and_record();
     step("legacy waits e1", cuStreamWaitEvent(0, e1, 0), IMPLICIT);
-    g = 0;
-    step("end s0", cuStreamEndCapture(s0, &g), INVALIDATED);
+    end_s0(INVALIDATED);
     end_scenario();
 
     /* Everything works normally afterwards. */
