@@ -37,9 +37,10 @@ impl From<PollError> for WaitEnd {
 /// How often a wait reads the backend's events (an RC arrives by event on a GSP system).
 const EVENT_CHECK: Duration = Duration::from_millis(2);
 
-/// What the doorbell watchdog of a wait remembers between its polls.
+/// What the doorbell watchdog of a wait remembers between its checks.
 struct Watchdog {
-    /// Each channel's timeline value and `GPGet` when last looked at.
+    /// Each channel's timeline value when last looked at, and its USERD `GPGet` when it was
+    /// last read (only at a check, only for a channel whose timeline stood still).
     seen: Vec<(Option<u64>, Option<u32>)>,
     /// Time without progress before the doorbells are rung again.
     interval: Duration,
@@ -134,7 +135,7 @@ impl<B: Backend> Inner<B> {
     ) -> Result<(), WaitEnd> {
         let start = self.backend.clock().now();
         let mut dog = Watchdog {
-            seen: self.progress(),
+            seen: self.timelines_done().map(|d| (d, None)).collect(),
             interval: opts.tuning.doorbell_retry,
             checked: start,
         };
@@ -174,11 +175,12 @@ impl<B: Backend> Inner<B> {
 
     /// The slow part of [`Inner::wait`]: polls channel `ci`'s timeline for `value` with delays,
     /// watching the error notifiers, until the timeout. Watchdog (module docs of
-    /// `channel::gpfifo`): when neither channel moved (timeline and `GPGet`) for a retry
-    /// interval, it rings the doorbell of each channel with unfinished work again, counting
-    /// them in `retries`. The H200 lost doorbells while another process set up its channels;
-    /// ringing again when none was lost is harmless. The interval doubles while nothing moves
-    /// (a long kernel), up to `MAX_RETRY`.
+    /// `channel::gpfifo`): when no channel moved (timeline, and `GPGet` of those with
+    /// unfinished work) for a retry interval, it rings the doorbell of each channel with
+    /// unfinished work again, counting them in `retries`. The H200 lost doorbells while another
+    /// process set up its channels; ringing again when none was lost is harmless. The interval
+    /// doubles while nothing moves (a long kernel), up to `MAX_RETRY`. Between checks it reads
+    /// only host memory ([`Inner::watch_progress`] says why).
     #[allow(clippy::too_many_arguments)]
     fn poll_with_watchdog(
         &self,
@@ -210,31 +212,13 @@ impl<B: Backend> Inner<B> {
             let now = clock.now();
             if now.saturating_sub(*checked) >= *interval {
                 *checked = now;
-                let p = self.progress();
-                if p == *seen {
-                    for (c, (done, get)) in self.chans.iter().zip(p) {
-                        if done.is_some_and(|d| d < c.submitted) {
-                            c.fifo.ring_doorbell(&self.usermode);
-                            retries.all += 1;
-                            if get != Some(c.fifo.published()) {
-                                retries.unfetched += 1;
-                            }
-                            log::debug!(
-                                "{:?} channel: no progress for {:?} (timeline {done:?} \
-                                 of {}, GPGet {get:?}, GPPut {}); doorbell rung again",
-                                c.kind,
-                                interval,
-                                c.submitted,
-                                c.fifo.published()
-                            );
-                        }
-                    }
+                if self.watch_progress(seen) {
+                    *interval = opts.tuning.doorbell_retry;
+                } else {
+                    self.ring_unfinished(seen, *interval, retries);
                     *interval = interval
                         .saturating_mul(2)
                         .min(MAX_RETRY.max(opts.tuning.doorbell_retry));
-                } else {
-                    *seen = p;
-                    *interval = opts.tuning.doorbell_retry;
                 }
             }
             match self.notifier_status() {
@@ -245,12 +229,64 @@ impl<B: Backend> Inner<B> {
         })
     }
 
-    /// Each channel's completed timeline value and USERD `GPGet` (what a stalled wait watches).
-    fn progress(&self) -> Vec<(Option<u64>, Option<u32>)> {
+    /// Each channel's completed timeline value (semaphore memory, which the CPU reads cheaply).
+    fn timelines_done(&self) -> impl Iterator<Item = Option<u64>> + '_ {
         self.chans
             .iter()
-            .map(|c| (self.sem.read_u64(c.sem_offset).ok(), c.fifo_get().ok()))
-            .collect()
+            .map(|c| self.sem.read_u64(c.sem_offset).ok())
+    }
+
+    /// One check of the doorbell watchdog: whether any channel moved since the last check
+    /// (its timeline, or for a channel with unfinished work whose timeline stood still, its
+    /// `GPGet`), updating `seen`. `GPGet` lives in USERD, which the kernel-driver backend
+    /// places in video memory: a read crosses PCIe into a GPU that may be saturating its
+    /// memory, and eight such reads as every long wait began made a synchronized 64 MiB
+    /// device-to-device copy ~40 µs slower than CUDA's on an H100 (docs/performance.md,
+    /// "Waits and USERD reads"). So it is read only here, for the channels the watchdog
+    /// could ring.
+    fn watch_progress(&self, seen: &mut [(Option<u64>, Option<u32>)]) -> bool {
+        let mut moved = false;
+        for ((c, done), (seen_done, seen_get)) in
+            self.chans.iter().zip(self.timelines_done()).zip(seen)
+        {
+            if done != *seen_done {
+                moved = true;
+                *seen_done = done;
+                *seen_get = None;
+            } else if done.is_some_and(|d| d < c.submitted) {
+                let get = c.fifo_get().ok();
+                moved |= seen_get.is_some() && get != *seen_get;
+                *seen_get = get;
+            }
+        }
+        moved
+    }
+
+    /// Rings the doorbell of each channel with unfinished work again (nothing moved for
+    /// `interval`), counting the rings that found published entries unfetched.
+    fn ring_unfinished(
+        &self,
+        seen: &[(Option<u64>, Option<u32>)],
+        interval: Duration,
+        retries: &mut DoorbellRetries,
+    ) {
+        for (c, (done, get)) in self.chans.iter().zip(seen) {
+            if done.is_some_and(|d| d < c.submitted) {
+                c.fifo.ring_doorbell(&self.usermode);
+                retries.all += 1;
+                if *get != Some(c.fifo.published()) {
+                    retries.unfetched += 1;
+                }
+                log::debug!(
+                    "{:?} channel: no progress for {:?} (timeline {done:?} of {}, GPGet \
+                     {get:?}, GPPut {}); doorbell rung again",
+                    c.kind,
+                    interval,
+                    c.submitted,
+                    c.fifo.published()
+                );
+            }
+        }
     }
 
     pub(super) fn synchronize(

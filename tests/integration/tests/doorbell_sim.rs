@@ -283,3 +283,58 @@ fn a_slow_kernel_is_not_reported_as_the_timeline_going_back() {
     assert_eq!(err.report().unwrap().went_back_from, None, "{err}");
     assert!(!err.to_string().contains("went back"));
 }
+
+#[test]
+fn a_wait_reads_userd_only_at_the_watchdogs_checks_and_only_for_unfinished_work() {
+    // `GPGet` lives in USERD, in video memory behind BAR1 with the kernel-driver adapter: an
+    // uncached read crossing PCIe into a GPU that may be saturating its memory. Reading every
+    // channel's at each wait's start made a 64 MiB copy + synchronize ~40 µs slower than CUDA
+    // on an H100 (docs/performance.md). A wait reads it only when its watchdog checks, for the
+    // channels with unfinished work: here one, checked about once per retry.
+    for (model, sm) in CHIPS {
+        let b = SimBackend::new(model, false).expect("simulated GPU");
+        let dev = Device::open(b, opts()).expect("device opens");
+        let m = dev.load_cubin(&kernels_cubin(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let n = 256u32;
+        let buf = dev.htod_copy(&vec![1u32; n as usize]).unwrap();
+        dev.synchronize().unwrap();
+        let [compute, _] = dev.channel_handles().unwrap();
+        let thaw = dev
+            .with_backend(|b| {
+                assert!(b.freeze_channel(compute));
+                b.thawer(compute)
+            })
+            .unwrap()
+            .expect("the compute channel");
+        dev.launch(
+            &add1,
+            LaunchConfig::for_num_elems(n),
+            &[buf.arg(), n.into()],
+        )
+        .unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            thaw();
+        });
+        let (reads, retries) = (
+            dev.with_backend(|b| b.wc_reads()).unwrap(),
+            dev.stats().doorbell_retries,
+        );
+        dev.synchronize().unwrap();
+        t.join().unwrap();
+        let reads = dev.with_backend(|b| b.wc_reads()).unwrap() - reads;
+        let retries = dev.stats().doorbell_retries - retries;
+        assert!(
+            retries >= 3,
+            "{:?}: the wait's watchdog checked ({retries} retries)",
+            model.chipset
+        );
+        assert!(
+            reads <= retries + 1,
+            "{:?}: {reads} reads of write-combined memory in a wait with {retries} retries",
+            model.chipset
+        );
+        assert_eq!(dev.dtoh_copy(&buf).unwrap(), vec![2u32; n as usize]);
+    }
+}

@@ -529,6 +529,12 @@ impl SimBackend {
         self.wc.pending()
     }
 
+    /// CPU reads of write-combined memory (rings, USERD, command memory) so far: each is an
+    /// uncached round trip across PCIe on hardware.
+    pub fn wc_reads(&self) -> u64 {
+        self.wc.reads()
+    }
+
     /// Doorbells of channel `h` still to be lost.
     pub fn doorbells_to_lose(&self, h: Handle) -> Option<u32> {
         self.with_fifo_channel(h, |f, chid| f.doorbells_to_lose(chid))

@@ -18,6 +18,7 @@
 //! ([`crate::fifo::Fifo::switch_in_on_stores`]).
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use nvbare_core::hal::{HalError, check_range};
 use nvbare_core::rm::Handle;
@@ -45,6 +46,9 @@ struct State {
 #[derive(Default)]
 pub struct WcBuffer {
     state: Mutex<State>,
+    /// CPU reads of write-combined memory: uncached on hardware, each a round trip across
+    /// PCIe (into video memory for BAR1), which the device layer keeps off its waits.
+    reads: AtomicU64,
 }
 
 impl std::fmt::Debug for WcBuffer {
@@ -86,6 +90,7 @@ impl WcBuffer {
     /// Lays this CPU's pending stores to `memory` over `dst`, which holds bytes from `off`
     /// as memory has them (a CPU reads its own stores).
     pub fn overlay(&self, memory: Handle, off: u64, dst: &mut [u8]) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
         let s = self.lock();
         let end = off + dst.len() as u64;
         for p in s.pending.iter().filter(|p| p.memory == memory) {
@@ -96,6 +101,11 @@ impl WcBuffer {
                     .copy_from_slice(&p.bytes[(lo - p.off) as usize..(hi - p.off) as usize]);
             }
         }
+    }
+
+    /// CPU reads of write-combined memory so far ([`WcBuffer::overlay`] calls).
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
     }
 
     /// Stores not yet drained.
