@@ -212,17 +212,10 @@ fn a_copy_to_the_host_reads_each_chunk_only_after_the_copy_engine_wrote_it() {
     let d = dev.htod_copy(&src).unwrap();
     dev.synchronize().unwrap();
     let [_, copy] = dev.channel_handles().unwrap();
-    let thaw = dev
-        .with_backend(|b| {
-            assert!(b.freeze_channel(copy));
-            b.thawer(copy)
-        })
+    let t = dev
+        .with_backend(|b| b.freeze_for(copy, Duration::from_millis(50)))
         .unwrap()
         .expect("the copy channel");
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(50));
-        thaw();
-    });
     assert_eq!(dev.dtoh_copy(&d).unwrap(), src);
     t.join().unwrap();
 }

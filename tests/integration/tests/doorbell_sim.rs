@@ -300,11 +300,8 @@ fn a_wait_reads_userd_only_at_the_watchdogs_checks_and_only_for_unfinished_work(
         let buf = dev.htod_copy(&vec![1u32; n as usize]).unwrap();
         dev.synchronize().unwrap();
         let [compute, _] = dev.channel_handles().unwrap();
-        let thaw = dev
-            .with_backend(|b| {
-                assert!(b.freeze_channel(compute));
-                b.thawer(compute)
-            })
+        let t = dev
+            .with_backend(|b| b.freeze_for(compute, Duration::from_millis(30)))
             .unwrap()
             .expect("the compute channel");
         dev.launch(
@@ -313,10 +310,6 @@ fn a_wait_reads_userd_only_at_the_watchdogs_checks_and_only_for_unfinished_work(
             &[buf.arg(), n.into()],
         )
         .unwrap();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(30));
-            thaw();
-        });
         let (reads, retries) = (
             dev.with_backend(|b| b.wc_reads()).unwrap(),
             dev.stats().doorbell_retries,

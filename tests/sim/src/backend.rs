@@ -14,6 +14,7 @@
 //! it is) and maps it with `MAP_MEMORY_DMA`, as RM maps a dup'ed peer allocation.
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use nvbare_core::chip::Chipset;
 use nvbare_core::device::{
@@ -576,6 +577,18 @@ impl SimBackend {
                 f.run_all(core);
             })
         })
+    }
+
+    /// Freezes channel `h` ([`SimBackend::freeze_channel`]) and thaws it from another thread
+    /// after `after` of wall time: a wait made meanwhile must outlast the stall. `None` if `h`
+    /// is no channel; join the handle before checking what the thaw let run.
+    pub fn freeze_for(&self, h: Handle, after: Duration) -> Option<std::thread::JoinHandle<()>> {
+        let thaw = self.thawer(h)?;
+        self.freeze_channel(h);
+        Some(std::thread::spawn(move || {
+            std::thread::sleep(after);
+            thaw();
+        }))
     }
 
     /// Lets a lazily running GPU ([`SimBackend::run_lazily`]) run what it can, from outside
