@@ -218,8 +218,9 @@ fn events_show_a_fault_decoded() {
             "events",
             "--device",
             "sim:ad102",
+            // The watch waits for the fault's outcome whatever the deadline.
             "--seconds",
-            "0.3",
+            "0",
             "--fault",
             "--json",
         ],

@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use nvbare_gsp_firmware::testutil;
 
@@ -35,7 +36,13 @@ impl Drop for Server {
 /// Starts `nvbare serve ARGS --listen 127.0.0.1:0` and returns it with the address it
 /// printed on its first line.
 fn serve(args: &[&str], firmware: &Path) -> (Server, String) {
-    let stderr = std::env::temp_dir().join(format!("nvbare-serve-cli-{}.log", std::process::id()));
+    // One log per server: the tests of this file run in parallel in one process.
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let stderr = std::env::temp_dir().join(format!(
+        "nvbare-serve-cli-{}-{}.log",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     let mut child = Command::new(env!("CARGO_BIN_EXE_nvbare"))
         .arg("serve")
         .args(args)

@@ -251,7 +251,8 @@ impl Watch<'_> {
         // The faulting launch's module and buffer live until the watch ends.
         let mut kept = None;
         let dev_err = |e: DeviceError| CliError::Runtime(format!("the device: {e}"));
-        loop {
+        // Everything GSP-RM posted and logged since the last look.
+        let drain = |cursor: &mut LogCursor, p: &mut Printer<'_>| -> Result<bool, CliError> {
             let t = p.now();
             let mut seen = Vec::new();
             let alive = dev
@@ -260,7 +261,7 @@ impl Watch<'_> {
                         let (name, text) = describe(ev);
                         seen.push(Seen::Event { t, name, text });
                     });
-                    b.read_new_logs(&mut cursor, image, &mut |l| {
+                    b.read_new_logs(cursor, image, &mut |l| {
                         seen.push(Seen::Log {
                             t,
                             line: l.to_string(),
@@ -273,12 +274,21 @@ impl Watch<'_> {
             for s in seen {
                 p.emit(s);
             }
+            Ok(alive)
+        };
+        loop {
+            let alive = drain(&mut cursor, p)?;
+            if !faulted && alive {
+                faulted = true;
+                kept = Some(launch_fault(dev)?);
+            }
             let ended = !alive
                 || p.failed.is_some()
                 || self.stop.load(Ordering::SeqCst)
                 || self.deadline.is_some_and(|d| p.t0.elapsed() >= d);
             if ended {
-                // The faulting launch's outcome, as the device layer reports it.
+                // The faulting launch's outcome, as the device layer reports it, and what
+                // GSP-RM posted about it by then (on a slow link the deadline can come first).
                 if kept.is_some()
                     && let Err(e) = dev.synchronize()
                 {
@@ -287,12 +297,11 @@ impl Watch<'_> {
                         name: "device".into(),
                         text: e.to_string(),
                     });
+                    if alive && p.failed.is_none() {
+                        drain(&mut cursor, p)?;
+                    }
                 }
                 return Ok(());
-            }
-            if !faulted {
-                faulted = true;
-                kept = Some(launch_fault(dev)?);
             }
             // Through the device's clock, as every wait: a simulated GPU runs meanwhile.
             dev.with_backend(|b| b.clock().delay(Duration::from_millis(20)))
