@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA baseline (tools/bench/cuda_baseline.cu, a driver-API program) unchanged on NVIDIA's
 # libcuda.so.1 and on ours over NVBARE_DEVICE=nvidia:0: the same empty-kernel launches, copies
-# and stream-captured graph through each library, and the ratios side by side.
+# and stream-captured graph through each library, and the ratios side by side; then
+# graph_gap.c (a synchronized 20-kernel graph) on both.
 # usage: tools/libcuda/hw/launch-compare.sh PATH/TO/libcuda.so OUTDIR [CUDA_BASELINE_ARGS...]
 set -u
 SO=$(realpath "$1")
@@ -38,4 +39,13 @@ for k in sorted(set(nv) | set(ours)):
         r = f"{b / a:.3f}" if a else "-"
         print(f"{k:32} {a:16.4f} {b:16.4f} {r:>14}")
 PY
+# A synchronized graph of 20 dependent kernels (tools/libcuda/hw/graph_gap.c) on both.
+if ${CC:-gcc} -O2 -I"${CUDA_HOME:-/usr/local/cuda}/include" -o "$W/graph_gap" tools/libcuda/hw/graph_gap.c \
+    -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda; then
+    echo "== graph_gap, NVIDIA's"; timeout 120 "$W/graph_gap" "$CUBIN" | tee "$OUTDIR/graph_gap.nvidia.txt"
+    echo "== graph_gap, nvbare's"
+    LD_LIBRARY_PATH="$W" NVBARE_DEVICE=nvidia:0 timeout 120 "$W/graph_gap" "$CUBIN" | tee "$OUTDIR/graph_gap.nvbare.txt"
+else
+    echo "launch-compare: graph_gap did not build" >&2
+fi
 rm -rf "$W"
