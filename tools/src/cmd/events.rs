@@ -247,8 +247,8 @@ impl Watch<'_> {
         p: &mut Printer<'_>,
     ) -> Result<(), CliError> {
         let mut cursor = LogCursor::default();
-        let mut faulted = !self.fault;
-        // The faulting launch's module and buffer live until the watch ends.
+        // The faulting launch's module and buffer (launched once, with `--fault`) live until
+        // the watch ends.
         let mut kept = None;
         let dev_err = |e: DeviceError| CliError::Runtime(format!("the device: {e}"));
         // Everything GSP-RM posted and logged since the last look.
@@ -278,8 +278,7 @@ impl Watch<'_> {
         };
         loop {
             let alive = drain(&mut cursor, p)?;
-            if !faulted && alive {
-                faulted = true;
+            if self.fault && kept.is_none() && alive {
                 kept = Some(launch_fault(dev)?);
             }
             let ended = !alive
