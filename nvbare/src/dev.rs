@@ -2,8 +2,8 @@
 //! with the device locked.
 
 use nvbare_core::device::{
-    Arg, Backend, CopyPath, Device, DeviceError, DeviceInfo, Event, LaunchConfig, Location,
-    RawBuffer, RawModule,
+    Arg, Backend, CopyPath, Device, DeviceError, DeviceInfo, Event, GraphNode, LaunchConfig,
+    Location, RawBuffer, RawGraph, RawModule,
 };
 use nvbare_gsp_firmware::program::LoadCubin;
 use std::ptr::NonNull;
@@ -37,6 +37,19 @@ pub(crate) trait Dev: Send {
         cfg: LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<()>;
+    /// A launch checked and built as a node of a graph, not submitted.
+    fn graph_node(
+        &self,
+        m: &RawModule,
+        kernel: usize,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<GraphNode>;
+    fn create_graph(&self, nodes: Vec<GraphNode>) -> Result<RawGraph>;
+    fn set_graph_node(&self, g: &RawGraph, index: usize, node: GraphNode) -> Result<()>;
+    /// Queues the graph on the current stream.
+    fn launch_graph(&self, g: &RawGraph) -> Result<()>;
+    fn free_graph(&self, g: RawGraph);
     fn synchronize(&self) -> Result<()>;
     /// Video memory `(free, total)`, where the backend counts it.
     fn memory_info(&self) -> Result<Option<(u64, u64)>>;
@@ -181,6 +194,38 @@ where
                 self.dev.launch(&f, cfg, args)
             })?
             .map_err(dev_err)
+    }
+
+    fn graph_node(
+        &self,
+        m: &RawModule,
+        kernel: usize,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<GraphNode> {
+        self.dev
+            .with_module(m, |m| {
+                let f = m.function_at(kernel)?;
+                self.dev.graph_node(&f, cfg, args)
+            })?
+            .map_err(dev_err)
+    }
+
+    fn create_graph(&self, nodes: Vec<GraphNode>) -> Result<RawGraph> {
+        Ok(self.dev.create_graph(nodes)?)
+    }
+
+    fn set_graph_node(&self, g: &RawGraph, index: usize, node: GraphNode) -> Result<()> {
+        Ok(self.dev.set_graph_node(g, index, node)?)
+    }
+
+    fn launch_graph(&self, g: &RawGraph) -> Result<()> {
+        self.dev.launch_graph(g)?;
+        Ok(())
+    }
+
+    fn free_graph(&self, g: RawGraph) {
+        self.dev.free_graph(g);
     }
 
     fn synchronize(&self) -> Result<()> {

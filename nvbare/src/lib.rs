@@ -48,6 +48,7 @@ mod buffer;
 mod dev;
 mod error;
 mod gpu;
+mod graph;
 mod launch;
 mod module;
 mod stream;
@@ -55,12 +56,13 @@ mod stream;
 pub use buffer::{DeviceBuffer, DeviceSlice};
 pub use error::{Error, Result};
 pub use gpu::{Gpu, Options, open, open_with};
+pub use graph::{Graph, GraphLaunch};
 pub use launch::{ByValue, KernelArg, LaunchBuilder};
 pub use module::{Function, Module};
 pub use stream::{Event, Stream};
 
 pub use nvbare_core::device::{
-    DeviceInfo, DeviceRepr, GlobalInfo, LaunchConfig, Location, VaWindow, VaWindowError,
+    Arg, DeviceInfo, DeviceRepr, GlobalInfo, LaunchConfig, Location, VaWindow, VaWindowError,
 };
 
 /// The cubin of demo kernels nvbare's simulator ships for shader model `sm` (80, 89, 90, 100,

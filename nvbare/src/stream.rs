@@ -97,7 +97,7 @@ impl Stream {
     }
 
     /// Runs `f` with the device locked and its calls going to this stream.
-    fn run<R>(&self, f: impl FnOnce(&dyn Dev) -> Result<R>) -> Result<R> {
+    pub(crate) fn run<R>(&self, f: impl FnOnce(&dyn Dev) -> Result<R>) -> Result<R> {
         let d = self.gpu.lock()?;
         if self.handle.index == 0 {
             return f(&*d);

@@ -1,7 +1,7 @@
 //! The library as a user calls it: `nvbare::open` on the simulated GPUs, handles that outlive
 //! their scope and cross threads, typed launches, and what bad input gets.
 
-use nvbare::{ByValue, DeviceBuffer, Error, Gpu, LaunchConfig, Options};
+use nvbare::{Arg, ByValue, DeviceBuffer, Error, Gpu, Graph, LaunchConfig, Options};
 
 fn sim(chip: &str) -> Gpu {
     nvbare::open(&format!("sim:{chip}")).unwrap()
@@ -291,4 +291,45 @@ fn a_va_window_places_the_device_memory_and_a_kernel_driver_window_outside_is_re
         Err(Error::Spec(m)) => assert!(m.contains("choose a window inside it"), "{m}"),
         other => panic!("expected Error::Spec, got {other:?}"),
     }
+}
+
+#[test]
+fn a_graph_runs_as_often_as_launched_keeps_its_kernels_loaded_and_takes_updates() {
+    let gpu = sim("gh100");
+    let s = gpu.default_stream();
+    let a = s.htod_copy(&[0u32; 256]).unwrap();
+    let b = s.htod_copy(&[0u32; 256]).unwrap();
+    let (va, vb, n) = (
+        a.gpu_va().to_le_bytes(),
+        b.gpu_va().to_le_bytes(),
+        256u32.to_le_bytes(),
+    );
+    let on_a = [Arg::Bytes(&va), Arg::Bytes(&n)];
+    let on_b = [Arg::Bytes(&vb), Arg::Bytes(&n)];
+    let cfg = LaunchConfig::for_num_elems(256);
+    let m = demo(&gpu);
+    let add1 = m.function("add1").unwrap();
+    let mut g = Graph::new(&[(&add1, cfg, &on_a), (&add1, cfg, &on_a)]).unwrap();
+    assert_eq!(g.len(), 2);
+    // The graph keeps the module loaded.
+    drop(m);
+    for _ in 0..3 {
+        s.launch_graph(&g).unwrap();
+    }
+    g.set_launch(1, &add1, cfg, &on_b).unwrap();
+    s.launch_graph(&g).unwrap();
+    assert_eq!(s.dtoh_copy(&a).unwrap(), vec![7u32; 256]);
+    assert_eq!(s.dtoh_copy(&b).unwrap(), vec![1u32; 256]);
+    // Bad input.
+    let e = Graph::new(&[]).unwrap_err();
+    assert!(e.to_string().contains("at least one"), "{e}");
+    let e = Graph::new(&[(&add1, cfg, &on_a[..1])]).unwrap_err();
+    assert!(e.to_string().contains("takes 2 parameters"), "{e}");
+    let e = g.set_launch(2, &add1, cfg, &on_a).unwrap_err();
+    assert!(e.to_string().contains("launch 2 of a graph of 2"), "{e}");
+    let other = sim("gh100");
+    let e = other.default_stream().launch_graph(&g).unwrap_err();
+    assert!(matches!(e, Error::ForeignObject(_)), "{e}");
+    drop(g);
+    gpu.close().unwrap();
 }

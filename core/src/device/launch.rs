@@ -117,6 +117,26 @@ impl<B: Backend> Inner<B> {
         r
     }
 
+    /// [`Inner::launch`] of a launch built before (a graph's): submitted as an ordinary
+    /// launch is, through the latency machinery if it takes it, with the deferral automatic
+    /// deferral gives it.
+    pub(super) fn launch_built(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        l: &Built<'_>,
+        call: &CallInputs<'_>,
+    ) -> Result<(), DeviceError> {
+        self.check_call(call.key)?;
+        self.defer = fast::launch_defer(self, opts)?;
+        let r = self.submit_built(info, opts, l, call);
+        self.defer = opts.tuning.deferred_submits;
+        if r.is_ok() {
+            self.last_kernel = Some((call.key.slot, call.key.kernel));
+        }
+        r
+    }
+
     /// [`Inner::launch`] once the call is known to be this device's: a repeat the latency
     /// machinery makes without building, or the launch built and submitted.
     fn launch_grid(
@@ -146,7 +166,7 @@ impl<B: Backend> Inner<B> {
 
     /// Submits launch `l`: through the latency machinery if it takes it, else as an ordinary
     /// submission in the form it asks for.
-    fn submit_built(
+    pub(super) fn submit_built(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,
@@ -163,7 +183,7 @@ impl<B: Backend> Inner<B> {
     }
 
     /// The device alive and the call's module this device's, loaded now.
-    fn check_call(&self, key: LaunchKey) -> Result<(), DeviceError> {
+    pub(super) fn check_call(&self, key: LaunchKey) -> Result<(), DeviceError> {
         self.check_alive()?;
         self.slot_va(key.slot, key.generation)
             .map_err(|_| DeviceError::ForeignObject("module"))?;
@@ -187,7 +207,7 @@ impl<B: Backend> Inner<B> {
     /// Checks the call against kernel `k` and the device, sizes local memory, and assembles
     /// constant bank 0 (driver area and parameters) in the scratch buffer. Returns the QMD's
     /// description without its per-submission parts, and bank 0's bound size.
-    fn build_launch(
+    pub(super) fn build_launch(
         &mut self,
         info: &DeviceInfo,
         opts: &DeviceOptions,

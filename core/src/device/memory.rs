@@ -486,7 +486,7 @@ impl<B: Backend> Device<B> {
     }
 
     /// What a launch call of `f` on this device is given.
-    fn call_inputs<'a>(
+    pub(super) fn call_inputs<'a>(
         &self,
         f: &Function<'_, '_, B>,
         cfg: LaunchConfig,

@@ -75,6 +75,7 @@ mod chan;
 mod copy;
 mod error;
 mod fast;
+mod graph;
 mod launch;
 mod memory;
 mod module;
@@ -101,7 +102,10 @@ pub use backend::{
 };
 pub use copy::{COPY_KERNEL_NAME, CopyPath};
 pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
-pub use fast::{AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher};
+pub use fast::{
+    AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher, GraphNode,
+    MAX_GRAPH_NODES, RawGraph,
+};
 pub use launch::LaunchRecord;
 pub use memory::{DeviceBuffer, DeviceRepr, RawBuffer};
 pub use module::{Arg, Function, GlobalInfo, KernelInfo, LaunchConfig, Module, RawModule};
@@ -331,6 +335,14 @@ pub struct DeviceStats {
     /// Times the latency machinery moved to another stream (a launch on a stream other than
     /// the one launched on before).
     pub fast_stream_moves: u64,
+    /// Graph launches ([`Device::launch_graph`]).
+    pub graph_launches: u64,
+    /// Of those, the ones made as one submission of commands written once (the others were
+    /// launched launch by launch: a graph of one launch, or a stream still at work).
+    pub graph_launches_written: u64,
+    /// Of those, the ones that waited on the CPU for the launch two before of the same graph
+    /// (its commands' copy was still in use).
+    pub graph_waits: u64,
 }
 
 /// GR facts RM reported (`NV2080_CTRL_CMD_GR_GET_INFO_V2`).

@@ -685,6 +685,7 @@ fn a_two_node_graph_replays_and_updates() {
         let r = cuGraphAddMemcpyNode(&mut c, g, &bogus, 1, &cp, null_mut());
         assert_eq!(r, CUDA_ERROR_INVALID_VALUE);
         assert_eq!(cuGraphInstantiateWithFlags(&mut e, g, 0), CUDA_SUCCESS);
+        assert!(!exec_is_written(e), "a memcpy node: launched node by node");
         assert_eq!(cuGraphLaunch(e, null_mut()), CUDA_SUCCESS);
         assert_eq!(cuGraphLaunch(e, null_mut()), CUDA_SUCCESS);
         assert_eq!(cuCtxSynchronize(), CUDA_SUCCESS);
@@ -712,6 +713,91 @@ fn a_two_node_graph_replays_and_updates() {
         assert_eq!(out, want);
         assert_eq!(cuGraphExecDestroy(e), CUDA_SUCCESS);
         assert_eq!(cuGraphLaunch(e, null_mut()), CUDA_ERROR_INVALID_HANDLE);
+        assert_eq!(cuGraphDestroy(g), CUDA_SUCCESS);
+        assert_eq!(cuMemFree_v2(p), CUDA_SUCCESS);
+    }
+}
+
+#[test]
+fn a_graph_of_kernels_is_written_once_and_its_updates_apply_from_the_next_launch() {
+    let _g = setup();
+    context();
+    let (_m, f) = add1();
+    let mut p = alloc_with(&[0u32; 64]);
+    let mut n: u32 = 64;
+    let mut params = [
+        (&mut p as *mut u64).cast::<c_void>(),
+        (&mut n as *mut u32).cast(),
+    ];
+    let kp = CUDA_KERNEL_NODE_PARAMS {
+        func: f,
+        gridDimX: 1,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 64,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        kernelParams: params.as_mut_ptr(),
+        extra: null_mut(),
+    };
+    let (mut g, mut e) = (null_mut(), null_mut());
+    let mut nodes = [null_mut(); 3];
+    // SAFETY: handles from the driver; params and buffers that outlive the graph.
+    unsafe {
+        assert_eq!(cuGraphCreate(&mut g, 0), CUDA_SUCCESS);
+        assert_eq!(
+            cuGraphAddKernelNode(&mut nodes[0], g, null(), 0, &kp),
+            CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuGraphAddEmptyNode(&mut nodes[1], g, &nodes[0], 1),
+            CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuGraphAddKernelNode(&mut nodes[2], g, &nodes[1], 1, &kp),
+            CUDA_SUCCESS
+        );
+        assert_eq!(cuGraphInstantiateWithFlags(&mut e, g, 0), CUDA_SUCCESS);
+        assert!(
+            exec_is_written(e),
+            "kernel and empty nodes: one chained submission"
+        );
+        for _ in 0..5 {
+            assert_eq!(cuGraphLaunch(e, null_mut()), CUDA_SUCCESS);
+        }
+        assert_eq!(cuCtxSynchronize(), CUDA_SUCCESS);
+        assert_eq!(read_back(p, 64), vec![10u32; 64]);
+        // The same parameters again (tinygrad sets every node's before each launch), then
+        // the last node on the first half only.
+        assert_eq!(
+            cuGraphExecKernelNodeSetParams(e, nodes[0], &kp),
+            CUDA_SUCCESS
+        );
+        let mut half: u32 = 32;
+        let mut params2 = [
+            (&mut p as *mut u64).cast::<c_void>(),
+            (&mut half as *mut u32).cast(),
+        ];
+        let kp2 = CUDA_KERNEL_NODE_PARAMS {
+            kernelParams: params2.as_mut_ptr(),
+            ..kp
+        };
+        assert_eq!(
+            cuGraphExecKernelNodeSetParams(e, nodes[2], &kp2),
+            CUDA_SUCCESS
+        );
+        assert!(exec_is_written(e));
+        assert_eq!(cuGraphLaunch(e, null_mut()), CUDA_SUCCESS);
+        assert_eq!(cuCtxSynchronize(), CUDA_SUCCESS);
+        let want: Vec<u32> = (0..64).map(|i| if i < 32 { 12 } else { 11 }).collect();
+        assert_eq!(read_back(p, 64), want);
+        // An empty node is not a kernel node.
+        assert_eq!(
+            cuGraphExecKernelNodeSetParams(e, nodes[1], &kp2),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        assert_eq!(cuGraphExecDestroy(e), CUDA_SUCCESS);
         assert_eq!(cuGraphDestroy(g), CUDA_SUCCESS);
         assert_eq!(cuMemFree_v2(p), CUDA_SUCCESS);
     }

@@ -16,7 +16,9 @@
 //! state, and the functions below, which `launch.rs` calls at named points: [`launch_defer`]
 //! as a launch starts, [`launch_repeat`] before anything is built, [`launch_built`] once it is,
 //! [`launch_form`] and [`launched`] around an ordinary submission. The device handle calls
-//! [`before_wait`] and [`end_call`]. All of it works on one stream at a time, the one the
+//! [`before_wait`] and [`end_call`], and its graph calls (`device/graph.rs`) reach
+//! `graph.rs`: a fixed sequence of launches whose commands are written once and launched as
+//! one chained submission. All of it works on one stream at a time, the one the
 //! program launched on last ([`Fast::stream`]): a launch on another stream first publishes
 //! what is held on the old one and moves the machinery over, so a program that launches on one
 //! stream (any of them) gets all of it, and one that alternates gets correct, plainer launches.
@@ -28,9 +30,11 @@
 mod ahead;
 mod chain;
 mod flusher;
+mod graph;
 
 pub use flusher::{AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher};
 pub(super) use flusher::{AutoState, Shared};
+pub use graph::{GraphNode, MAX_GRAPH_NODES, RawGraph};
 
 use super::backend::Backend;
 use super::launch::{Built, CallInputs, Head, LaunchForm};
@@ -54,6 +58,8 @@ pub(super) struct Fast {
     ahead: ahead::AheadState,
     chain: chain::ChainState,
     auto: flusher::Auto,
+    /// Graphs, written once and launched as one chained submission (`graph.rs`).
+    graphs: graph::Graphs,
     /// Launches submitted with their QMD prefetched before their `WAIT_FOR_IDLE`.
     early_prefetches: u64,
     /// Times it moved to another stream.
@@ -69,6 +75,7 @@ impl Fast {
             ahead: Default::default(),
             chain: chain::ChainState::new(qmd)?,
             auto: Default::default(),
+            graphs: graph::Graphs::new(qmd)?,
             early_prefetches: 0,
             moves: 0,
         })
@@ -243,4 +250,7 @@ pub(super) fn stats<B: Backend>(i: &Inner<B>, s: &mut DeviceStats) {
     s.flusher_published = f.auto.flusher_published;
     s.written_ahead_now = f.ahead.is_written();
     s.fast_stream_moves = f.moves;
+    s.graph_launches = f.graphs.launched;
+    s.graph_launches_written = f.graphs.written;
+    s.graph_waits = f.graphs.waited;
 }

@@ -7,6 +7,7 @@ use std::ffi::{c_char, c_uint, c_void};
 use std::sync::{Arc, Mutex};
 
 use nvbare::Stream;
+use nvbare_core::device::Arg;
 
 use super::capture::capturing;
 use super::launch::Launch;
@@ -53,6 +54,53 @@ pub(crate) enum Work {
 pub(crate) struct GraphObj {
     /// `(node handle, work)`.
     pub nodes: Mutex<Vec<(usize, Work)>>,
+    /// An instantiated graph of kernel (and empty) nodes of one device: its launches written
+    /// once on the device ([`nvbare::Graph`]), launched as one chained submission. `None`:
+    /// launched node by node.
+    pub written: Mutex<Option<Written>>,
+}
+
+/// An exec's kernel nodes as an [`nvbare::Graph`].
+#[derive(Debug)]
+pub(crate) struct Written {
+    graph: nvbare::Graph,
+    /// For each of the exec's nodes in order, its launch in `graph` (`None`: an empty node).
+    index: Vec<Option<usize>>,
+}
+
+/// The exec's nodes as one [`nvbare::Graph`], if they are kernels (at least one) and empty
+/// nodes; `None` (launched node by node) otherwise, or if the device refuses the graph.
+fn written(nodes: &[(usize, Work)]) -> Option<Written> {
+    let mut launches = Vec::new();
+    let mut index = Vec::with_capacity(nodes.len());
+    for (_, w) in nodes {
+        match w {
+            Work::Empty => index.push(None),
+            Work::Kernel(l) => {
+                index.push(Some(launches.len()));
+                launches.push(l);
+            }
+            _ => return None,
+        }
+    }
+    let args: Vec<Vec<Arg<'_>>> = launches.iter().map(|l| l.arg_list()).collect();
+    let list: Vec<nvbare::GraphLaunch<'_>> = launches
+        .iter()
+        .zip(&args)
+        .map(|(l, a)| (&l.func.func, l.cfg, &a[..]))
+        .collect();
+    if list.is_empty() {
+        return None;
+    }
+    match nvbare::Graph::new(&list) {
+        Ok(graph) => Some(Written { graph, index }),
+        Err(e) => {
+            if crate::verbose() {
+                eprintln!("nvbare libcuda: a graph is launched node by node: {e}");
+            }
+            None
+        }
+    }
 }
 
 fn graph_of(g: CUgraph) -> CuResult<Arc<GraphObj>> {
@@ -61,6 +109,13 @@ fn graph_of(g: CUgraph) -> CuResult<Arc<GraphObj>> {
 
 fn exec_of(g: CUgraphExec) -> CuResult<Arc<GraphObj>> {
     state::get(|o| &o.execs, id(g), "graph exec")
+}
+
+/// Whether exec `e` is launched as one written graph (one chained submission) rather than
+/// node by node: for tests.
+#[doc(hidden)]
+pub fn exec_is_written(e: CUgraphExec) -> bool {
+    exec_of(e).is_ok_and(|e| e.written.lock().is_ok_and(|w| w.is_some()))
 }
 
 /// Checks the dependencies are nodes of `g`.
@@ -215,23 +270,40 @@ fn run(w: &Work, s: &Stream) -> CuResult<()> {
     }
 }
 
-/// Replaces node `node`'s work in exec `e` with `w`, if it is a node of the same kind.
+/// Replaces node `node`'s work in exec `e` with `w`, if it is a node of the same kind (and in
+/// the exec's written graph, if it has one and the launch changed).
 fn set_exec_node(e: CUgraphExec, node: CUgraphNode, w: Work) -> CuResult<()> {
     let e = exec_of(e)?;
     let mut nodes = e.nodes.lock().unwrap_or_else(|p| p.into_inner());
-    let slot = nodes
-        .iter_mut()
-        .find(|(h, _)| *h == id(node))
+    let at = nodes
+        .iter()
+        .position(|(h, _)| *h == id(node))
         .ok_or_else(|| {
             err(
                 CUDA_ERROR_INVALID_VALUE,
                 format!("node {:#x} is not in the graph", id(node)),
             )
         })?;
-    if std::mem::discriminant(&slot.1) != std::mem::discriminant(&w) {
+    let old = &nodes[at].1;
+    if std::mem::discriminant(old) != std::mem::discriminant(&w) {
         return Err(err(CUDA_ERROR_INVALID_VALUE, "the node is of another kind"));
     }
-    slot.1 = w;
+    let mut written = e.written.lock().unwrap_or_else(|p| p.into_inner());
+    let changed = match (old, &w) {
+        (Work::Kernel(old), Work::Kernel(new)) => (!old.same(new)).then_some(new),
+        _ => None,
+    };
+    if let (Some(l), Some(wr)) = (changed, written.as_mut())
+        && let Some(Some(i)) = wr.index.get(at)
+        && let Err(e) = wr.graph.set_launch(*i, &l.func.func, l.cfg, &l.arg_list())
+    {
+        // Launched node by node from now on (the node itself is checked when it runs).
+        if crate::verbose() {
+            eprintln!("nvbare libcuda: a graph is launched node by node from now: {e}");
+        }
+        *written = None;
+    }
+    nodes[at].1 = w;
     Ok(())
 }
 
@@ -243,12 +315,14 @@ fn instantiate(pexec: *mut CUgraphExec, g: CUgraph) -> CuResult<()> {
         return Err(null("phGraphExec"));
     }
     let nodes = g.nodes.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let written = written(&nodes);
     let mut o = state::objects();
     let h = o.handle();
     o.execs.insert(
         h,
         Arc::new(GraphObj {
             nodes: Mutex::new(nodes),
+            written: Mutex::new(written),
         }),
     );
     drop(o);
@@ -338,6 +412,13 @@ entry! {
             return c.add(|| Ok(nodes.into_iter().map(|(_, w)| w).collect()));
         }
         let s = state::stream_of(stream)?;
+        if let Some(w) = e.written.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            match s.launch_graph(&w.graph) {
+                // A stream of another device: node by node below.
+                Err(nvbare::Error::ForeignObject(_)) => {}
+                r => return Ok(r?),
+            }
+        }
         // Held while the nodes are queued (an exec update of this graph from another thread
         // waits): no copy of the nodes per launch.
         let nodes = e.nodes.lock().unwrap_or_else(|p| p.into_inner());
@@ -390,7 +471,9 @@ entry! {
 
     fn cuGraphExecDestroy(e: CUgraphExec) {
         state::driver()?;
-        state::objects().execs.remove(&id(e)).map(|_| ())
+        // Dropped after the object table is unlocked: freeing a written graph waits for the GPU.
+        let gone = state::objects().execs.remove(&id(e));
+        gone.map(drop)
             .ok_or_else(|| err(CUDA_ERROR_INVALID_HANDLE, format!("graph exec {:#x}", id(e))))
     }
 }

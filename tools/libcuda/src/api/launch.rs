@@ -203,8 +203,17 @@ impl Launch {
 
     /// Queues it on `stream`.
     pub(crate) fn submit(&self, stream: &Stream) -> CuResult<()> {
-        let args: Vec<Arg<'_>> = self.args.iter().map(|b| Arg::Bytes(b)).collect();
-        Ok(stream.launch_raw(&self.func.func, self.cfg, &args)?)
+        Ok(stream.launch_raw(&self.func.func, self.cfg, &self.arg_list())?)
+    }
+
+    /// Its arguments as the device layer takes them.
+    pub(crate) fn arg_list(&self) -> Vec<Arg<'_>> {
+        self.args.iter().map(|b| Arg::Bytes(b)).collect()
+    }
+
+    /// The same kernel, shape and argument bytes as `other`.
+    pub(crate) fn same(&self, other: &Launch) -> bool {
+        Arc::ptr_eq(&self.func, &other.func) && self.cfg == other.cfg && self.args == other.args
     }
 }
 

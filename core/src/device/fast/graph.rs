@@ -1,0 +1,469 @@
+//! Graphs: a fixed sequence of launches whose commands are written once, into command memory
+//! of their own, and launched as one chained submission ([`crate::device::Device::launch_graph`]).
+//!
+//! Why: a CUDA graph replayed launch by launch rewrites every kernel's constant bank 0 and QMD
+//! at each launch (~0.6 µs of CPU per kernel on an H100), and the GPU idles after the first
+//! kernel while the rest are written and held for chaining: a synchronized 20-kernel graph
+//! took 81.5 µs against 72.7-76.1 with NVIDIA's driver, which writes a graph's commands once
+//! (docs/performance.md, "Synchronized graphs: what the step waits for"). Here each launch is
+//! written as chained launches are (`chain.rs`): every QMD but the last schedules the next
+//! (dependent QMD 0), releases nothing and ends its CTAs with a GPU-scope membar; the last
+//! releases the stream's timeline with the launch's value and keeps the system-scope membar.
+//! A launch of the graph then writes only the last QMD (its release value and semaphore
+//! change per launch) and the nodes changed since the copy it uses was written, and submits
+//! `[acquires] [shader-cache invalidate if code was loaded] INVALIDATE_SKED_CACHES
+//! WAIT_FOR_IDLE SEND_PCAS` for the first QMD: the QMDs sit at addresses that held the
+//! graph's QMDs of an earlier launch, which the scheduler may have cached.
+//!
+//! Only a graph of two launches or more launched on a stream whose compute work is done (and
+//! nothing held) goes this way: that is the launch whose latency the program waits for (a
+//! synchronized step), and the GPU is idle until it arrives. Behind work still running, the
+//! graph is launched launch by launch instead, through the ordinary path, whose automatic
+//! deferral chains the launches to that work without the `WAIT_FOR_IDLE` and sked-cache
+//! invalidate a submission of its own costs (on an H100, queued 20-kernel graphs of small
+//! grids ran at 25.2 µs per graph written once against 21.0 launch by launch, and queued
+//! tinygrad steps at 269 against 265 µs); a lone launch gets what the latency machinery
+//! does for one (written ahead, a repeated call: 3.8 µs synchronized against 5.2 for the
+//! written form).
+//!
+//! The commands are kept twice ([`COPIES`]), used in turn: a stream's launch finds its copy
+//! free (its own earlier launches are done), but another stream may still run the graph; a
+//! launch whose copy is in use waits for it on the CPU.
+//!
+//! What follows a graph of two or more kernels on the channel first acquires its value
+//! ([`crate::device::chan::Chan::own_wait`], as after a chain): its later grids are scheduled by
+//! the engine itself.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::chain::ChainPatch;
+use crate::channel::qmd::{LaunchDesc, QmdError};
+use crate::chip::QmdVersion;
+use crate::device::backend::{Backend, GpuMemory, Location, Purpose};
+use crate::device::chan::ARENA_ALIGN;
+use crate::device::launch::{Built, CallInputs};
+use crate::device::module::Arg;
+use crate::device::ops::Inner;
+use crate::device::qmd::LaunchKey;
+use crate::device::{DeviceError, DeviceInfo, DeviceOptions};
+
+/// Copies of a graph's commands, used in turn.
+pub(super) const COPIES: usize = 2;
+
+/// Most launches in one graph (a size from the caller, checked before it allocates).
+pub const MAX_GRAPH_NODES: usize = 1 << 16;
+
+/// One launch of a graph, built and checked against its kernel and the device
+/// ([`crate::device::Device::graph_node`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphNode {
+    pub(in crate::device) key: LaunchKey,
+    pub(in crate::device) desc: LaunchDesc,
+    pub(in crate::device) cb_size: u32,
+    pub(in crate::device) cb: Vec<u8>,
+    /// The arguments' bytes, for a launch of the graph made launch by launch.
+    pub(in crate::device) args: Vec<Vec<u8>>,
+}
+
+impl GraphNode {
+    fn built(&self) -> Built<'_> {
+        Built {
+            key: self.key,
+            desc: &self.desc,
+            cb_size: self.cb_size,
+            cb: &self.cb,
+        }
+    }
+}
+
+/// A graph without a borrow of its device ([`crate::device::Device::create_graph`]); free it
+/// with [`crate::device::Device::free_graph`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawGraph {
+    pub(in crate::device) device: u32,
+    index: usize,
+    generation: u32,
+}
+
+/// One copy of the commands: what it holds, and the launch that last used it.
+#[derive(Debug)]
+struct Copy {
+    /// Per node, the node's version written there (0: not written).
+    written: Vec<u64>,
+    /// Channel and timeline value of the launch that last used it.
+    last: Option<(usize, u64)>,
+}
+
+/// A graph: its launches, where each one's bank and QMD lie in a copy, and the copies.
+#[derive(Debug)]
+struct GraphRec {
+    /// The memory slot holding the copies, and its generation.
+    mem: (usize, u32),
+    nodes: Vec<GraphNode>,
+    /// Per node, bumped when [`Inner::set_graph_node`] changes it.
+    versions: Vec<u64>,
+    /// Per node, byte offsets of its constant bank 0 and its QMD within a copy.
+    layout: Vec<(u64, u64)>,
+    /// Bytes of one copy.
+    copy_size: u64,
+    copies: [Copy; COPIES],
+    /// The copy the next launch uses.
+    next: usize,
+}
+
+/// The device's graphs.
+#[derive(Debug)]
+pub(super) struct Graphs {
+    patch: ChainPatch,
+    /// By [`RawGraph::index`], with the generation each index is at.
+    recs: Vec<(u32, Option<GraphRec>)>,
+    /// Graph launches made.
+    pub(super) launched: u64,
+    /// Of those, the ones made as one submission of the commands written once.
+    pub(super) written: u64,
+    /// Graph launches that waited for their copy's previous use.
+    pub(super) waited: u64,
+}
+
+impl Graphs {
+    pub(super) fn new(v: QmdVersion) -> Result<Self, QmdError> {
+        Ok(Graphs {
+            patch: ChainPatch::new(v)?,
+            recs: Vec::new(),
+            launched: 0,
+            written: 0,
+            waited: 0,
+        })
+    }
+
+    fn get(&self, g: &RawGraph) -> Result<&GraphRec, DeviceError> {
+        match self.recs.get(g.index) {
+            Some((generation, Some(r))) if *generation == g.generation => Ok(r),
+            _ => Err(DeviceError::ForeignObject(
+                "graph (freed, or of another device)",
+            )),
+        }
+    }
+
+    fn get_mut(&mut self, g: &RawGraph) -> Result<&mut GraphRec, DeviceError> {
+        match self.recs.get_mut(g.index) {
+            Some((generation, Some(r))) if *generation == g.generation => Ok(r),
+            _ => Err(DeviceError::ForeignObject(
+                "graph (freed, or of another device)",
+            )),
+        }
+    }
+}
+
+/// Where each node's bank and QMD lie in a copy, and the copy's size.
+fn layout(nodes: &[GraphNode], qmd_size: u64) -> Result<(Vec<(u64, u64)>, u64), DeviceError> {
+    let qmd = qmd_size.next_multiple_of(ARENA_ALIGN);
+    let mut at = 0u64;
+    let mut out = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        let cb = u64::from(n.cb_size).next_multiple_of(ARENA_ALIGN);
+        out.push((at, at + cb));
+        at = at
+            .checked_add(cb + qmd)
+            .filter(|&a| a <= 256 << 20)
+            .ok_or_else(|| {
+                DeviceError::BadRange(alloc::format!(
+                    "a graph of {} launches needs more than 256 MiB of command memory",
+                    nodes.len()
+                ))
+            })?;
+    }
+    Ok((out, at))
+}
+
+impl<B: Backend> Inner<B> {
+    /// A graph of `nodes` (checked against the device already): command memory for its copies.
+    pub(in crate::device) fn create_graph(
+        &mut self,
+        info: &DeviceInfo,
+        device: u32,
+        nodes: Vec<GraphNode>,
+    ) -> Result<RawGraph, DeviceError> {
+        self.check_alive()?;
+        if nodes.is_empty() || nodes.len() > MAX_GRAPH_NODES {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "a graph of {} launches: give 1 to {MAX_GRAPH_NODES}",
+                nodes.len()
+            )));
+        }
+        for n in &nodes {
+            self.slot_va(n.key.slot, n.key.generation)
+                .map_err(|_| DeviceError::ForeignObject("module (unloaded)"))?;
+        }
+        let (layout, copy_size) = layout(&nodes, info.qmd.size() as u64)?;
+        let (slot, generation, _) =
+            self.alloc_slot(copy_size * COPIES as u64, Location::Host, Purpose::Commands)?;
+        let n = nodes.len();
+        let rec = GraphRec {
+            mem: (slot, generation),
+            versions: vec![1; n],
+            nodes,
+            layout,
+            copy_size,
+            copies: core::array::from_fn(|_| Copy {
+                written: vec![0; n],
+                last: None,
+            }),
+            next: 0,
+        };
+        let g = &mut self.fast.graphs;
+        let index = match g.recs.iter().position(|(_, r)| r.is_none()) {
+            Some(i) => i,
+            None => {
+                g.recs.push((0, None));
+                g.recs.len() - 1
+            }
+        };
+        let e = &mut g.recs[index];
+        e.0 = e.0.wrapping_add(1);
+        e.1 = Some(rec);
+        Ok(RawGraph {
+            device,
+            index,
+            generation: e.0,
+        })
+    }
+
+    /// Replaces launch `index` of graph `g` with `node` (of the same bank size or smaller):
+    /// the copies are brought up to date as each is next used.
+    pub(in crate::device) fn set_graph_node(
+        &mut self,
+        g: &RawGraph,
+        index: usize,
+        node: GraphNode,
+    ) -> Result<(), DeviceError> {
+        let r = self.fast.graphs.get_mut(g)?;
+        let n = r.nodes.len();
+        let (Some(old), Some(&(cb_off, qmd_off))) = (r.nodes.get_mut(index), r.layout.get(index))
+        else {
+            return Err(DeviceError::BadRange(alloc::format!(
+                "launch {index} of a graph of {n}"
+            )));
+        };
+        if *old == node {
+            return Ok(());
+        }
+        if u64::from(node.cb_size) > qmd_off - cb_off {
+            return Err(DeviceError::Unsupported(alloc::format!(
+                "launch {index}'s new parameters need a {}-byte constant bank 0, more than the \
+                 {} the graph was made with: make the graph again",
+                node.cb_size,
+                qmd_off - cb_off
+            )));
+        }
+        *old = node;
+        if let Some(v) = r.versions.get_mut(index) {
+            *v += 1;
+        }
+        Ok(())
+    }
+
+    /// Frees graph `g` (after the GPU has finished with it).
+    pub(in crate::device) fn free_graph(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        g: &RawGraph,
+    ) {
+        let Some(r) = self
+            .fast
+            .graphs
+            .recs
+            .get_mut(g.index)
+            .filter(|(generation, _)| *generation == g.generation)
+            .and_then(|(_, r)| r.take())
+        else {
+            return;
+        };
+        self.release_slot(info, opts, r.mem.0, r.mem.1);
+    }
+
+    /// Launches graph `g` on the current stream: as one submission of its first QMD, the
+    /// rest chained, when it has two launches or more and the stream's compute work is done;
+    /// otherwise launch by launch, so that the launches chain to the work still running or
+    /// held (automatic deferral) instead of waiting for it, and a lone launch gets what the
+    /// latency machinery does for one. Returns whether it was one submission.
+    pub(in crate::device) fn launch_graph(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        g: &RawGraph,
+    ) -> Result<bool, DeviceError> {
+        self.check_alive()?;
+        let r = self.fast.graphs.get(g)?;
+        for n in &r.nodes {
+            self.slot_va(n.key.slot, n.key.generation).map_err(|_| {
+                DeviceError::ForeignObject("module of a graph's launch (unloaded since)")
+            })?;
+        }
+        let ci = self.compute_ci();
+        let single = r.nodes.len() < 2;
+        self.fast.graphs.launched += 1;
+        if single || !self.compute_idle(ci)? {
+            self.launch_graph_nodes(info, opts, g)?;
+            return Ok(false);
+        }
+        self.launch_graph_written(info, opts, g, ci)?;
+        Ok(true)
+    }
+
+    /// Whether compute channel `ci` has nothing held and everything submitted done.
+    fn compute_idle(&self, ci: usize) -> Result<bool, DeviceError> {
+        let c = &self.chans[ci];
+        Ok(c.fifo.unpublished() == 0
+            && (c.seen >= c.submitted || self.completed(ci)? >= c.submitted))
+    }
+
+    /// Launches graph `g`'s launches one by one, as `Device::launch` would.
+    fn launch_graph_nodes(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        g: &RawGraph,
+    ) -> Result<(), DeviceError> {
+        // Taken out while it is launched (put back below): the launches need `self`.
+        let r = self
+            .fast
+            .graphs
+            .recs
+            .get_mut(g.index)
+            .and_then(|(_, r)| r.take())
+            .ok_or(DeviceError::ForeignObject("graph"))?;
+        let res = r.nodes.iter().try_for_each(|n| {
+            let args: Vec<Arg<'_>> = n.args.iter().map(|b| Arg::Bytes(b)).collect();
+            let call = CallInputs {
+                key: n.key,
+                grid: n.desc.grid,
+                block: n.desc.block,
+                args: &args,
+                device_id: g.device,
+            };
+            self.launch_built(info, opts, &n.built(), &call)
+        });
+        if let Some((_, slot)) = self.fast.graphs.recs.get_mut(g.index) {
+            *slot = Some(r);
+        }
+        res
+    }
+
+    /// Launches graph `g` as one submission on compute channel `ci` (the current stream's).
+    fn launch_graph_written(
+        &mut self,
+        info: &DeviceInfo,
+        opts: &DeviceOptions,
+        g: &RawGraph,
+        ci: usize,
+    ) -> Result<(), DeviceError> {
+        let r = self.fast.graphs.get(g)?;
+        let k = r.next;
+        let before = r.copies[k].last;
+        if let Some((ci, value)) = before
+            && self.completed(ci)? < value
+        {
+            self.fast.graphs.waited += 1;
+            self.wait(info, opts, ci, value, "a graph's earlier launch")?;
+        }
+        let value = self.chans[ci].submitted + 1;
+        let first_qmd = self.write_copy(info, g, k, value)?;
+        let dirty = self.caches_dirty();
+        let pcas2 = info.chip.has_pcas2();
+        let submitted = self.submit(info, opts, ci, 0, |pb, _, _| {
+            if dirty {
+                pb.invalidate_shader_caches()?;
+            }
+            pb.invalidate_sked_caches()?;
+            pb.compute_launch_on(first_qmd, pcas2)?;
+            Ok(true)
+        });
+        let r = self.fast.graphs.get_mut(g)?;
+        let copy = &mut r.copies[k];
+        let submitted = match submitted {
+            Ok(v) if v == value => v,
+            Ok(v) => {
+                copy.written.fill(0);
+                return Err(DeviceError::Dead(alloc::format!(
+                    "a graph's launch was submitted as timeline value {v}, written for {value}"
+                )));
+            }
+            Err(e) => {
+                // The last QMD was written for a value that was not submitted.
+                if let Some(w) = copy.written.last_mut() {
+                    *w = 0;
+                }
+                return Err(e);
+            }
+        };
+        copy.last = Some((ci, submitted));
+        r.next = (k + 1) % COPIES;
+        let chained = r.nodes.len() > 1;
+        let last = r.nodes.last().map(|n| (n.key.slot, n.key.kernel));
+        self.fast.graphs.written += 1;
+        self.caches_invalidated();
+        if chained {
+            self.chans[ci].own_wait = Some(submitted);
+        }
+        if last.is_some() {
+            self.last_kernel = last;
+        }
+        Ok(())
+    }
+
+    /// Brings copy `k` of graph `g` up to date for a launch releasing compute timeline value
+    /// `value` of the current stream: the nodes changed since it was written, and the last QMD.
+    /// Returns the first QMD's GPU VA.
+    fn write_copy(
+        &mut self,
+        info: &DeviceInfo,
+        g: &RawGraph,
+        k: usize,
+        value: u64,
+    ) -> Result<u64, DeviceError> {
+        let patch = self.fast.graphs.patch;
+        // Taken out while it is written (put back below): the writes need `self`.
+        let mut r = self
+            .fast
+            .graphs
+            .recs
+            .get_mut(g.index)
+            .and_then(|(_, r)| r.take())
+            .ok_or(DeviceError::ForeignObject("graph"))?;
+        let res = (|| -> Result<u64, DeviceError> {
+            let (base_va, _) = self.slot_va(r.mem.0, r.mem.1)?;
+            let at = k as u64 * r.copy_size;
+            let last = r.nodes.len() - 1;
+            for i in 0..r.nodes.len() {
+                let version = r.versions[i];
+                let stale = r.copies[k].written[i] != version;
+                if i != last && !stale {
+                    continue;
+                }
+                r.copies[k].written[i] = 0;
+                let (cb_off, qmd_off) = r.layout[i];
+                let node = &r.nodes[i];
+                let cb_va = base_va + at + cb_off;
+                let mut qmd = self.launch_qmd(info, &node.built(), cb_va, value)?;
+                if i != last {
+                    let next_qmd = base_va + at + r.layout[i + 1].1;
+                    patch.make_inner(&mut qmd, next_qmd)?;
+                }
+                let mem = self.slot_mem(r.mem.0, r.mem.1)?;
+                if stale {
+                    mem.write(at + cb_off, &node.cb)?;
+                }
+                mem.write(at + qmd_off, qmd.as_bytes())?;
+                r.copies[k].written[i] = version;
+            }
+            Ok(base_va + at + r.layout[0].1)
+        })();
+        if let Some((_, slot)) = self.fast.graphs.recs.get_mut(g.index) {
+            *slot = Some(r);
+        }
+        res
+    }
+}
