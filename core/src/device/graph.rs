@@ -39,6 +39,7 @@ impl<B: Backend> Device<B> {
         )?;
         let mut tmp = [0u8; 8];
         Ok(GraphNode {
+            device: self.id,
             key: call.key,
             desc,
             cb_size,

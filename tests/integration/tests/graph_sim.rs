@@ -332,7 +332,15 @@ fn bad_graphs_are_refused_with_what_to_do() {
         e.to_string().contains("takes 2 parameters, 1 were given"),
         "{e}"
     );
+    // Another device's node.
+    let om = other.load_cubin(&kernels(89, 13)).unwrap();
+    let oa = other.htod_copy(&vec![0u32; N as usize]).unwrap();
+    let foreign = add1_node(&other, &om.function("add1").unwrap(), &oa);
+    let e = dev.create_graph(vec![foreign.clone()]).unwrap_err();
+    assert!(matches!(e, DeviceError::ForeignObject(_)), "{e}");
     let g = dev.create_graph(vec![add1_node(&dev, &add1, &a)]).unwrap();
+    let e = dev.set_graph_node(&g, 0, foreign).unwrap_err();
+    assert!(matches!(e, DeviceError::ForeignObject(_)), "{e}");
     // Another device's graph.
     let e = other.launch_graph(&g).unwrap_err();
     assert!(matches!(e, DeviceError::ForeignObject(_)), "{e}");

@@ -5,7 +5,7 @@
 //! at each launch (~0.6 µs of CPU per kernel on an H100), and the GPU idles after the first
 //! kernel while the rest are written and held for chaining: a synchronized 20-kernel graph
 //! took 81.5 µs against 72.7-76.1 with NVIDIA's driver, which writes a graph's commands once
-//! (docs/performance.md, "Synchronized graphs: what the step waits for"). Here each launch is
+//! (docs/performance.md, "Synchronized graphs: written once"). Here each launch is
 //! written as chained launches are (`chain.rs`): every QMD but the last schedules the next
 //! (dependent QMD 0), releases nothing and ends its CTAs with a GPU-scope membar; the last
 //! releases the stream's timeline with the launch's value and keeps the system-scope membar.
@@ -58,6 +58,8 @@ pub const MAX_GRAPH_NODES: usize = 1 << 16;
 /// ([`crate::device::Device::graph_node`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphNode {
+    /// [`crate::device::Device::id`] of the device it was built for.
+    pub(in crate::device) device: u32,
     pub(in crate::device) key: LaunchKey,
     pub(in crate::device) desc: LaunchDesc,
     pub(in crate::device) cb_size: u32,
@@ -193,6 +195,11 @@ impl<B: Backend> Inner<B> {
             )));
         }
         for n in &nodes {
+            if n.device != device {
+                return Err(DeviceError::ForeignObject(
+                    "graph node (built for another device)",
+                ));
+            }
             self.slot_va(n.key.slot, n.key.generation)
                 .map_err(|_| DeviceError::ForeignObject("module (unloaded)"))?;
         }
@@ -238,6 +245,11 @@ impl<B: Backend> Inner<B> {
         index: usize,
         node: GraphNode,
     ) -> Result<(), DeviceError> {
+        if node.device != g.device {
+            return Err(DeviceError::ForeignObject(
+                "graph node (built for another device)",
+            ));
+        }
         let r = self.fast.graphs.get_mut(g)?;
         let n = r.nodes.len();
         let (Some(old), Some(&(cb_off, qmd_off))) = (r.nodes.get_mut(index), r.layout.get(index))
@@ -465,5 +477,49 @@ impl<B: Backend> Inner<B> {
             *slot = Some(r);
         }
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    fn node(cb_size: u32) -> GraphNode {
+        GraphNode {
+            device: 1,
+            key: LaunchKey {
+                slot: 0,
+                generation: 1,
+                kernel: 0,
+                dynamic_shared: 0,
+            },
+            desc: LaunchDesc::default(),
+            cb_size,
+            cb: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_bank_and_qmd_has_its_own_aligned_room_and_huge_graphs_are_refused() {
+        let nodes: Vec<_> = [0x210, 0x300, 0x1000, 4].into_iter().map(node).collect();
+        let (l, size) = layout(&nodes, 0x100).unwrap();
+        let mut end = 0;
+        for ((cb, qmd), n) in l.iter().zip(&nodes) {
+            assert_eq!(cb % ARENA_ALIGN, 0);
+            assert_eq!(qmd % ARENA_ALIGN, 0);
+            assert!(*cb >= end, "overlaps the node before");
+            assert!(
+                qmd - cb >= u64::from(n.cb_size),
+                "the bank fits before the QMD"
+            );
+            end = qmd + 0x100;
+        }
+        assert_eq!(size, end);
+        assert_eq!(size, 0x300 + 0x300 + 0x1000 + 0x100 + 4 * 0x100);
+        let big = vec![node(64 << 10); 8192];
+        let e = layout(&big, 0x100).unwrap_err();
+        assert!(e.to_string().contains("256 MiB"), "{e}");
     }
 }
