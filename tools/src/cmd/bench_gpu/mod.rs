@@ -295,6 +295,15 @@ pub struct GpuBench {
     /// because a wait saw no progress, and how many of them found work unfetched (lost
     /// doorbells, or another process holding the GPU; the rest ran during long copies).
     pub stats: DeviceStats,
+    /// A graph of [`GRAPH_LAUNCHES`] `empty` launches, launched and synchronized, median µs:
+    /// as one submission of commands written once (`Device::launch_graph`), and the same
+    /// launches made one by one.
+    pub graph_sync_us: [f64; 2],
+    /// How many of the timed graph launches went as one submission
+    /// (`DeviceStats::graph_launches_written`).
+    pub graph_written_round_trips: u64,
+    /// Timed graph round trips (each way).
+    pub graph_round_trips: u32,
     /// D2D on the copy engine (`CopyPath::CopyEngine`), GB/s read + written.
     pub d2d_ce_gbps: f64,
     /// Whether `d2d_gbps` ran on the copy kernel.
@@ -473,6 +482,13 @@ fn measure<B: CliBackend>(
     let (launch_sync_add1, launch_sync_changing, launch_call_add1_us, argument_only_round_trips) =
         add1_round_trips(dev, &add1, changing_n)?;
 
+    let graph_n = (round_trips / 10).max(10);
+    progress(&format!(
+        "graphs of {GRAPH_LAUNCHES} launches + sync, written once and one by one: {graph_n} \
+         timed each"
+    ));
+    let (graph_sync_us, graph_written_round_trips) = graph_round_trips(dev, &empty, graph_n)?;
+
     progress(&format!("back-to-back: {launches} launches"));
     let before = dev.stats();
     let t = Instant::now();
@@ -545,7 +561,56 @@ fn measure<B: CliBackend>(
         stats: dev.stats(),
         d2d_ce_gbps: c.d2d_ce_gbps,
         d2d_kernel: c.d2d_kernel,
+        graph_sync_us,
+        graph_written_round_trips,
+        graph_round_trips: graph_n,
     })
+}
+
+/// Launches in the graph [`graph_round_trips`] times (as many as a small training step).
+pub const GRAPH_LAUNCHES: usize = 20;
+
+/// `n` round trips (after 20 untimed) of a graph of [`GRAPH_LAUNCHES`] `empty` launches,
+/// alternating with the same launches made one by one: both medians (µs), and how many of
+/// the timed graph launches went as one submission.
+fn graph_round_trips<B: CliBackend>(
+    dev: &Device<B>,
+    empty: &nvbare_core::device::Function<'_, '_, B>,
+    n: u32,
+) -> Result<([f64; 2], u64), CliError> {
+    let one = LaunchConfig::for_num_elems(1);
+    let nodes = (0..GRAPH_LAUNCHES)
+        .map(|_| dev.graph_node(empty, one, &[]))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(rt("graph"))?;
+    let g = dev.create_graph(nodes).map_err(rt("graph"))?;
+    let timed = || -> Result<([f64; 2], u64), CliError> {
+        let (mut written, mut separate) = (Vec::new(), Vec::new());
+        let mut before = 0;
+        for i in 0..n + 20 {
+            if i == 20 {
+                before = dev.stats().graph_launches_written;
+            }
+            let t = Instant::now();
+            dev.launch_graph(&g).map_err(rt("graph launch"))?;
+            dev.synchronize().map_err(rt("synchronize"))?;
+            let graph = us(t.elapsed());
+            let t = Instant::now();
+            for _ in 0..GRAPH_LAUNCHES {
+                dev.launch(empty, one, &[]).map_err(rt("launch"))?;
+            }
+            dev.synchronize().map_err(rt("synchronize"))?;
+            if i >= 20 {
+                written.push(graph);
+                separate.push(us(t.elapsed()));
+            }
+        }
+        let count = dev.stats().graph_launches_written - before;
+        Ok(([median(written), median(separate)], count))
+    };
+    let r = timed();
+    dev.free_graph(g);
+    r
 }
 
 /// Round trips of `add1` on one element, `n` timed with the same arguments every time, then

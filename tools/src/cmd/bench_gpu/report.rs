@@ -85,6 +85,12 @@ struct GpuBenchJson<'a> {
     launch_gap_ns: u32,
     prefetched_back_to_back: u64,
     prefetched_round_trips: u64,
+    #[serde(serialize_with = "places4")]
+    graph_sync_us: f64,
+    #[serde(serialize_with = "places4")]
+    graph_one_by_one_sync_us: f64,
+    graph_round_trips: u32,
+    graph_written_round_trips: u64,
 }
 
 impl GpuBench {
@@ -130,6 +136,10 @@ impl GpuBench {
             launch_gap_ns: self.launch_gap_ns,
             prefetched_back_to_back: self.prefetched_back_to_back,
             prefetched_round_trips: self.prefetched_round_trips,
+            graph_sync_us: self.graph_sync_us[0],
+            graph_one_by_one_sync_us: self.graph_sync_us[1],
+            graph_round_trips: self.graph_round_trips,
+            graph_written_round_trips: self.graph_written_round_trips,
         }
     }
 
@@ -164,6 +174,15 @@ impl GpuBench {
                 c.median, c.p10, c.p90, c.n, call
             ));
         }
+        s.push_str(&format!(
+            "  graph of {} launches + sync {:.2} µs written once, {:.2} launched one by one \
+             (medians of {}; {} as one submission)\n",
+            super::GRAPH_LAUNCHES,
+            self.graph_sync_us[0],
+            self.graph_sync_us[1],
+            self.graph_round_trips,
+            self.graph_written_round_trips
+        ));
         let gap = if self.launch_gap_ns > 0 {
             format!("; {} ns of CPU work after each", self.launch_gap_ns)
         } else {

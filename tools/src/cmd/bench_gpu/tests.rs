@@ -70,12 +70,18 @@ fn bench_runs_on_the_simulator_and_prints_the_schema() {
         "\"pair_total_us\":",
         "\"deferred_submits\":0,\"auto_defer_active\":",
         "\"auto_min_batch\":64,\"launch_gap_ns\":0,",
-        "\"prefetched_back_to_back\":199,\"prefetched_round_trips\":50",
+        // Every back-to-back launch: the first through the region the last wait before (of
+        // the graph round trips, also `empty`) wrote ahead, the others behind a running grid.
+        "\"prefetched_back_to_back\":200,\"prefetched_round_trips\":50",
         "\"d2d_ce_gbps\":",
         "\"h2d_pageable_gbps\":",
         "\"d2h_pageable_gbps\":",
         "\"d2d_path\":\"kernel\"",
         "\"doorbell_retries\":0,\"doorbell_retries_unfetched\":0,",
+        // Every timed graph launch follows a wait: one submission each.
+        "\"graph_round_trips\":10,\"graph_written_round_trips\":10}",
+        "\"graph_sync_us\":",
+        "\"graph_one_by_one_sync_us\":",
     ] {
         assert!(s.contains(key), "{key} missing in {s}");
     }
