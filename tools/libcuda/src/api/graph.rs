@@ -1,7 +1,9 @@
-//! Graphs as a recorded list of launches and copies, replayed in the order the nodes were
-//! added (a valid order: a node's dependencies must exist before it) on the stream a launch
-//! names. Kernel and 1-D memcpy nodes, empty nodes, instantiate, launch, and the exec-update
-//! of kernel and memcpy nodes.
+//! Graphs as a recorded list of launches and copies, run in the order the nodes were added (a
+//! valid order: a node's dependencies must exist before it) on the stream a launch names.
+//! Kernel and 1-D memcpy nodes, empty nodes, instantiate, launch, and the exec-update of
+//! kernel and memcpy nodes. An exec of kernel and empty nodes is also an [`nvbare::Graph`]
+//! (its launches written once on the device, launched as one chained submission where the
+//! stream is idle); other execs are replayed node by node.
 
 use std::ffi::{c_char, c_uint, c_void};
 use std::sync::{Arc, Mutex};
