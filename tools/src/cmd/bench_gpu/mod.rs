@@ -567,7 +567,7 @@ fn measure<B: CliBackend>(
     })
 }
 
-/// Launches in the graph [`graph_round_trips`] times (as many as a small training step).
+/// Launches in the graph `nvbare bench` times (as many as a small training step).
 pub const GRAPH_LAUNCHES: usize = 20;
 
 /// `n` round trips (after 20 untimed) of a graph of [`GRAPH_LAUNCHES`] `empty` launches,
