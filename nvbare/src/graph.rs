@@ -1,6 +1,6 @@
 //! Graphs: a fixed sequence of launches whose commands the device writes once, launched as
 //! one chained submission as often as wanted (`nvbare_core::device::Device::launch_graph`;
-//! what that saves: docs/performance.md, "Graphs written once").
+//! what that saves: docs/performance.md, "Synchronized graphs: written once").
 
 use std::sync::Arc;
 
@@ -11,10 +11,11 @@ use crate::module::Function;
 use crate::stream::Stream;
 use crate::{Error, Result};
 
-/// A fixed sequence of launches ([`Graph::new`]), run in order by [`Stream::launch_graph`].
-/// Its kernels' modules stay loaded while it lives. Reference it from any thread; launches of
-/// one graph are queued one after the other, and a launch waits on the CPU while the graph's
-/// launch two before still runs (its commands are kept twice).
+/// A fixed sequence of launches ([`Graph::new`]), run in order by [`Stream::launch_graph`]:
+/// on a stream whose work is done as one submission of commands written once, behind running
+/// work launch by launch (chained to it). Its kernels' modules stay loaded while it lives.
+/// `Send + Sync`; launched on several streams at once, a launch waits on the CPU when both
+/// copies of its commands are in use.
 #[derive(Debug)]
 pub struct Graph {
     gpu: Arc<GpuShared>,
