@@ -317,14 +317,14 @@ impl<B: Backend> Inner<B> {
             })?;
         }
         let ci = self.compute_ci();
-        let single = r.nodes.len() < 2;
-        self.fast.graphs.launched += 1;
-        if single || !self.compute_idle(ci)? {
+        let written = r.nodes.len() >= 2 && self.compute_idle(ci)?;
+        if written {
+            self.launch_graph_written(info, opts, g, ci)?;
+        } else {
             self.launch_graph_nodes(info, opts, g)?;
-            return Ok(false);
         }
-        self.launch_graph_written(info, opts, g, ci)?;
-        Ok(true)
+        self.fast.graphs.launched += 1;
+        Ok(written)
     }
 
     /// Whether compute channel `ci` has nothing held and everything submitted done.
