@@ -14,6 +14,7 @@ use alloc::vec::Vec;
 
 use super::backend::Backend;
 use super::fast::{GraphNode, RawGraph};
+use super::launch::Built;
 use super::module::{Arg, Function, LaunchConfig};
 use super::{Device, DeviceError};
 
@@ -37,15 +38,13 @@ impl<B: Backend> Device<B> {
             f.module.sass_version,
             &call,
         )?;
-        let mut tmp = [0u8; 8];
-        Ok(GraphNode {
-            device: self.id,
+        let l = Built {
             key: call.key,
-            desc,
+            desc: &desc,
             cb_size,
-            cb: i.scratch.clone(),
-            args: args.iter().map(|a| a.bytes(&mut tmp).to_vec()).collect(),
-        })
+            cb: &i.scratch,
+        };
+        Ok(GraphNode::new(self.id, &l, args))
     }
 
     /// A graph of `nodes` (1 to [`super::MAX_GRAPH_NODES`], from [`Device::graph_node`] on

@@ -39,8 +39,9 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::ahead::Image;
 use super::chain::ChainPatch;
-use crate::channel::qmd::{LaunchDesc, QmdError};
+use crate::channel::qmd::QmdError;
 use crate::chip::QmdVersion;
 use crate::device::backend::{Backend, GpuMemory, Location, Purpose};
 use crate::device::chan::ARENA_ALIGN;
@@ -61,23 +62,31 @@ pub const MAX_GRAPH_NODES: usize = 1 << 16;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphNode {
     /// [`crate::device::Device::id`] of the device it was built for.
-    pub(in crate::device) device: u32,
-    pub(in crate::device) key: LaunchKey,
-    pub(in crate::device) desc: LaunchDesc,
-    pub(in crate::device) cb_size: u32,
-    pub(in crate::device) cb: Vec<u8>,
+    device: u32,
+    /// The launch as built (the form write-ahead remembers a launch in).
+    image: Image,
     /// The arguments' bytes, for a launch of the graph made launch by launch.
-    pub(in crate::device) args: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
 }
 
 impl GraphNode {
-    fn built(&self) -> Built<'_> {
-        Built {
-            key: self.key,
-            desc: &self.desc,
-            cb_size: self.cb_size,
-            cb: &self.cb,
+    /// Launch `l`, built for device `device` from a call with `args`.
+    pub(in crate::device) fn new(device: u32, l: &Built<'_>, args: &[Arg<'_>]) -> Self {
+        let mut tmp = [0u8; 8];
+        GraphNode {
+            device,
+            image: Image {
+                key: l.key,
+                desc: *l.desc,
+                cb_size: l.cb_size,
+                cb: l.cb.to_vec(),
+            },
+            args: args.iter().map(|a| a.bytes(&mut tmp).to_vec()).collect(),
         }
+    }
+
+    fn key(&self) -> LaunchKey {
+        self.image.key
     }
 }
 
@@ -166,7 +175,7 @@ fn layout(nodes: &[GraphNode], qmd_size: u64) -> Result<(Vec<(u64, u64)>, u64), 
     let mut at = 0u64;
     let mut out = Vec::with_capacity(nodes.len());
     for n in nodes {
-        let cb = u64::from(n.cb_size).next_multiple_of(ARENA_ALIGN);
+        let cb = u64::from(n.image.cb_size).next_multiple_of(ARENA_ALIGN);
         out.push((at, at + cb));
         at = at
             .checked_add(cb + qmd)
@@ -202,7 +211,7 @@ impl<B: Backend> Inner<B> {
                     "graph node (built for another device)",
                 ));
             }
-            self.slot_va(n.key.slot, n.key.generation)
+            self.slot_va(n.key().slot, n.key().generation)
                 .map_err(|_| DeviceError::ForeignObject("module (unloaded)"))?;
         }
         let (layout, copy_size) = layout(&nodes, info.qmd.size() as u64)?;
@@ -263,11 +272,11 @@ impl<B: Backend> Inner<B> {
         if *old == node {
             return Ok(());
         }
-        if u64::from(node.cb_size) > qmd_off - cb_off {
+        if u64::from(node.image.cb_size) > qmd_off - cb_off {
             return Err(DeviceError::Unsupported(alloc::format!(
                 "launch {index}'s new parameters need a {}-byte constant bank 0, more than the \
                  {} the graph was made with: make the graph again",
-                node.cb_size,
+                node.image.cb_size,
                 qmd_off - cb_off
             )));
         }
@@ -312,9 +321,10 @@ impl<B: Backend> Inner<B> {
         self.check_alive()?;
         let r = self.fast.graphs.get(g)?;
         for n in &r.nodes {
-            self.slot_va(n.key.slot, n.key.generation).map_err(|_| {
-                DeviceError::ForeignObject("module of a graph's launch (unloaded since)")
-            })?;
+            self.slot_va(n.key().slot, n.key().generation)
+                .map_err(|_| {
+                    DeviceError::ForeignObject("module of a graph's launch (unloaded since)")
+                })?;
         }
         let ci = self.compute_ci();
         let written = r.nodes.len() >= 2 && self.compute_idle(ci)?;
@@ -341,29 +351,19 @@ impl<B: Backend> Inner<B> {
         opts: &DeviceOptions,
         g: &RawGraph,
     ) -> Result<(), DeviceError> {
-        // Taken out while it is launched (put back below): the launches need `self`.
-        let r = self
-            .fast
-            .graphs
-            .recs
-            .get_mut(g.index)
-            .and_then(|(_, r)| r.take())
-            .ok_or(DeviceError::ForeignObject("graph"))?;
-        let res = r.nodes.iter().try_for_each(|n| {
-            let args: Vec<Arg<'_>> = n.args.iter().map(|b| Arg::Bytes(b)).collect();
-            let call = CallInputs {
-                key: n.key,
-                grid: n.desc.grid,
-                block: n.desc.block,
-                args: &args,
-                device_id: g.device,
-            };
-            self.launch_built(info, opts, &n.built(), &call)
-        });
-        if let Some((_, slot)) = self.fast.graphs.recs.get_mut(g.index) {
-            *slot = Some(r);
-        }
-        res
+        self.with_graph(g, |d, r| {
+            r.nodes.iter().try_for_each(|n| {
+                let args: Vec<Arg<'_>> = n.args.iter().map(|b| Arg::Bytes(b)).collect();
+                let call = CallInputs {
+                    key: n.key(),
+                    grid: n.image.desc.grid,
+                    block: n.image.desc.block,
+                    args: &args,
+                    device_id: g.device,
+                };
+                d.launch_built(info, opts, &n.image.built(), &call)
+            })
+        })
     }
 
     /// Launches graph `g` as one submission on compute channel `ci` (the current stream's).
@@ -416,7 +416,7 @@ impl<B: Backend> Inner<B> {
         copy.last = Some((ci, submitted));
         r.next = (k + 1) % COPIES;
         let chained = r.nodes.len() > 1;
-        let last = r.nodes.last().map(|n| (n.key.slot, n.key.kernel));
+        let last = r.nodes.last().map(|n| (n.key().slot, n.key().kernel));
         self.fast.graphs.written += 1;
         self.caches_invalidated();
         if chained {
@@ -439,16 +439,8 @@ impl<B: Backend> Inner<B> {
         value: u64,
     ) -> Result<u64, DeviceError> {
         let patch = self.fast.graphs.patch;
-        // Taken out while it is written (put back below): the writes need `self`.
-        let mut r = self
-            .fast
-            .graphs
-            .recs
-            .get_mut(g.index)
-            .and_then(|(_, r)| r.take())
-            .ok_or(DeviceError::ForeignObject("graph"))?;
-        let res = (|| -> Result<u64, DeviceError> {
-            let (base_va, _) = self.slot_va(r.mem.0, r.mem.1)?;
+        self.with_graph(g, |d, r| {
+            let (base_va, _) = d.slot_va(r.mem.0, r.mem.1)?;
             let at = k as u64 * r.copy_size;
             let last = r.nodes.len() - 1;
             for i in 0..r.nodes.len() {
@@ -461,20 +453,43 @@ impl<B: Backend> Inner<B> {
                 let (cb_off, qmd_off) = r.layout[i];
                 let node = &r.nodes[i];
                 let cb_va = base_va + at + cb_off;
-                let mut qmd = self.launch_qmd(info, &node.built(), cb_va, value)?;
+                let mut qmd = d.launch_qmd(info, &node.image.built(), cb_va, value)?;
                 if i != last {
                     let next_qmd = base_va + at + r.layout[i + 1].1;
                     patch.make_inner(&mut qmd, next_qmd)?;
                 }
-                let mem = self.slot_mem(r.mem.0, r.mem.1)?;
+                let mem = d.slot_mem(r.mem.0, r.mem.1)?;
                 if stale {
-                    mem.write(at + cb_off, &node.cb)?;
+                    mem.write(at + cb_off, &node.image.cb)?;
                 }
                 mem.write(at + qmd_off, qmd.as_bytes())?;
                 r.copies[k].written[i] = version;
             }
             Ok(base_va + at + r.layout[0].1)
-        })();
+        })
+    }
+
+    /// Runs `f` with graph `g` taken out of the table (put back after): what `f` does
+    /// needs `self`.
+    fn with_graph<R>(
+        &mut self,
+        g: &RawGraph,
+        f: impl FnOnce(&mut Self, &mut GraphRec) -> Result<R, DeviceError>,
+    ) -> Result<R, DeviceError> {
+        let (generation, slot) = self
+            .fast
+            .graphs
+            .recs
+            .get_mut(g.index)
+            .ok_or(DeviceError::ForeignObject("graph"))?;
+        let mut r = match slot.take() {
+            Some(r) if *generation == g.generation => r,
+            other => {
+                *slot = other;
+                return Err(DeviceError::ForeignObject("graph"));
+            }
+        };
+        let res = f(self, &mut r);
         if let Some((_, slot)) = self.fast.graphs.recs.get_mut(g.index) {
             *slot = Some(r);
         }
@@ -485,22 +500,23 @@ impl<B: Backend> Inner<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channel::qmd::LaunchDesc;
     use alloc::string::ToString;
 
     fn node(cb_size: u32) -> GraphNode {
-        GraphNode {
-            device: 1,
+        let desc = LaunchDesc::default();
+        let l = Built {
             key: LaunchKey {
                 slot: 0,
                 generation: 1,
                 kernel: 0,
                 dynamic_shared: 0,
             },
-            desc: LaunchDesc::default(),
+            desc: &desc,
             cb_size,
-            cb: Vec::new(),
-            args: Vec::new(),
-        }
+            cb: &[],
+        };
+        GraphNode::new(1, &l, &[])
     }
 
     #[test]
@@ -513,7 +529,7 @@ mod tests {
             assert_eq!(qmd % ARENA_ALIGN, 0);
             assert!(*cb >= end, "overlaps the node before");
             assert!(
-                qmd - cb >= u64::from(n.cb_size),
+                qmd - cb >= u64::from(n.image.cb_size),
                 "the bank fits before the QMD"
             );
             end = qmd + 0x100;
