@@ -106,20 +106,13 @@ impl<B: Backend> Inner<B> {
         sass_version: u32,
         call: &CallInputs<'_>,
     ) -> Result<(), DeviceError> {
-        let key = call.key;
-        self.check_call(key)?;
-        self.defer = fast::launch_defer(self, opts)?;
-        let r = self.launch_grid(info, opts, k, sass_version, call);
-        self.defer = opts.tuning.deferred_submits;
-        if r.is_ok() {
-            self.last_kernel = Some((key.slot, key.kernel));
-        }
-        r
+        self.as_launch(opts, call, |i| {
+            i.launch_grid(info, opts, k, sass_version, call)
+        })
     }
 
     /// [`Inner::launch`] of a launch built before (a graph's): submitted as an ordinary
-    /// launch is, through the latency machinery if it takes it, with the deferral automatic
-    /// deferral gives it.
+    /// launch is, through the latency machinery if it takes it.
     pub(super) fn launch_built(
         &mut self,
         info: &DeviceInfo,
@@ -127,12 +120,25 @@ impl<B: Backend> Inner<B> {
         l: &Built<'_>,
         call: &CallInputs<'_>,
     ) -> Result<(), DeviceError> {
-        self.check_call(call.key)?;
+        self.as_launch(opts, call, |i| i.submit_built(info, opts, l, call))
+    }
+
+    /// Runs `submit` as the program's launch `call`: the call checked to be this device's,
+    /// with the deferral automatic deferral gives it, and its kernel the one fault reports
+    /// name once it is queued.
+    fn as_launch(
+        &mut self,
+        opts: &DeviceOptions,
+        call: &CallInputs<'_>,
+        submit: impl FnOnce(&mut Self) -> Result<(), DeviceError>,
+    ) -> Result<(), DeviceError> {
+        let key = call.key;
+        self.check_call(key)?;
         self.defer = fast::launch_defer(self, opts)?;
-        let r = self.submit_built(info, opts, l, call);
+        let r = submit(self);
         self.defer = opts.tuning.deferred_submits;
         if r.is_ok() {
-            self.last_kernel = Some((call.key.slot, call.key.kernel));
+            self.last_kernel = Some((key.slot, key.kernel));
         }
         r
     }
