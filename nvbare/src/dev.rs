@@ -2,8 +2,8 @@
 //! with the device locked.
 
 use nvbare_core::device::{
-    Arg, Backend, CopyPath, Device, DeviceError, DeviceInfo, Event, GraphNode, LaunchConfig,
-    Location, RawBuffer, RawGraph, RawModule,
+    Arg, Backend, CopyPath, Device, DeviceError, DeviceInfo, Event, Function, GraphNode,
+    LaunchConfig, Location, RawBuffer, RawGraph, RawModule,
 };
 use nvbare_gsp_firmware::program::LoadCubin;
 use std::ptr::NonNull;
@@ -83,6 +83,20 @@ pub(crate) struct Held<B: Backend> {
 
 fn dev_err(e: DeviceError) -> Error {
     Error::Device(e)
+}
+
+impl<B: Backend> Held<B> {
+    /// Runs `f` with kernel `kernel` of module `m`.
+    fn with_function<R>(
+        &self,
+        m: &RawModule,
+        kernel: usize,
+        f: impl FnOnce(&Function<'_, '_, B>) -> std::result::Result<R, DeviceError>,
+    ) -> Result<R> {
+        self.dev
+            .with_module(m, |m| f(&m.function_at(kernel)?))?
+            .map_err(dev_err)
+    }
 }
 
 impl<B> Dev for Held<B>
@@ -188,12 +202,7 @@ where
         cfg: LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<()> {
-        self.dev
-            .with_module(m, |m| {
-                let f = m.function_at(kernel)?;
-                self.dev.launch(&f, cfg, args)
-            })?
-            .map_err(dev_err)
+        self.with_function(m, kernel, |f| self.dev.launch(f, cfg, args))
     }
 
     fn graph_node(
@@ -203,12 +212,7 @@ where
         cfg: LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<GraphNode> {
-        self.dev
-            .with_module(m, |m| {
-                let f = m.function_at(kernel)?;
-                self.dev.graph_node(&f, cfg, args)
-            })?
-            .map_err(dev_err)
+        self.with_function(m, kernel, |f| self.dev.graph_node(f, cfg, args))
     }
 
     fn create_graph(&self, nodes: Vec<GraphNode>) -> Result<RawGraph> {
