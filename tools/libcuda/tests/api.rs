@@ -9,7 +9,7 @@ use cuda::abi::*;
 use cuda::*;
 
 mod common;
-use common::{add1, alloc_with, context, read_back, setup};
+use common::{add1, add1_node, alloc_with, context, read_back, setup};
 
 #[test]
 fn devices_and_attributes() {
@@ -648,18 +648,7 @@ fn a_two_node_graph_replays_and_updates() {
         (&mut n as *mut u32).cast(),
     ];
     let mut out = vec![0u32; 64];
-    let kp = CUDA_KERNEL_NODE_PARAMS {
-        func: f,
-        gridDimX: 1,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: 64,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: 0,
-        kernelParams: params.as_mut_ptr(),
-        extra: null_mut(),
-    };
+    let kp = add1_node(f, &mut params);
     // SAFETY: an all-zero CUDA_MEMCPY3D is valid (null pointers, zero sizes).
     let mut cp: CUDA_MEMCPY3D = unsafe { std::mem::zeroed() };
     cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -729,18 +718,7 @@ fn a_graph_of_kernels_is_written_once_and_its_updates_apply_from_the_next_launch
         (&mut p as *mut u64).cast::<c_void>(),
         (&mut n as *mut u32).cast(),
     ];
-    let kp = CUDA_KERNEL_NODE_PARAMS {
-        func: f,
-        gridDimX: 1,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: 64,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: 0,
-        kernelParams: params.as_mut_ptr(),
-        extra: null_mut(),
-    };
+    let kp = add1_node(f, &mut params);
     let (mut g, mut e) = (null_mut(), null_mut());
     let mut nodes = [null_mut(); 3];
     // SAFETY: handles from the driver; params and buffers that outlive the graph.

@@ -125,3 +125,22 @@ impl Drop for StreamsAndEvents {
         }
     }
 }
+
+/// A kernel node of `add1` over one block of 64 threads, its arguments from `params`.
+pub fn add1_node(
+    f: CUfunction,
+    params: &mut [*mut std::ffi::c_void; 2],
+) -> CUDA_KERNEL_NODE_PARAMS {
+    CUDA_KERNEL_NODE_PARAMS {
+        func: f,
+        gridDimX: 1,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 64,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        kernelParams: params.as_mut_ptr(),
+        extra: null_mut(),
+    }
+}
