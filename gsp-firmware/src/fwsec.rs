@@ -195,33 +195,58 @@ pub struct Fwsec<'a> {
     image: &'a [u8],
 }
 
+/// Checks the `vDesc` word at `desc_offset` of `rom` (version-available flag, the version
+/// `want.0`, a descriptor of at least `min.0` bytes) as OpenRM's `s_vbiosFillFlcnUcodeFromDesc*`
+/// do, and returns the descriptor's size. `want.1` and `min.1`/`min.2` name what failed.
+pub(crate) fn desc_header(
+    rom: &[u8],
+    desc_offset: u64,
+    want: (u8, &'static str),
+    min: (usize, &'static str, &'static str),
+) -> Result<u32, Error> {
+    let vdesc = crate::bytes::u32_at(rom, "falcon ucode descriptor header", desc_offset)?;
+    if vdesc & 1 == 0 {
+        return Err(Error::Invalid {
+            what: "falcon ucode descriptor header (vDesc)",
+            value: vdesc as u64,
+            why: "the version-available flag (bit 0) is clear",
+        });
+    }
+    let version = ((vdesc >> 8) & 0xff) as u8;
+    let desc_size = vdesc >> 16;
+    if version != want.0 {
+        return Err(Error::UnsupportedVersion {
+            what: want.1,
+            version: version as u64,
+        });
+    }
+    if (desc_size as usize) < min.0 {
+        return Err(Error::BadSize {
+            what: min.1,
+            size: desc_size as u64,
+            expected: min.2,
+        });
+    }
+    Ok(desc_size)
+}
+
 impl<'a> Fwsec<'a> {
     /// Parses the descriptor at `desc_offset` of `rom` and checks it as OpenRM's
     /// `s_vbiosFillFlcnUcodeFromDescV3` does (plus the FRTS patch's own bounds).
     pub fn parse(rom: &'a [u8], desc_offset: u64, app_id: u8) -> Result<Self, Error> {
-        let vdesc = crate::bytes::u32_at(rom, "falcon ucode descriptor header", desc_offset)?;
-        if vdesc & 1 == 0 {
-            return Err(Error::Invalid {
-                what: "falcon ucode descriptor header (vDesc)",
-                value: vdesc as u64,
-                why: "the version-available flag (bit 0) is clear",
-            });
-        }
-        let version = ((vdesc >> 8) & 0xff) as u8;
-        let desc_size = vdesc >> 16;
-        if version != DESC_VERSION_V3 {
-            return Err(Error::UnsupportedVersion {
-                what: "falcon ucode descriptor (v2 is Turing/GA100 boot-with-loader FWSEC)",
-                version: version as u64,
-            });
-        }
-        if (desc_size as usize) < DESC_V3_SIZE {
-            return Err(Error::BadSize {
-                what: "FALCON_UCODE_DESC_V3 (vDesc size)",
-                size: desc_size as u64,
-                expected: "at least 44 bytes",
-            });
-        }
+        let desc_size = desc_header(
+            rom,
+            desc_offset,
+            (
+                DESC_VERSION_V3,
+                "falcon ucode descriptor (v2 is Turing/GA100 boot-with-loader FWSEC)",
+            ),
+            (
+                DESC_V3_SIZE,
+                "FALCON_UCODE_DESC_V3 (vDesc size)",
+                "at least 44 bytes",
+            ),
+        )?;
         let desc: FalconUcodeDescV3 = *read(rom, "FALCON_UCODE_DESC_V3", desc_offset)?;
         let signatures = slice(
             rom,

@@ -28,7 +28,8 @@ use zerocopy::{FromBytes, Immutable, KnownLayout, Unaligned};
 use crate::Error;
 use crate::bytes::{read, round_up, slice};
 use crate::fwsec::{
-    CMD_FRTS, CMD_SB, DESC_VERSION_V2, FwseclicFrtsCmd, frts_cmd, patch_dmem, read_vbios_desc,
+    CMD_FRTS, CMD_SB, DESC_VERSION_V2, FwseclicFrtsCmd, desc_header, frts_cmd, patch_dmem,
+    read_vbios_desc,
 };
 
 /// `FALCON_UCODE_DESC_V2_SIZE_60`.
@@ -113,29 +114,19 @@ impl<'a> FwsecV2<'a> {
     /// Parses the descriptor at `desc_offset` of `rom` with every check of OpenRM's
     /// `s_vbiosFillFlcnUcodeFromDescV2` (image bounds and buffer bounds).
     pub fn parse(rom: &'a [u8], desc_offset: u64, app_id: u8) -> Result<Self, Error> {
-        let vdesc = crate::bytes::u32_at(rom, "falcon ucode descriptor header", desc_offset)?;
-        if vdesc & 1 == 0 {
-            return Err(Error::Invalid {
-                what: "falcon ucode descriptor header (vDesc)",
-                value: vdesc as u64,
-                why: "the version-available flag (bit 0) is clear",
-            });
-        }
-        let version = ((vdesc >> 8) & 0xff) as u8;
-        let desc_size = vdesc >> 16;
-        if version != DESC_VERSION_V2 {
-            return Err(Error::UnsupportedVersion {
-                what: "falcon ucode descriptor for the generic bootloader (v2 expected)",
-                version: version as u64,
-            });
-        }
-        if (desc_size as usize) < DESC_V2_SIZE {
-            return Err(Error::BadSize {
-                what: "FALCON_UCODE_DESC_V2 (vDesc size)",
-                size: desc_size as u64,
-                expected: "at least 60 bytes",
-            });
-        }
+        let desc_size = desc_header(
+            rom,
+            desc_offset,
+            (
+                DESC_VERSION_V2,
+                "falcon ucode descriptor for the generic bootloader (v2 expected)",
+            ),
+            (
+                DESC_V2_SIZE,
+                "FALCON_UCODE_DESC_V2 (vDesc size)",
+                "at least 60 bytes",
+            ),
+        )?;
         let desc: FalconUcodeDescV2 = *read(rom, "FALCON_UCODE_DESC_V2", desc_offset)?;
         let rom_len = rom.len() as u64;
         let code_at = desc_offset + desc_size as u64;
