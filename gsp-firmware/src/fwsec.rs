@@ -195,58 +195,62 @@ pub struct Fwsec<'a> {
     image: &'a [u8],
 }
 
-/// Checks the `vDesc` word at `desc_offset` of `rom` (version-available flag, the version
-/// `want.0`, a descriptor of at least `min.0` bytes) as OpenRM's `s_vbiosFillFlcnUcodeFromDesc*`
-/// do, and returns the descriptor's size. `want.1` and `min.1`/`min.2` name what failed.
-pub(crate) fn desc_header(
-    rom: &[u8],
-    desc_offset: u64,
-    want: (u8, &'static str),
-    min: (usize, &'static str, &'static str),
-) -> Result<u32, Error> {
-    let vdesc = crate::bytes::u32_at(rom, "falcon ucode descriptor header", desc_offset)?;
-    if vdesc & 1 == 0 {
-        return Err(Error::Invalid {
-            what: "falcon ucode descriptor header (vDesc)",
-            value: vdesc as u64,
-            why: "the version-available flag (bit 0) is clear",
-        });
+/// What a falcon ucode descriptor of one version must show in its `vDesc` word, with the
+/// names an error gives.
+pub(crate) struct DescHeader {
+    /// `NV_BIT_FALCON_UCODE_DESC_HEADER_VDESC_VERSION_*`.
+    pub version: u8,
+    /// Names the descriptor when the version differs.
+    pub version_what: &'static str,
+    /// The descriptor's own size, the least `vDesc` may give.
+    pub min_size: usize,
+    /// Names the size and what it should be when `vDesc` gives less.
+    pub size_what: (&'static str, &'static str),
+}
+
+impl DescHeader {
+    /// Checks the `vDesc` word at `desc_offset` of `rom` (the version-available flag, the
+    /// version, the size) as OpenRM's `s_vbiosFillFlcnUcodeFromDesc*` do; returns the
+    /// descriptor's size.
+    pub(crate) fn check(&self, rom: &[u8], desc_offset: u64) -> Result<u32, Error> {
+        let vdesc = crate::bytes::u32_at(rom, "falcon ucode descriptor header", desc_offset)?;
+        if vdesc & 1 == 0 {
+            return Err(Error::Invalid {
+                what: "falcon ucode descriptor header (vDesc)",
+                value: vdesc as u64,
+                why: "the version-available flag (bit 0) is clear",
+            });
+        }
+        let version = ((vdesc >> 8) & 0xff) as u8;
+        let desc_size = vdesc >> 16;
+        if version != self.version {
+            return Err(Error::UnsupportedVersion {
+                what: self.version_what,
+                version: version as u64,
+            });
+        }
+        if (desc_size as usize) < self.min_size {
+            return Err(Error::BadSize {
+                what: self.size_what.0,
+                size: desc_size as u64,
+                expected: self.size_what.1,
+            });
+        }
+        Ok(desc_size)
     }
-    let version = ((vdesc >> 8) & 0xff) as u8;
-    let desc_size = vdesc >> 16;
-    if version != want.0 {
-        return Err(Error::UnsupportedVersion {
-            what: want.1,
-            version: version as u64,
-        });
-    }
-    if (desc_size as usize) < min.0 {
-        return Err(Error::BadSize {
-            what: min.1,
-            size: desc_size as u64,
-            expected: min.2,
-        });
-    }
-    Ok(desc_size)
 }
 
 impl<'a> Fwsec<'a> {
     /// Parses the descriptor at `desc_offset` of `rom` and checks it as OpenRM's
     /// `s_vbiosFillFlcnUcodeFromDescV3` does (plus the FRTS patch's own bounds).
     pub fn parse(rom: &'a [u8], desc_offset: u64, app_id: u8) -> Result<Self, Error> {
-        let desc_size = desc_header(
-            rom,
-            desc_offset,
-            (
-                DESC_VERSION_V3,
-                "falcon ucode descriptor (v2 is Turing/GA100 boot-with-loader FWSEC)",
-            ),
-            (
-                DESC_V3_SIZE,
-                "FALCON_UCODE_DESC_V3 (vDesc size)",
-                "at least 44 bytes",
-            ),
-        )?;
+        let desc_size = DescHeader {
+            version: DESC_VERSION_V3,
+            version_what: "falcon ucode descriptor (v2 is Turing/GA100 boot-with-loader FWSEC)",
+            min_size: DESC_V3_SIZE,
+            size_what: ("FALCON_UCODE_DESC_V3 (vDesc size)", "at least 44 bytes"),
+        }
+        .check(rom, desc_offset)?;
         let desc: FalconUcodeDescV3 = *read(rom, "FALCON_UCODE_DESC_V3", desc_offset)?;
         let signatures = slice(
             rom,
@@ -543,6 +547,35 @@ impl FwsecUcode {
 mod tests {
     use super::*;
     use core::mem::{offset_of, size_of};
+
+    #[test]
+    fn desc_header_checks_flag_version_and_size() {
+        let v3 = DescHeader {
+            version: DESC_VERSION_V3,
+            version_what: "v3",
+            min_size: DESC_V3_SIZE,
+            size_what: ("size", "at least 44 bytes"),
+        };
+        let vdesc = |flag: u32, version: u32, size: u32| {
+            let mut rom = [0u8; 8];
+            rom[4..].copy_from_slice(&(flag | version << 8 | size << 16).to_le_bytes());
+            rom
+        };
+        assert_eq!(v3.check(&vdesc(1, 3, 44 + 384), 4), Ok(44 + 384));
+        assert!(matches!(
+            v3.check(&vdesc(0, 3, 44), 4),
+            Err(Error::Invalid { .. })
+        ));
+        assert!(matches!(
+            v3.check(&vdesc(1, 2, 44), 4),
+            Err(Error::UnsupportedVersion { version: 2, .. })
+        ));
+        assert!(matches!(
+            v3.check(&vdesc(1, 3, 43), 4),
+            Err(Error::BadSize { size: 43, .. })
+        ));
+        assert!(v3.check(&vdesc(1, 3, 44), 5).is_err());
+    }
 
     #[test]
     fn layouts_match_the_headers() {

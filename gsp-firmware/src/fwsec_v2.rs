@@ -28,7 +28,7 @@ use zerocopy::{FromBytes, Immutable, KnownLayout, Unaligned};
 use crate::Error;
 use crate::bytes::{read, round_up, slice};
 use crate::fwsec::{
-    CMD_FRTS, CMD_SB, DESC_VERSION_V2, FwseclicFrtsCmd, desc_header, frts_cmd, patch_dmem,
+    CMD_FRTS, CMD_SB, DESC_VERSION_V2, DescHeader, FwseclicFrtsCmd, frts_cmd, patch_dmem,
     read_vbios_desc,
 };
 
@@ -114,19 +114,13 @@ impl<'a> FwsecV2<'a> {
     /// Parses the descriptor at `desc_offset` of `rom` with every check of OpenRM's
     /// `s_vbiosFillFlcnUcodeFromDescV2` (image bounds and buffer bounds).
     pub fn parse(rom: &'a [u8], desc_offset: u64, app_id: u8) -> Result<Self, Error> {
-        let desc_size = desc_header(
-            rom,
-            desc_offset,
-            (
-                DESC_VERSION_V2,
-                "falcon ucode descriptor for the generic bootloader (v2 expected)",
-            ),
-            (
-                DESC_V2_SIZE,
-                "FALCON_UCODE_DESC_V2 (vDesc size)",
-                "at least 60 bytes",
-            ),
-        )?;
+        let desc_size = DescHeader {
+            version: DESC_VERSION_V2,
+            version_what: "falcon ucode descriptor for the generic bootloader (v2 expected)",
+            min_size: DESC_V2_SIZE,
+            size_what: ("FALCON_UCODE_DESC_V2 (vDesc size)", "at least 60 bytes"),
+        }
+        .check(rom, desc_offset)?;
         let desc: FalconUcodeDescV2 = *read(rom, "FALCON_UCODE_DESC_V2", desc_offset)?;
         let rom_len = rom.len() as u64;
         let code_at = desc_offset + desc_size as u64;
