@@ -9,7 +9,7 @@ use cuda::abi::*;
 use cuda::*;
 
 mod common;
-use common::{add1, add1_node, alloc_with, context, read_back, setup};
+use common::{add1, add1_args, add1_node, alloc_with, context, read_back, setup};
 
 #[test]
 fn devices_and_attributes() {
@@ -205,10 +205,7 @@ fn pinned_host_memory() {
             CUDA_SUCCESS
         );
         let mut count = 8u32;
-        let mut params = [
-            (&mut dp as *mut u64).cast::<c_void>(),
-            (&mut count as *mut u32).cast(),
-        ];
+        let mut params = add1_args(&mut dp, &mut count);
         let r = cuLaunchKernel(
             f,
             1,
@@ -269,10 +266,7 @@ fn add1_through_kernel_params_and_extra() {
     let data: Vec<u32> = (0..n).collect();
     let mut p = alloc_with(&data);
     let mut nn = n;
-    let mut params = [
-        (&mut p as *mut u64).cast::<c_void>(),
-        (&mut nn as *mut u32).cast(),
-    ];
+    let mut params = add1_args(&mut p, &mut nn);
     // SAFETY: a function handle, pointers to locals that live through the calls.
     unsafe {
         let r = cuLaunchKernel(
@@ -389,10 +383,7 @@ fn function_attributes_and_lookups() {
     let (m, f) = add1();
     let mut p = alloc_with(&[0; 32]);
     let mut nn: u32 = 32;
-    let mut params = [
-        (&mut p as *mut u64).cast::<c_void>(),
-        (&mut nn as *mut u32).cast(),
-    ];
+    let mut params = add1_args(&mut p, &mut nn);
     // SAFETY: handles from the driver, pointers to locals that live through the calls.
     unsafe {
         // Function attributes.
@@ -451,10 +442,7 @@ fn streams_and_events() {
     let (_m, f) = add1();
     let mut p = alloc_with(&[0; 256]);
     let mut n: u32 = 256;
-    let mut params = [
-        (&mut p as *mut u64).cast::<c_void>(),
-        (&mut n as *mut u32).cast(),
-    ];
+    let mut params = add1_args(&mut p, &mut n);
     let (mut s1, mut s2, mut e0, mut e1) = (null_mut(), null_mut(), null_mut(), null_mut());
     let mut ms = -1.0f32;
     // SAFETY: handles from the driver and pointers to locals.
@@ -643,10 +631,7 @@ fn a_two_node_graph_replays_and_updates() {
     let (_m, f) = add1();
     let mut p = alloc_with(&(0..64).collect::<Vec<u32>>());
     let mut n: u32 = 64;
-    let mut params = [
-        (&mut p as *mut u64).cast::<c_void>(),
-        (&mut n as *mut u32).cast(),
-    ];
+    let mut params = add1_args(&mut p, &mut n);
     let mut out = vec![0u32; 64];
     let kp = add1_node(f, &mut params);
     // SAFETY: an all-zero CUDA_MEMCPY3D is valid (null pointers, zero sizes).
@@ -681,10 +666,7 @@ fn a_two_node_graph_replays_and_updates() {
         assert_eq!(out, (2..66).collect::<Vec<u32>>());
         // The arguments were captured at add time; an exec update changes them (n = 32).
         let mut half: u32 = 32;
-        let mut params2 = [
-            (&mut p as *mut u64).cast::<c_void>(),
-            (&mut half as *mut u32).cast(),
-        ];
+        let mut params2 = add1_args(&mut p, &mut half);
         let kp2 = CUDA_KERNEL_NODE_PARAMS {
             kernelParams: params2.as_mut_ptr(),
             ..kp
@@ -714,10 +696,7 @@ fn a_graph_of_kernels_is_written_once_and_its_updates_apply_from_the_next_launch
     let (_m, f) = add1();
     let mut p = alloc_with(&[0u32; 64]);
     let mut n: u32 = 64;
-    let mut params = [
-        (&mut p as *mut u64).cast::<c_void>(),
-        (&mut n as *mut u32).cast(),
-    ];
+    let mut params = add1_args(&mut p, &mut n);
     let kp = add1_node(f, &mut params);
     let (mut g, mut e) = (null_mut(), null_mut());
     let mut nodes = [null_mut(); 3];
@@ -753,10 +732,7 @@ fn a_graph_of_kernels_is_written_once_and_its_updates_apply_from_the_next_launch
             CUDA_SUCCESS
         );
         let mut half: u32 = 32;
-        let mut params2 = [
-            (&mut p as *mut u64).cast::<c_void>(),
-            (&mut half as *mut u32).cast(),
-        ];
+        let mut params2 = add1_args(&mut p, &mut half);
         let kp2 = CUDA_KERNEL_NODE_PARAMS {
             kernelParams: params2.as_mut_ptr(),
             ..kp

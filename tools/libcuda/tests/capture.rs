@@ -8,7 +8,7 @@ use cuda::abi::*;
 use cuda::*;
 
 mod common;
-use common::{StreamsAndEvents, add1, alloc_with, context, read_back, setup};
+use common::{StreamsAndEvents, add1, add1_args, alloc_with, context, read_back, setup};
 
 #[test]
 fn stream_capture_records_a_graph() {
@@ -17,10 +17,7 @@ fn stream_capture_records_a_graph() {
     let (_m, f) = add1();
     let mut p = alloc_with(&[0u32; 64]);
     let mut n: u32 = 64;
-    let mut params = [
-        (&mut p as *mut u64).cast::<c_void>(),
-        (&mut n as *mut u32).cast(),
-    ];
+    let mut params = add1_args(&mut p, &mut n);
     let mut src: Vec<u32> = (100..164).collect();
     let mut out = vec![0u32; 64];
     let (mut s, mut g, mut e) = (null_mut(), null_mut(), null_mut());
@@ -171,14 +168,8 @@ fn stream_capture_across_streams() {
     let (_m, f) = add1();
     let (mut a, mut b) = (alloc_with(&[1u32; 32]), alloc_with(&[0u32; 32]));
     let mut n: u32 = 32;
-    let mut pa = [
-        (&mut a as *mut u64).cast::<c_void>(),
-        (&mut n as *mut u32).cast(),
-    ];
-    let mut pb = [
-        (&mut b as *mut u64).cast::<c_void>(),
-        (&mut n as *mut u32).cast(),
-    ];
+    let mut pa = add1_args(&mut a, &mut n);
+    let mut pb = add1_args(&mut b, &mut n);
     let mut out = vec![0u32; 32];
     let se = StreamsAndEvents::new();
     let ([s0, s1, s2], [e1, e2, _]) = (se.s, se.e);
@@ -244,10 +235,7 @@ fn capture_across_streams_refuses_what_cuda_refuses() {
     let (_m, f) = add1();
     let mut b = alloc_with(&[0u32; 32]);
     let mut n: u32 = 32;
-    let mut pb = [
-        (&mut b as *mut u64).cast::<c_void>(),
-        (&mut n as *mut u32).cast(),
-    ];
+    let mut pb = add1_args(&mut b, &mut n);
     let se = StreamsAndEvents::new();
     let ([s0, s1, s2], [e1, e2, e3]) = (se.s, se.e);
     let mut x = null_mut();

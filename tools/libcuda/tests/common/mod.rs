@@ -126,6 +126,12 @@ impl Drop for StreamsAndEvents {
     }
 }
 
+/// `add1`'s `kernelParams`: pointers to its buffer `p` and count `n`, which must outlive
+/// every launch made with them.
+pub fn add1_args(p: &mut CUdeviceptr, n: &mut u32) -> [*mut std::ffi::c_void; 2] {
+    [(p as *mut u64).cast(), (n as *mut u32).cast()]
+}
+
 /// A kernel node of `add1` over one block of 64 threads, its arguments from `params`.
 pub fn add1_node(
     f: CUfunction,
