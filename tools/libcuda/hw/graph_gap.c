@@ -7,9 +7,10 @@
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "../../bench/bench_util.h"
+
 #define CK(x) do { CUresult r = (x); if (r) { printf("%s -> %d\n", #x, r); exit(1); } } while (0)
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 static int cmp(const void *a, const void *b) { double x = *(double *)a, y = *(double *)b; return x < y ? -1 : x > y; }
 static void *slurp(const char *p) {
     FILE *f = fopen(p, "rb"); if (!f) { perror(p); exit(1); }
@@ -21,8 +22,7 @@ int main(int argc, char **argv) {
     CUdevice d; CUcontext c; CUmodule m; CUfunction f;
     CK(cuInit(0)); CK(cuDeviceGet(&d, 0)); CK(cuDevicePrimaryCtxRetain(&c, d)); CK(cuCtxSetCurrent(c));
     CK(cuModuleLoadData(&m, slurp(cubin))); CK(cuModuleGetFunction(&f, m, "vector_add"));
-    int it = getenv("ITERS") ? atoi(getenv("ITERS")) : 2000;
-    if (it < 10) it = 10;
+    int it = getenv("ITERS") ? (int)parse_long("graph_gap", getenv("ITERS"), "ITERS", 10) : 2000;
     double *t = malloc(it * sizeof *t), *s = malloc(it * sizeof *s), *cl = malloc(it * sizeof *cl);
     unsigned ns[] = {1u << 12, 1u << 16, 1u << 20};
     int nodes[] = {1, 20};
@@ -41,23 +41,23 @@ int main(int argc, char **argv) {
         }
         CK(cuGraphInstantiate(&e, g, 0));
         for (int r = -10; r < it; r++) {
-            double t0 = now();
+            double t0 = now_s();
             CK(cuGraphLaunch(e, 0));
-            double t1 = now();
+            double t1 = now_s();
             CK(cuCtxSynchronize());
-            if (r >= 0) { t[r] = now() - t0; cl[r] = t1 - t0; }
+            if (r >= 0) { t[r] = now_s() - t0; cl[r] = t1 - t0; }
         }
         qsort(t, it, sizeof t[0], cmp); qsort(cl, it, sizeof cl[0], cmp);
-        double t0 = now();
+        double t0 = now_s();
         for (int r = 0; r < it / 2; r++) CK(cuGraphLaunch(e, 0));
         CK(cuCtxSynchronize());
-        double q = (now() - t0) / (it / 2);
+        double q = (now_s() - t0) / (it / 2);
         // The same kernels through the stream, synchronized each time.
         for (int r = -10; r < it; r++) {
-            double t1 = now();
+            double t1 = now_s();
             for (int k = 0; k < N; k++) CK(cuLaunchKernel(f, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0, args, 0));
             CK(cuCtxSynchronize());
-            if (r >= 0) s[r] = now() - t1;
+            if (r >= 0) s[r] = now_s() - t1;
         }
         qsort(s, it, sizeof s[0], cmp);
         printf("n %7u nodes %2d: graph sync %7.2f us (p10 %7.2f p90 %7.2f) queued %7.2f us, overhead %6.2f; stream sync %7.2f us; graph launch call %6.2f us\n",
