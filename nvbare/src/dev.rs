@@ -61,7 +61,11 @@ pub(crate) trait Dev: Send {
     /// Publishes work queued without its doorbell (held launches); does not wait.
     fn flush(&self) -> Result<()>;
     fn record_event(&self) -> Result<Event>;
+    /// An event at which the GPU notes its time.
+    fn record_timed_event(&self) -> Result<Event>;
     fn event_done(&self, e: &Event) -> Result<bool>;
+    /// A timed event's GPU time, once reached.
+    fn event_time_ns(&self, e: &Event) -> Result<Option<u64>>;
     /// Waits on the CPU for an event of this device.
     fn synchronize_event(&self, e: &Event) -> Result<()>;
     /// Makes the current stream's later work wait, on the GPU, for an event of this device.
@@ -260,8 +264,16 @@ where
         Ok(self.dev.record_event()?)
     }
 
+    fn record_timed_event(&self) -> Result<Event> {
+        Ok(self.dev.record_timed_event()?)
+    }
+
     fn event_done(&self, e: &Event) -> Result<bool> {
         Ok(self.dev.event_done(e)?)
+    }
+
+    fn event_time_ns(&self, e: &Event) -> Result<Option<u64>> {
+        Ok(self.dev.event_time_ns(e)?)
     }
 
     fn synchronize_event(&self, e: &Event) -> Result<()> {

@@ -62,7 +62,8 @@ pub use module::{Function, Module};
 pub use stream::{Event, Stream};
 
 pub use nvbare_core::device::{
-    Arg, DeviceInfo, DeviceRepr, GlobalInfo, LaunchConfig, Location, VaWindow, VaWindowError,
+    Arg, DeviceInfo, DeviceRepr, EVENT_STAMP_SLOTS, GlobalInfo, LaunchConfig, Location, VaWindow,
+    VaWindowError,
 };
 
 /// The cubin of demo kernels nvbare's simulator ships for shader model `sm` (80, 89, 90, 100,

@@ -209,6 +209,17 @@ impl Stream {
         self.run(|dev| dev.launch(&f.loaded.raw, f.index, cfg, args))
     }
 
+    /// [`Stream::record_event`] at which the GPU also notes the time it gets there (one more
+    /// submission on the stream): two such events measure the GPU time between them
+    /// ([`Event::elapsed_ms`]).
+    pub fn record_timed_event(&self) -> Result<Event> {
+        let ev = self.run(|dev| dev.record_timed_event())?;
+        Ok(Event {
+            gpu: self.gpu.clone(),
+            ev,
+        })
+    }
+
     /// A point in this stream: everything submitted on it so far.
     pub fn record_event(&self) -> Result<Event> {
         let ev = self.run(|dev| dev.record_event())?;
@@ -276,5 +287,33 @@ impl Event {
     /// Whether everything before the event has finished (does not wait).
     pub fn is_done(&self) -> Result<bool> {
         self.gpu.lock()?.event_done(&self.ev)
+    }
+
+    /// The GPU's time (ns of its timer) when it reached this event, a
+    /// [`Stream::record_timed_event`], or `None` while work before it still runs.
+    pub fn gpu_time_ns(&self) -> Result<Option<u64>> {
+        self.gpu.lock()?.event_time_ns(&self.ev)
+    }
+
+    /// Milliseconds of GPU time from this event to `end` (both [`Stream::record_timed_event`]s
+    /// of one device), after waiting for both; negative if `end` was reached first (events of
+    /// two streams).
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
+        if !Arc::ptr_eq(&self.gpu, &end.gpu) {
+            return Err(Error::ForeignObject(format!(
+                "events of two devices ({} and {}) have no common clock",
+                self.gpu.name, end.gpu.name
+            )));
+        }
+        let mut t = [0u64; 2];
+        for (ev, t) in [self, end].into_iter().zip(&mut t) {
+            ev.synchronize()?;
+            *t = ev.gpu_time_ns()?.ok_or_else(|| {
+                Error::Device(nvbare_core::device::DeviceError::Dead(
+                    "an event reported pending after its wait".into(),
+                ))
+            })?;
+        }
+        Ok(((t[1] as i128 - t[0] as i128) as f64 / 1e6) as f32)
     }
 }

@@ -270,6 +270,9 @@ pub enum DeviceError {
     Unsupported(String),
     /// The device is unusable after an earlier failure; reopen it.
     Dead(String),
+    /// An event's GPU time cannot be read: recorded without timing, or so long ago that later
+    /// timed events took its slot (`Device::event_time_ns`).
+    EventTime(String),
     /// Two devices cannot reach each other's memory directly (no P2P path, different IOMMU
     /// domains, different chips, or a backend without peer support).
     PeerUnavailable {
@@ -330,6 +333,7 @@ impl fmt::Display for DeviceError {
             DeviceError::BadRange(s) => f.write_str(s),
             DeviceError::Unsupported(s) => f.write_str(s),
             DeviceError::Dead(s) => write!(f, "the device is unusable ({s}): reopen it"),
+            DeviceError::EventTime(s) => write!(f, "no GPU time for the event: {s}"),
             DeviceError::PeerUnavailable { from, to, reason } => write!(
                 f,
                 "{from} cannot reach {to} directly: {reason}; nvbare does not fall back to \

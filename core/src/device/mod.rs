@@ -85,6 +85,7 @@ mod peer;
 mod program;
 mod qmd;
 mod slots;
+mod stamp;
 mod transfer;
 mod va;
 mod wait;
@@ -112,6 +113,7 @@ pub use module::{Arg, Function, GlobalInfo, KernelInfo, LaunchConfig, Module, Ra
 pub use open::MAX_STREAMS;
 pub use peer::{Event, PeerBuffer, PeerLink, PeerMode, PeerPath, PeerSemaphore};
 pub use program::{Program, ProgramError, ProgramGlobal};
+pub use stamp::EVENT_STAMP_SLOTS;
 pub use va::{VA_SLICE_MIN, VA_WINDOW_ALIGN, VaWindow, VaWindowError};
 
 pub use crate::channel::gpfifo::DoorbellFence;

@@ -499,6 +499,8 @@ impl<B: Backend> Inner<B> {
             pending_events: Vec::new(),
             defer: opts.tuning.deferred_submits,
             fast: p.fast,
+            stamps: None,
+            stamp_seq: 0,
         };
         let info = DeviceInfo {
             backend: inner.backend.describe(),
@@ -709,6 +711,7 @@ impl<B: Backend> Inner<B> {
         if let Some((m, _, _)) = self.local.take() {
             mems.push(m);
         }
+        mems.extend(self.stamps.take());
         let Inner {
             mut backend,
             objs,

@@ -74,6 +74,10 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) defer: u32,
     /// The latency machinery's state (`device/fast/`).
     pub(super) fast: Fast,
+    /// Timed events' GPU times (`device/stamp.rs`): the memory, once the first is recorded,
+    /// and the last sequence number given out.
+    pub(super) stamps: Option<B::Memory>,
+    pub(super) stamp_seq: u64,
 }
 
 /// Doorbells rung again by waits that saw no progress ([`super::DeviceStats`]).

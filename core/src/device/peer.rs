@@ -82,12 +82,15 @@ impl fmt::Display for PeerPath {
     }
 }
 
-/// A point in one device's stream: everything submitted on it before [`Device::record_event`].
+/// A point in one device's stream: everything submitted on it before [`Device::record_event`]
+/// (or [`Device::record_timed_event`], which also has the GPU note the time it got there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event {
-    device: u32,
-    stream: u32,
-    values: [u64; 2],
+    pub(super) device: u32,
+    pub(super) stream: u32,
+    pub(super) values: [u64; 2],
+    /// The timed event's sequence number (its GPU time's slot: `device/stamp.rs`); 0: untimed.
+    pub(super) stamp: u64,
 }
 
 impl Event {
@@ -99,6 +102,11 @@ impl Event {
     /// The stream it was recorded on ([`Device::with_stream`]).
     pub fn stream(&self) -> u32 {
         self.stream
+    }
+
+    /// Whether the GPU notes the time it reaches the event ([`Device::record_timed_event`]).
+    pub fn is_timed(&self) -> bool {
+        self.stamp != 0
     }
 }
 
@@ -260,6 +268,7 @@ impl<B: Backend> Device<B> {
             device: self.id,
             stream: i.cur as u32,
             values: i.submitted(i.cur),
+            stamp: 0,
         })
     }
 

@@ -1,7 +1,7 @@
 // A CUDA graph of 1 or 20 dependent vector_add kernels (the fixture cubin), launched and synchronized
 // each time against launched back to back: what a synchronized step (tinygrad's JIT) pays on
-// top of the GPU's time, and how long cuGraphLaunch keeps the CPU. The same kernels through
-// the stream for reference. Builds against the toolkit's cuda.h; runs on whichever
+// top of the GPU's time, and how long cuGraphLaunch keeps the CPU; the queued graphs also timed
+// by events (the GPU's clock). The same kernels through the stream for reference. Builds against the toolkit's cuda.h; runs on whichever
 // libcuda.so.1 the process loads (tools/libcuda/hw/launch-compare.sh runs it on both).
 // usage: graph_gap [CUBIN]   (ITERS=N round trips per case, default 2000)
 #include <cuda.h>
@@ -48,10 +48,17 @@ int main(int argc, char **argv) {
             if (r >= 0) { t[r] = now_s() - t0; cl[r] = t1 - t0; }
         }
         qsort(t, it, sizeof t[0], cmp); qsort(cl, it, sizeof cl[0], cmp);
+        // Queued back to back: by the host's clock, and by events around the same launches
+        // (the GPU's time between them).
+        CUevent ev0, ev1; CK(cuEventCreate(&ev0, 0)); CK(cuEventCreate(&ev1, 0));
         double t0 = now_s();
+        CK(cuEventRecord(ev0, 0));
         for (int r = 0; r < it / 2; r++) CK(cuGraphLaunch(e, 0));
+        CK(cuEventRecord(ev1, 0));
         CK(cuCtxSynchronize());
         double q = (now_s() - t0) / (it / 2);
+        float ev_ms = -1; CK(cuEventElapsedTime(&ev_ms, ev0, ev1));
+        CK(cuEventDestroy(ev0)); CK(cuEventDestroy(ev1));
         // The same kernels through the stream, synchronized each time.
         for (int r = -10; r < it; r++) {
             double t1 = now_s();
@@ -60,8 +67,8 @@ int main(int argc, char **argv) {
             if (r >= 0) s[r] = now_s() - t1;
         }
         qsort(s, it, sizeof s[0], cmp);
-        printf("n %7u nodes %2d: graph sync %7.2f us (p10 %7.2f p90 %7.2f) queued %7.2f us, overhead %6.2f; stream sync %7.2f us; graph launch call %6.2f us\n",
-               n, N, t[it / 2] * 1e6, t[it / 10] * 1e6, t[it * 9 / 10] * 1e6, q * 1e6, (t[it / 2] - q) * 1e6, s[it / 2] * 1e6, cl[it / 2] * 1e6);
+        printf("n %7u nodes %2d: graph sync %7.2f us (p10 %7.2f p90 %7.2f) queued %7.2f us (events %7.2f), overhead %6.2f; stream sync %7.2f us; graph launch call %6.2f us\n",
+               n, N, t[it / 2] * 1e6, t[it / 10] * 1e6, t[it * 9 / 10] * 1e6, q * 1e6, ev_ms * 1e3 / (it / 2), (t[it / 2] - q) * 1e6, s[it / 2] * 1e6, cl[it / 2] * 1e6);
         CK(cuGraphExecDestroy(e)); CK(cuGraphDestroy(g));
         CK(cuMemFree(a)); CK(cuMemFree(b)); CK(cuMemFree(o));
     }

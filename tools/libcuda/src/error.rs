@@ -97,6 +97,7 @@ fn device_code(e: &nvbare_core::device::DeviceError) -> CUresult {
         D::Launch(_) | D::Qmd(_) => CUDA_ERROR_INVALID_VALUE,
         D::Arguments(_) | D::BadRange(_) => CUDA_ERROR_INVALID_VALUE,
         D::ForeignObject(_) => CUDA_ERROR_INVALID_CONTEXT,
+        D::EventTime(_) => CUDA_ERROR_INVALID_HANDLE,
         D::Unsupported(_) => CUDA_ERROR_NOT_SUPPORTED,
         D::PeerUnavailable { .. } => CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
         D::Backend(BackendError::OutOfMemory { .. }) => CUDA_ERROR_OUT_OF_MEMORY,

@@ -5,7 +5,6 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
 
 use nvbare::{DeviceBuffer, DeviceSlice, Gpu, Module, Stream, VaWindow};
 
@@ -195,26 +194,14 @@ pub struct StreamObj {
     pub capture: Mutex<crate::api::Capture>,
 }
 
-/// Where an event was recorded.
-#[derive(Debug)]
-pub struct Recorded {
-    /// The nvbare event.
-    pub ev: nvbare::Event,
-    /// When it was recorded (submitted).
-    pub at: Instant,
-    /// Whether it was ever seen not yet complete.
-    pub pending: bool,
-    /// When it completed, as well as the host knows.
-    pub done_at: Option<Instant>,
-}
-
 /// A CUDA event.
 #[derive(Debug)]
 pub struct EventObj {
     /// `CU_EVENT_*` flags.
     pub flags: u32,
-    /// The last record, if any.
-    pub rec: Mutex<Option<Recorded>>,
+    /// The last record, if any: timed (a GPU time noted) unless made with
+    /// `CU_EVENT_DISABLE_TIMING`.
+    pub rec: Mutex<Option<nvbare::Event>>,
     /// Where it was last recorded in a stream capture, if it was (a stream that waits for it
     /// joins the capture: api/capture.rs).
     pub capture: Mutex<Option<crate::api::CaptureMark>>,

@@ -494,7 +494,11 @@ fn streams_and_events() {
         assert_eq!(cuStreamSynchronize(s2), CUDA_SUCCESS);
         assert_eq!(cuEventSynchronize(e1), CUDA_SUCCESS);
         assert_eq!(cuEventElapsedTime(&mut ms, e0, e1), CUDA_SUCCESS);
-        assert!(ms >= 0.0, "{ms}");
+        // The GPU's times where it reached each event: the kernel between them took some.
+        assert!(ms > 0.0, "{ms}");
+        let mut back = 0.0f32;
+        assert_eq!(cuEventElapsedTime(&mut back, e1, e0), CUDA_SUCCESS);
+        assert_eq!(back, -ms, "reversed, the same span negative (as CUDA's)");
         assert_eq!(cuStreamQuery(s1), CUDA_SUCCESS);
         assert_eq!(read_back(p, 256), vec![2; 256]);
         // Bad handles.

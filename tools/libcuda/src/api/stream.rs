@@ -1,17 +1,16 @@
-//! Streams and events, onto nvbare's. Event times are host times: when the event was first
-//! seen complete (or, if never polled before completing, when it was recorded); GPU
-//! timestamps are not read yet (docs/libcuda.md).
+//! Streams and events, onto nvbare's. An event made without `CU_EVENT_DISABLE_TIMING` is
+//! recorded as an nvbare timed event: the GPU notes its time there, which
+//! cuEventElapsedTime subtracts (docs/libcuda.md).
 
 use std::ffi::{c_int, c_uint};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use super::capture::{self, capturing};
 use super::{handle, id, put};
 use crate::abi::*;
 use crate::entry;
 use crate::error::{CuResult, err};
-use crate::state::{self, EventObj, Recorded, StreamObj};
+use crate::state::{self, EventObj, StreamObj};
 
 fn create_stream(ph: *mut CUstream) -> CuResult<usize> {
     let (ch, c) = state::current()?;
@@ -48,37 +47,29 @@ fn event_of(e: CUevent) -> CuResult<Arc<EventObj>> {
     state::get(|o| &o.events, id(e), "event")
 }
 
-/// Whether the event's work is done, noting when: the time it was first seen done if it was
-/// ever seen pending, else the time it was recorded (it finished before anyone looked).
+/// Whether the event's work is done (an event never recorded is), waiting for it if `wait`.
 fn poll(e: &EventObj, wait: bool) -> CuResult<bool> {
-    let mut rec = e.rec.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(r) = rec.as_mut() else {
+    let rec = e.rec.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(ev) = rec.as_ref() else {
         return Ok(true);
     };
-    if r.done_at.is_some() {
+    if wait {
+        ev.synchronize()?;
         return Ok(true);
     }
-    let mut done = r.ev.is_done()?;
-    if !done {
-        r.pending = true;
-        if wait {
-            r.ev.synchronize()?;
-            done = true;
-        }
-    }
-    if done {
-        r.done_at = Some(if r.pending { Instant::now() } else { r.at });
-    }
-    Ok(done)
+    Ok(ev.is_done()?)
 }
 
-/// When the event's work was done (`None`: not yet, or never recorded).
-fn done_time(e: &EventObj) -> CuResult<Option<Instant>> {
-    if !poll(e, false)? {
-        return Ok(None);
-    }
+/// The GPU time at which recorded event `e` was reached (`None`: not yet).
+fn gpu_time(e: &EventObj) -> CuResult<Option<u64>> {
     let rec = e.rec.lock().unwrap_or_else(|p| p.into_inner());
-    Ok(rec.as_ref().and_then(|r| r.done_at))
+    let ev = rec.as_ref().ok_or_else(|| {
+        err(
+            CUDA_ERROR_INVALID_HANDLE,
+            "an event that was never recorded",
+        )
+    })?;
+    Ok(ev.gpu_time_ns()?)
 }
 
 entry! {
@@ -152,7 +143,7 @@ entry! {
         let s = state::stream_of(h)?;
         let rec = e.rec.lock().unwrap_or_else(|p| p.into_inner());
         match rec.as_ref() {
-            Some(r) => Ok(s.wait_event(&r.ev)?),
+            Some(ev) => Ok(s.wait_event(ev)?),
             None => Ok(()),
         }
     }
@@ -186,14 +177,13 @@ entry! {
             return Ok(());
         }
         let s = state::stream_of(h)?;
-        let recorded = s.record_event()?;
+        let recorded = if e.flags & CU_EVENT_DISABLE_TIMING != 0 {
+            s.record_event()?
+        } else {
+            s.record_timed_event()?
+        };
         *e.capture.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        *e.rec.lock().unwrap_or_else(|p| p.into_inner()) = Some(Recorded {
-            ev: recorded,
-            at: Instant::now(),
-            pending: false,
-            done_at: None,
-        });
+        *e.rec.lock().unwrap_or_else(|p| p.into_inner()) = Some(recorded);
         Ok(())
     }
 
@@ -219,20 +209,17 @@ entry! {
         poll(&*event_of(ev)?, true).map(|_| ())
     }
 
-    /// Milliseconds between the host times the two events were seen done (>= 0).
+    /// Milliseconds of GPU time between the two events (negative if `end` came first, as
+    /// CUDA's for events of two streams).
     fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent) {
         let (s, e) = (event_of(start)?, event_of(end)?);
         if (s.flags | e.flags) & CU_EVENT_DISABLE_TIMING != 0 {
             return Err(err(CUDA_ERROR_INVALID_HANDLE, "an event made with CU_EVENT_DISABLE_TIMING"));
         }
-        let (Some(t0), Some(t1)) = (done_time(&s)?, done_time(&e)?) else {
-            let recorded = |x: &EventObj| x.rec.lock().unwrap_or_else(|p| p.into_inner()).is_some();
-            if !recorded(&s) || !recorded(&e) {
-                return Err(err(CUDA_ERROR_INVALID_HANDLE, "an event that was never recorded"));
-            }
+        let (Some(t0), Some(t1)) = (gpu_time(&s)?, gpu_time(&e)?) else {
             return Err(err(CUDA_ERROR_NOT_READY, "an event's work is in flight"));
         };
-        let v = t1.saturating_duration_since(t0).as_secs_f64() * 1e3;
+        let v = (t1 as i128 - t0 as i128) as f64 / 1e6;
         // SAFETY: the caller's out-pointer.
         unsafe { put(ms, v as f32, "pMilliseconds") }
     }
