@@ -204,8 +204,10 @@ pub(crate) struct DescHeader {
     pub version_what: &'static str,
     /// The descriptor's own size, the least `vDesc` may give.
     pub min_size: usize,
-    /// Names the size and what it should be when `vDesc` gives less.
-    pub size_what: (&'static str, &'static str),
+    /// Names the size when `vDesc` gives less than `min_size`.
+    pub size_what: &'static str,
+    /// What the size should be, in that error's words.
+    pub size_expected: &'static str,
 }
 
 impl DescHeader {
@@ -231,9 +233,9 @@ impl DescHeader {
         }
         if (desc_size as usize) < self.min_size {
             return Err(Error::BadSize {
-                what: self.size_what.0,
+                what: self.size_what,
                 size: desc_size as u64,
-                expected: self.size_what.1,
+                expected: self.size_expected,
             });
         }
         Ok(desc_size)
@@ -248,7 +250,8 @@ impl<'a> Fwsec<'a> {
             version: DESC_VERSION_V3,
             version_what: "falcon ucode descriptor (v2 is Turing/GA100 boot-with-loader FWSEC)",
             min_size: DESC_V3_SIZE,
-            size_what: ("FALCON_UCODE_DESC_V3 (vDesc size)", "at least 44 bytes"),
+            size_what: "FALCON_UCODE_DESC_V3 (vDesc size)",
+            size_expected: "at least 44 bytes",
         }
         .check(rom, desc_offset)?;
         let desc: FalconUcodeDescV3 = *read(rom, "FALCON_UCODE_DESC_V3", desc_offset)?;
@@ -554,7 +557,8 @@ mod tests {
             version: DESC_VERSION_V3,
             version_what: "v3",
             min_size: DESC_V3_SIZE,
-            size_what: ("size", "at least 44 bytes"),
+            size_what: "size",
+            size_expected: "at least 44 bytes",
         };
         let vdesc = |flag: u32, version: u32, size: u32| {
             let mut rom = [0u8; 8];

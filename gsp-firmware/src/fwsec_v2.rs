@@ -118,7 +118,8 @@ impl<'a> FwsecV2<'a> {
             version: DESC_VERSION_V2,
             version_what: "falcon ucode descriptor for the generic bootloader (v2 expected)",
             min_size: DESC_V2_SIZE,
-            size_what: ("FALCON_UCODE_DESC_V2 (vDesc size)", "at least 60 bytes"),
+            size_what: "FALCON_UCODE_DESC_V2 (vDesc size)",
+            size_expected: "at least 60 bytes",
         }
         .check(rom, desc_offset)?;
         let desc: FalconUcodeDescV2 = *read(rom, "FALCON_UCODE_DESC_V2", desc_offset)?;
