@@ -48,26 +48,27 @@ fn slot_offset(seq: u64) -> u64 {
 }
 
 impl<B: Backend> Inner<B> {
-    /// GPU VA of the slots, allocated (zeroed) at the first timed event.
-    fn stamp_base(&mut self) -> Result<u64, DeviceError> {
-        if let Some(m) = &self.stamps {
-            return Ok(m.gpu_va());
-        }
-        let bytes = EVENT_STAMP_SLOTS * STAMP_BYTES;
-        let m = alloc_mem(
-            &mut self.backend,
-            bytes,
-            Location::Host,
-            true,
-            Purpose::Notifier,
-        )?;
-        if let Err(e) = m.zero(0, bytes) {
-            let _ = self.backend.free_memory(m);
-            return Err(e.into());
-        }
-        let va = m.gpu_va();
-        self.stamps = Some(m);
-        Ok(va)
+    /// The slots' memory, allocated (zeroed) at the first timed event.
+    fn stamp_memory(&mut self) -> Result<&B::Memory, DeviceError> {
+        let m = match self.stamps.take() {
+            Some(m) => m,
+            None => {
+                let bytes = EVENT_STAMP_SLOTS * STAMP_BYTES;
+                let m = alloc_mem(
+                    &mut self.backend,
+                    bytes,
+                    Location::Host,
+                    true,
+                    Purpose::Notifier,
+                )?;
+                if let Err(e) = m.zero(0, bytes) {
+                    let _ = self.backend.free_memory(m);
+                    return Err(e.into());
+                }
+                m
+            }
+        };
+        Ok(self.stamps.insert(m))
     }
 
     /// Submits the time-stamped release of the next timed event on stream [`Inner::cur`];
@@ -78,11 +79,10 @@ impl<B: Backend> Inner<B> {
         opts: &DeviceOptions,
     ) -> Result<u64, DeviceError> {
         let seq = self.stamp_seq + 1;
-        let addr = self.stamp_base()? + slot_offset(seq);
+        let m = self.stamp_memory()?;
         // Cleared first, so that a time is taken only once both its words are the GPU's.
-        if let Some(m) = &self.stamps {
-            m.write(slot_offset(seq), &[0; STAMP_BYTES as usize])?;
-        }
+        m.write(slot_offset(seq), &[0; STAMP_BYTES as usize])?;
+        let addr = m.gpu_va() + slot_offset(seq);
         let compute = chan_index(self.cur, ChannelKind::Compute);
         let copy = chan_index(self.cur, ChannelKind::Copy);
         let (cc, cp) = (&self.chans[compute], &self.chans[copy]);
