@@ -5,41 +5,24 @@
 //! found once per process.
 #![cfg(feature = "jit")]
 
+#[path = "../../tools/libcuda/tests/c/fake_nvjitlink.rs"]
+mod fake_nvjitlink;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use nvbare::{Error, LaunchConfig};
-
-fn fake_jit() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let so = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("libfake_nvJitLink_facade.so");
-    let out = Command::new("gcc")
-        .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
-        .arg(&so)
-        .arg(root.join("tools/libcuda/tests/c/fake_nvjitlink.c"))
-        .output()
-        .expect("gcc");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    so
-}
 
 #[test]
 fn ptx_compiles_through_nvjitlink_and_runs() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let jit = fake_jit();
     // SAFETY: the only test of this process, before the library reads the environment.
     unsafe {
-        std::env::set_var("NVBARE_NVJITLINK", &jit);
-        std::env::set_var(
-            "FAKE_NVJITLINK_CUBIN",
-            root.join("tests/fixtures/cubins/kernels_sm90_cuda13.cubin"),
-        );
-        std::env::set_var("FAKE_NVJITLINK_ARCH", "-arch=sm_90");
-    }
+        fake_nvjitlink::install(
+            &root,
+            &PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+            "libfake_nvJitLink_facade.so",
+        )
+    };
     let ptx = std::fs::read_to_string(root.join("tests/fixtures/cubins/src/kernels.ptx")).unwrap();
     let gpu = nvbare::open("sim:gh100").unwrap();
     let s = gpu.default_stream();

@@ -6,40 +6,26 @@
 
 use std::ffi::{CStr, c_void};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::ptr::null_mut;
 
 use cuda::abi::*;
 use cuda::*;
 
-fn fake_jit() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let so = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("libfake_nvJitLink.so");
-    let out = Command::new("gcc")
-        .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
-        .arg(&so)
-        .arg(manifest.join("tests/c/fake_nvjitlink.c"))
-        .output()
-        .expect("gcc");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    so
-}
+#[path = "c/fake_nvjitlink.rs"]
+mod fake_nvjitlink;
 
 #[test]
 fn ptx_goes_through_the_jit() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let jit = fake_jit();
-    let cubin = manifest.join("../../tests/fixtures/cubins/kernels_sm90_cuda13.cubin");
+    let root = manifest.join("../..");
     // SAFETY: the only test of this process, before the library reads the environment.
     unsafe {
         std::env::set_var("NVBARE_DEVICE", "sim:gh100");
-        std::env::set_var("NVBARE_NVJITLINK", &jit);
-        std::env::set_var("FAKE_NVJITLINK_CUBIN", &cubin);
-        std::env::set_var("FAKE_NVJITLINK_ARCH", "-arch=sm_90");
+        fake_nvjitlink::install(
+            &root,
+            &PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+            "libfake_nvJitLink.so",
+        );
     }
     let mut ptx =
         std::fs::read(manifest.join("../../tests/fixtures/cubins/src/kernels.ptx")).unwrap();
