@@ -13,7 +13,8 @@ use crate::{Error, Result};
 
 /// A fixed sequence of launches ([`Graph::new`]), run in order by [`Stream::launch_graph`]:
 /// on a stream whose work is done as one submission of commands written once, behind running
-/// work launch by launch (chained to it). Its kernels' modules stay loaded while it lives.
+/// work launch by launch (chained to it) unless it has
+/// [`nvbare_core::device::WRITTEN_BEHIND_WORK`] launches or more. Its kernels' modules stay loaded while it lives.
 /// `Send + Sync`; launched on several streams at once, a launch waits on the CPU when both
 /// copies of its commands are in use.
 #[derive(Debug)]
@@ -96,7 +97,8 @@ impl Drop for Graph {
 
 impl Stream {
     /// Queues `graph` on this stream: its launches run in order after everything submitted
-    /// on the stream before, as one submission. Returns once it is queued.
+    /// on the stream before, as one submission where [`Graph`] says. Returns once it is
+    /// queued.
     pub fn launch_graph(&self, graph: &Graph) -> Result<()> {
         if !Arc::ptr_eq(&graph.gpu, &self.gpu) {
             return Err(Error::ForeignObject(format!(

@@ -105,7 +105,7 @@ pub use copy::{COPY_KERNEL_NAME, CopyPath};
 pub use error::{ChannelKind, DeviceError, FaultReport, MmuFaultRecord, Recovery, SmErrorRecord};
 pub use fast::{
     AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher, GraphNode,
-    MAX_GRAPH_NODES, RawGraph,
+    MAX_GRAPH_NODES, RawGraph, WRITTEN_BEHIND_WORK,
 };
 pub use launch::LaunchRecord;
 pub use memory::{DeviceBuffer, DeviceRepr, RawBuffer};

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use nvbare_core::device::{
     Device, DeviceBuffer, DeviceError, DeviceOptions, Function, LaunchConfig, MAX_GRAPH_NODES,
+    WRITTEN_BEHIND_WORK,
 };
 use nvbare_gsp_firmware::program::LoadCubin;
 use nvbare_sim::backend::SimBackend;
@@ -160,6 +161,67 @@ fn a_graph_launched_again_and_again_without_waiting_loses_nothing() {
         assert_eq!(s.graph_launches_written, 1, "{what:?}");
         assert!(s.chain_acquires >= 1, "{what:?}: {s:?}");
         assert_eq!(compute_stats(&dev).overlapping_launches, 0, "{what:?}");
+    }
+}
+
+#[test]
+fn a_large_graph_goes_as_one_submission_behind_running_work_too() {
+    for (model, sm) in CHIPS {
+        let what = model.chipset;
+        let dev = open(model);
+        let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
+        let add1 = m.function("add1").unwrap();
+        let a = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
+        let b = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
+        dev.synchronize().unwrap();
+        let large = dev
+            .create_graph(
+                (0..WRITTEN_BEHIND_WORK)
+                    .map(|_| add1_node(&dev, &add1, &a))
+                    .collect(),
+            )
+            .unwrap();
+        let below = dev
+            .create_graph(
+                (0..WRITTEN_BEHIND_WORK - 1)
+                    .map(|_| add1_node(&dev, &add1, &b))
+                    .collect(),
+            )
+            .unwrap();
+        let [compute, _] = dev.channel_handles().unwrap();
+        let thaw = dev
+            .with_backend(|b| b.freeze_for(compute, Duration::from_millis(30)))
+            .unwrap()
+            .unwrap();
+        let cfg = LaunchConfig::for_num_elems(N);
+        // The launches of the large graph follow running work (the stalled channel's, the
+        // first at least): one submission each. The smaller graph behind the stalled work
+        // goes launch by launch (which may wait for room in the ring, so later launches
+        // may find the channel idle).
+        for i in 0..4 {
+            dev.launch(&add1, cfg, &[a.arg(), N.into()]).unwrap();
+            assert!(dev.launch_graph(&large).unwrap(), "{what:?} launch {i}");
+            if i == 0 {
+                assert!(!dev.launch_graph(&below).unwrap(), "{what:?}");
+            }
+        }
+        dev.synchronize().unwrap();
+        thaw.join().unwrap();
+        let n = WRITTEN_BEHIND_WORK as u32;
+        assert_eq!(
+            dev.dtoh_copy(&a).unwrap(),
+            vec![4 * n + 4; N as usize],
+            "{what:?}"
+        );
+        assert_eq!(
+            dev.dtoh_copy(&b).unwrap(),
+            vec![n - 1; N as usize],
+            "{what:?}"
+        );
+        assert_eq!(dev.stats().graph_launches_written, 4, "{what:?}");
+        assert_eq!(compute_stats(&dev).overlapping_launches, 0, "{what:?}");
+        dev.free_graph(large);
+        dev.free_graph(below);
     }
 }
 

@@ -17,16 +17,19 @@
 //! synchronized 20-kernel graph then took 72.0-73.3 µs against NVIDIA's 72.7-72.8, and the
 //! launch call ~1-2 µs instead of ~11.
 //!
-//! Only a graph of two launches or more launched on a stream whose compute work is done (and
+//! A graph of two launches or more launched on a stream whose compute work is done (and
 //! nothing held) goes this way: that is the launch whose latency the program waits for (a
-//! synchronized step), and the GPU is idle until it arrives. Behind work still running, the
-//! graph is launched launch by launch instead, through the ordinary path, whose automatic
-//! deferral chains the launches to that work without the `WAIT_FOR_IDLE` and sked-cache
-//! invalidate a submission of its own costs (on an H100, queued 20-kernel graphs of small
-//! grids ran at 25.2-26.2 µs per graph written once against 20.9 launch by launch, and queued
-//! tinygrad steps at 269 against 265 µs); a lone launch gets what the latency machinery
-//! does for one (written ahead, a repeated call: 3.8 µs synchronized against 5.2 for the
-//! written form).
+//! synchronized step), and the GPU is idle until it arrives. Behind work still running, a
+//! graph of fewer than [`WRITTEN_BEHIND_WORK`] launches is launched launch by launch instead,
+//! through the ordinary path, whose automatic deferral chains the launches to that work
+//! without the `WAIT_FOR_IDLE` and sked-cache invalidate a submission of its own costs (on an
+//! H100, queued 20-kernel graphs of small grids ran at 25.2-26.2 µs per graph written once
+//! against 20.9 launch by launch, and queued tinygrad steps at 269 against 265 µs). A larger
+//! graph goes written once there too: launch by launch, the CPU writes every launch again
+//! (~1 µs each through libcuda on an H100), which outweighs one drain of the GPU per graph
+//! (1000-launch graphs of empty kernels queued back to back: 1.04 µs per kernel launch by
+//! launch against NVIDIA's 0.79). A lone launch gets what the latency machinery does for one
+//! (written ahead, a repeated call: 3.8 µs synchronized against 5.2 for the written form).
 //!
 //! The commands are kept twice ([`COPIES`]), used in turn: a stream's launch finds its copy
 //! free (its own earlier launches are done), but another stream may still run the graph; a
@@ -56,6 +59,12 @@ pub(super) const COPIES: usize = 2;
 
 /// Most launches in one graph (a size from the caller, checked before it allocates).
 pub const MAX_GRAPH_NODES: usize = 1 << 16;
+
+/// Launches from which a graph goes as one submission even behind work still running (module
+/// docs): the GPU's drain before it (a few µs) is then small against writing each launch
+/// again on the CPU, and tinygrad's graphs (at most 32 launches) stay chained to the work
+/// before them.
+pub const WRITTEN_BEHIND_WORK: usize = 128;
 
 /// One launch of a graph, built and checked against its kernel and the device
 /// ([`crate::device::Device::graph_node`]).
@@ -308,10 +317,11 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Launches graph `g` on the current stream: as one submission of its first QMD, the
-    /// rest chained, when it has two launches or more and the stream's compute work is done;
-    /// otherwise launch by launch, so that the launches chain to the work still running or
-    /// held (automatic deferral) instead of waiting for it, and a lone launch gets what the
-    /// latency machinery does for one. Returns whether it was one submission.
+    /// rest chained, when it has two launches or more and the stream's compute work is done,
+    /// or [`WRITTEN_BEHIND_WORK`] launches or more; otherwise launch by launch, so that the
+    /// launches chain to the work still running or held (automatic deferral) instead of
+    /// waiting for it, and a lone launch gets what the latency machinery does for one.
+    /// Returns whether it was one submission.
     pub(in crate::device) fn launch_graph(
         &mut self,
         info: &DeviceInfo,
@@ -327,7 +337,8 @@ impl<B: Backend> Inner<B> {
                 })?;
         }
         let ci = self.compute_ci();
-        let written = r.nodes.len() >= 2 && self.compute_idle(ci)?;
+        let n = r.nodes.len();
+        let written = n >= WRITTEN_BEHIND_WORK || (n >= 2 && self.compute_idle(ci)?);
         if written {
             self.launch_graph_written(info, opts, g, ci)?;
         } else {

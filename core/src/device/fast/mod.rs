@@ -34,7 +34,7 @@ mod graph;
 
 pub use flusher::{AUTO_BATCH_WAIT, AUTO_DEFER_LIMIT, AUTO_MIN_BATCH, FlushPoll, Flusher};
 pub(super) use flusher::{AutoState, Shared};
-pub use graph::{GraphNode, MAX_GRAPH_NODES, RawGraph};
+pub use graph::{GraphNode, MAX_GRAPH_NODES, RawGraph, WRITTEN_BEHIND_WORK};
 
 use super::backend::Backend;
 use super::launch::{Built, CallInputs, Head, LaunchForm};
