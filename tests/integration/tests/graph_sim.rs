@@ -40,6 +40,14 @@ fn open(model: ChipModel) -> Device<SimBackend> {
     dev
 }
 
+/// Stalls the current stream's compute channel for 30 ms; join the handle to know it thawed.
+fn stall(dev: &Device<SimBackend>) -> std::thread::JoinHandle<()> {
+    let [compute, _] = dev.channel_handles().unwrap();
+    dev.with_backend(|b| b.freeze_for(compute, Duration::from_millis(30)))
+        .unwrap()
+        .unwrap()
+}
+
 fn add1_node(
     dev: &Device<SimBackend>,
     add1: &Function<'_, '_, SimBackend>,
@@ -126,11 +134,7 @@ fn a_graph_launched_again_and_again_without_waiting_loses_nothing() {
         // what follows it acquires its value, and the launches behind it go launch by
         // launch (chained where automatic deferral holds them: not on this device, which has
         // no flusher).
-        let [compute, _] = dev.channel_handles().unwrap();
-        let thaw = dev
-            .with_backend(|b| b.freeze_for(compute, Duration::from_millis(30)))
-            .unwrap()
-            .unwrap();
+        let thaw = stall(&dev);
         for i in 0..30 {
             let written = dev.launch_graph(&g).unwrap();
             assert_eq!(written, i == 0, "{what:?} launch {i}");
@@ -188,11 +192,7 @@ fn a_large_graph_goes_as_one_submission_behind_running_work_too() {
                     .collect(),
             )
             .unwrap();
-        let [compute, _] = dev.channel_handles().unwrap();
-        let thaw = dev
-            .with_backend(|b| b.freeze_for(compute, Duration::from_millis(30)))
-            .unwrap()
-            .unwrap();
+        let thaw = stall(&dev);
         let cfg = LaunchConfig::for_num_elems(N);
         // The launches of the large graph follow running work (the stalled channel's, the
         // first at least): one submission each. The smaller graph behind the stalled work
