@@ -14,9 +14,10 @@ use crate::{Error, Result};
 /// A fixed sequence of launches ([`Graph::new`]), run in order by [`Stream::launch_graph`]:
 /// on a stream whose work is done as one submission of commands written once, behind running
 /// work launch by launch (chained to it) unless it has
-/// [`nvbare_core::device::WRITTEN_BEHIND_WORK`] launches or more. Its kernels' modules stay loaded while it lives.
-/// `Send + Sync`; launched on several streams at once, a launch waits on the CPU when both
-/// copies of its commands are in use.
+/// [`nvbare_core::device::WRITTEN_BEHIND_WORK`] launches or more. Its kernels' modules stay
+/// loaded while it lives. `Send + Sync`; a launch waits on the CPU when both copies of its
+/// commands are in use (by launches on other streams, or by two earlier ones of a large
+/// graph).
 #[derive(Debug)]
 pub struct Graph {
     gpu: Arc<GpuShared>,

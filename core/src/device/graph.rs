@@ -72,8 +72,8 @@ impl<B: Backend> Device<B> {
     /// submission of commands written once (a graph of two launches or more on a stream
     /// whose work is done, or of [`super::WRITTEN_BEHIND_WORK`] or more on any); otherwise it
     /// was launched launch by launch, chained to the work still running (`fast/graph.rs` says
-    /// why). A launch as one submission waits on the CPU
-    /// if the graph's commands are in use by two earlier launches (of other streams).
+    /// why). A launch as one submission waits on the CPU if the graph's commands are in use
+    /// by two earlier launches.
     pub fn launch_graph(&self, graph: &RawGraph) -> Result<bool, DeviceError> {
         self.check_graph(graph)?;
         self.inner()?

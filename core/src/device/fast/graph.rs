@@ -26,14 +26,15 @@
 //! H100, queued 20-kernel graphs of small grids ran at 25.2-26.2 µs per graph written once
 //! against 20.9 launch by launch, and queued tinygrad steps at 269 against 265 µs). A larger
 //! graph goes written once there too: launch by launch, the CPU writes every launch again
-//! (~1 µs each through libcuda on an H100), which outweighs one drain of the GPU per graph
-//! (1000-launch graphs of empty kernels queued back to back: 1.04 µs per kernel launch by
-//! launch against NVIDIA's 0.79). A lone launch gets what the latency machinery does for one
+//! (1000-launch graphs of empty kernels queued back to back through libcuda: 1.04 µs per
+//! kernel against NVIDIA's 0.79 in a slow-CPU H100 VM), which should outweigh one drain of
+//! the GPU per graph (not yet measured at that size: docs/performance.md). A lone launch gets what the latency machinery does for one
 //! (written ahead, a repeated call: 3.8 µs synchronized against 5.2 for the written form).
 //!
-//! The commands are kept twice ([`COPIES`]), used in turn: a stream's launch finds its copy
-//! free (its own earlier launches are done), but another stream may still run the graph; a
-//! launch whose copy is in use waits for it on the CPU.
+//! The commands are kept twice ([`COPIES`]), used in turn: a launch on an idle stream finds
+//! its copy free (its own earlier launches are done), but another stream may still run the
+//! graph, and so may the launch before last of a large graph behind running work; a launch
+//! whose copy is in use waits for it on the CPU.
 //!
 //! What follows a graph of two or more kernels on the channel first acquires its value
 //! ([`crate::device::chan::Chan::own_wait`], as after a chain): its later grids are scheduled by
