@@ -8,7 +8,7 @@
 #[path = "../../tools/libcuda/tests/c/fake_nvjitlink.rs"]
 mod fake_nvjitlink;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nvbare::{Error, LaunchConfig};
 
@@ -16,13 +16,7 @@ use nvbare::{Error, LaunchConfig};
 fn ptx_compiles_through_nvjitlink_and_runs() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     // SAFETY: the only test of this process, before the library reads the environment.
-    unsafe {
-        fake_nvjitlink::install(
-            &root,
-            &PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-            "libfake_nvJitLink_facade.so",
-        )
-    };
+    unsafe { fake_nvjitlink::install(&root) };
     let ptx = std::fs::read_to_string(root.join("tests/fixtures/cubins/src/kernels.ptx")).unwrap();
     let gpu = nvbare::open("sim:gh100").unwrap();
     let s = gpu.default_stream();

@@ -5,7 +5,7 @@
 //! `CU_JIT_ERROR_LOG_BUFFER`. Its own process: the JIT is found once per process.
 
 use std::ffi::{CStr, c_void};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::ptr::null_mut;
 
 use cuda::abi::*;
@@ -16,19 +16,13 @@ mod fake_nvjitlink;
 
 #[test]
 fn ptx_goes_through_the_jit() {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = manifest.join("../..");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     // SAFETY: the only test of this process, before the library reads the environment.
     unsafe {
         std::env::set_var("NVBARE_DEVICE", "sim:gh100");
-        fake_nvjitlink::install(
-            &root,
-            &PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-            "libfake_nvJitLink.so",
-        );
+        fake_nvjitlink::install(&root);
     }
-    let mut ptx =
-        std::fs::read(manifest.join("../../tests/fixtures/cubins/src/kernels.ptx")).unwrap();
+    let mut ptx = std::fs::read(root.join("tests/fixtures/cubins/src/kernels.ptx")).unwrap();
     ptx.push(0);
     let (mut ctx, mut m, mut f) = (null_mut(), null_mut(), null_mut());
     let mut p = 0u64;

@@ -5,16 +5,20 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Builds the stand-in as `so_name` in the test's temporary directory (names differ per crate:
-/// the directory is the workspace's) and points `NVBARE_NVJITLINK` at it, with the cubin it
+/// Builds the stand-in in the test's temporary directory (named after the test crate: the
+/// directory is the workspace's) and points `NVBARE_NVJITLINK` at it, with the cubin it
 /// returns and the `-arch` it expects. `root` is the repository's root.
 ///
 /// # Safety
 ///
 /// Sets environment variables: call it before any other thread of the process runs or reads
 /// the environment (in a test binary of one test, before the library is first used).
-pub unsafe fn install(root: &Path, tmp: &Path, so_name: &str) {
-    let so: PathBuf = tmp.join(so_name);
+pub unsafe fn install(root: &Path) {
+    let so = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(concat!(
+        "libfake_nvJitLink_",
+        env!("CARGO_CRATE_NAME"),
+        ".so"
+    ));
     let out = Command::new("gcc")
         .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
         .arg(&so)
