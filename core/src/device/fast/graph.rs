@@ -27,8 +27,9 @@
 //! against 20.9 launch by launch, and queued tinygrad steps at 269 against 265 µs). A larger
 //! graph goes written once there too: launch by launch, the CPU writes every launch again
 //! (1000-launch graphs of empty kernels queued back to back through libcuda: 1.04 µs per
-//! kernel against NVIDIA's 0.79 in a slow-CPU H100 VM), which should outweigh one drain of
-//! the GPU per graph (not yet measured at that size: docs/performance.md). A lone launch gets what the latency machinery does for one
+//! kernel against NVIDIA's 0.79 in a slow-CPU H100 VM), which outweighs one drain of the GPU
+//! per graph (written behind work: 0.80 µs per kernel against 0.96 launch by launch and
+//! NVIDIA's 0.78, docs/performance.md). A lone launch gets what the latency machinery does for one
 //! (written ahead, a repeated call: 3.8 µs synchronized against 5.2 for the written form).
 //!
 //! The commands are kept twice ([`COPIES`]), used in turn: a launch on an idle stream finds
