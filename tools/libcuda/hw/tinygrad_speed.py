@@ -17,18 +17,24 @@ def timed(fn, steps, sync_each):
     for _ in range(5):  # the JIT captures on the second call; later ones replay
         fn()
     dev.synchronize()
-    t = []
+    t, calls = [], []
     start = time.perf_counter()
     for _ in range(steps):
         s = time.perf_counter()
         fn()
+        c = time.perf_counter()
         if sync_each:
             dev.synchronize()
         t.append(time.perf_counter() - s)
+        calls.append(c - s)
     dev.synchronize()
     total = time.perf_counter() - start
     t.sort()
-    return {"per_step_us": total / steps * 1e6, "median_us": t[len(t) // 2] * 1e6, "steps": steps}
+    calls.sort()
+    # call_median_us: the step's Python call alone (the graph launch is its last part); in a
+    # synchronized step the rest is the GPU's work and the wait.
+    return {"per_step_us": total / steps * 1e6, "median_us": t[len(t) // 2] * 1e6,
+            "call_median_us": calls[len(calls) // 2] * 1e6, "steps": steps}
 
 
 def main():
