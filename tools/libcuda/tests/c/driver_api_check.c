@@ -1,7 +1,7 @@
 /* A CUDA driver-API program with its own declarations (no NVIDIA header), linked against
  * nvbare's libcuda.so.1: devices, a context, memory, the fixture cubin's add1 launched through
- * kernelParams and through extra, streams and events, a two-node graph, error names,
- * cuGetProcAddress.
+ * kernelParams and through extra, streams and events, a two-node graph and a 130-node one,
+ * error names, cuGetProcAddress.
  *
  * Usage: NVBARE_DEVICE=sim:gh100 ./driver_api_check KERNELS_SM90.cubin [IMAGE...]
  * Each IMAGE (PTX, a fatbin, another cubin) holding the same add1 is loaded and run as well.
@@ -151,6 +151,40 @@ int main(int argc, char **argv) {
     for (unsigned int i = 0; i < N; i++) EXPECT(back[i] == i + 6);
     CHECK(cuGraphExecDestroy(exec));
     CHECK(cuGraphDestroy(graph));
+
+    /* A graph of BIG dependent add1 nodes (at least nvbare's WRITTEN_BEHIND_WORK, so it goes
+     * as one submission even behind running work) over a buffer of its own, launched twice
+     * behind a plain launch: every increment must land, in order. */
+    enum { BIG = 130, M = 256 };
+    static uint32_t small[M];
+    for (unsigned int i = 0; i < M; i++) small[i] = i;
+    CUdeviceptr sbuf;
+    CHECK(cuMemAlloc_v2(&sbuf, sizeof small));
+    CHECK(cuMemcpyHtoD_v2(sbuf, small, sizeof small));
+    unsigned int m = M;
+    void *sparams[] = {&sbuf, &m};
+    static CUgraphNode chain[BIG];
+    KernelNodeParams skp = {add1, {1, 1, 1}, {M, 1, 1}, 0, sparams, 0};
+    CHECK(cuGraphCreate(&graph, 0));
+    for (int i = 0; i < BIG; i++)
+        CHECK(cuGraphAddKernelNode(&chain[i], graph, i ? &chain[i - 1] : 0, i ? 1 : 0, &skp));
+    CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    CHECK(cuLaunchKernel(add1, 1, 1, 1, M, 1, 1, 0, s1, sparams, 0));
+    CHECK(cuGraphLaunch(exec, s1));
+    CHECK(cuGraphLaunch(exec, s1));
+    CHECK(cuStreamSynchronize(s1));
+    CHECK(cuMemcpyDtoH_v2(small, sbuf, sizeof small));
+    for (unsigned int i = 0; i < M; i++) {
+        if (small[i] != i + 1 + 2 * BIG) {
+            fprintf(stderr, "driver_api_check: %d-node graph: element %u is %u, not %u\n", BIG, i,
+                    small[i], i + 1 + 2 * BIG);
+            exit(1);
+        }
+    }
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(graph));
+    CHECK(cuMemFree_v2(sbuf));
+    printf("%d-node graph: ok\n", BIG);
 
     /* The same add1 from the other images (PTX through the JIT, fatbins). */
     unsigned int expect = 6;
