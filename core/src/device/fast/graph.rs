@@ -29,8 +29,9 @@
 //! (1000-launch graphs of empty kernels queued back to back through libcuda: 1.04 µs per
 //! kernel against NVIDIA's 0.79 in a slow-CPU H100 VM), which outweighs one drain of the GPU
 //! per graph (written behind work: 0.80 µs per kernel against 0.96 launch by launch and
-//! NVIDIA's 0.78, docs/performance.md). A lone launch gets what the latency machinery does for one
-//! (written ahead, a repeated call: 3.8 µs synchronized against 5.2 for the written form).
+//! NVIDIA's 0.78, docs/performance.md). A lone launch gets what the latency machinery does
+//! for one (written ahead, a repeated call: 3.8 µs synchronized against 5.2 for the written
+//! form).
 //!
 //! The commands are kept twice ([`COPIES`]), used in turn: a launch on an idle stream finds
 //! its copy free (its own earlier launches are done), but another stream may still run the
