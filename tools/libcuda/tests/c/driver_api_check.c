@@ -34,10 +34,11 @@
 
 enum { N = 4096 };
 
-static void check_values(CUdeviceptr p, unsigned int add) {
+/* The first n (at most N) u32s at p must read i + add. */
+static void check_values(CUdeviceptr p, unsigned int n, unsigned int add) {
     static uint32_t out[N];
-    CHECK(cuMemcpyDtoH_v2(out, p, sizeof out));
-    for (unsigned int i = 0; i < N; i++) {
+    CHECK(cuMemcpyDtoH_v2(out, p, n * sizeof out[0]));
+    for (unsigned int i = 0; i < n; i++) {
         if (out[i] != i + add) {
             fprintf(stderr, "driver_api_check: element %u is %u, not %u\n", i, out[i], i + add);
             exit(1);
@@ -90,7 +91,7 @@ int main(int argc, char **argv) {
     unsigned int n = N;
     void *params[] = {&buf, &n};
     CHECK(cuLaunchKernel(add1, N / 256, 1, 1, 256, 1, 1, 0, 0, params, 0));
-    check_values(buf, 1);
+    check_values(buf, N, 1);
 
     /* extra: the packed parameter buffer (u64 at 0, u32 at 8). */
     unsigned char packed[16] = {0};
@@ -101,7 +102,7 @@ int main(int argc, char **argv) {
                      (void *)2 /* CU_LAUNCH_PARAM_BUFFER_SIZE */, &size,
                      (void *)0 /* CU_LAUNCH_PARAM_END */};
     CHECK(cuLaunchKernel(add1, N / 256, 1, 1, 256, 1, 1, 0, 0, 0, extra));
-    check_values(buf, 2);
+    check_values(buf, N, 2);
     /* A buffer longer than the parameters: what NVIDIA's library answers. */
     size = 16;
     EXPECT(cuLaunchKernel(add1, N / 256, 1, 1, 256, 1, 1, 0, 0, 0, extra) == 701 /* OUT_OF_RESOURCES */);
@@ -125,7 +126,7 @@ int main(int argc, char **argv) {
     CHECK(cuEventElapsedTime(&ms, start, stop));
     EXPECT(ms >= 0);
     CHECK(cuStreamSynchronize(s1));
-    check_values(buf, 4);
+    check_values(buf, N, 4);
 
     /* A two-node graph: add1, then a copy back to the host; launched twice. */
     static uint32_t back[N];
@@ -173,14 +174,7 @@ int main(int argc, char **argv) {
     CHECK(cuGraphLaunch(exec, s1));
     CHECK(cuGraphLaunch(exec, s1));
     CHECK(cuStreamSynchronize(s1));
-    CHECK(cuMemcpyDtoH_v2(small, sbuf, sizeof small));
-    for (unsigned int i = 0; i < M; i++) {
-        if (small[i] != i + 1 + 2 * BIG) {
-            fprintf(stderr, "driver_api_check: %d-node graph: element %u is %u, not %u\n", BIG, i,
-                    small[i], i + 1 + 2 * BIG);
-            exit(1);
-        }
-    }
+    check_values(sbuf, M, 1 + 2 * BIG);
     CHECK(cuGraphExecDestroy(exec));
     CHECK(cuGraphDestroy(graph));
     CHECK(cuMemFree_v2(sbuf));
@@ -195,7 +189,7 @@ int main(int argc, char **argv) {
         CHECK(cuModuleLoadData(&m2, img2));
         CHECK(cuModuleGetFunction(&f2, m2, "add1"));
         CHECK(cuLaunchKernel(f2, N / 256, 1, 1, 256, 1, 1, 0, 0, params, 0));
-        check_values(buf, ++expect);
+        check_values(buf, N, ++expect);
         CHECK(cuModuleUnload(m2));
         free(img2);
         printf("%s: add1 ran\n", argv[a]);
