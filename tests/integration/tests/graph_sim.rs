@@ -48,6 +48,11 @@ fn stall(dev: &Device<SimBackend>) -> std::thread::JoinHandle<()> {
         .unwrap()
 }
 
+/// N zeros on the device.
+fn zeros(dev: &Device<SimBackend>) -> DeviceBuffer<'_, SimBackend, u32> {
+    dev.htod_copy(&vec![0u32; N as usize]).unwrap()
+}
+
 fn add1_node(
     dev: &Device<SimBackend>,
     add1: &Function<'_, '_, SimBackend>,
@@ -65,7 +70,7 @@ fn a_graph_runs_its_launches_in_order_as_one_chained_submission() {
         let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
         let vadd = m.function("vector_add").unwrap();
-        let a = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
+        let a = zeros(&dev);
         let fa = dev.htod_copy(&[1.5f32; N as usize]).unwrap();
         let fb = dev.htod_copy(&[2.0f32; N as usize]).unwrap();
         let fc = dev.alloc_zeros::<f32>(N as usize).unwrap();
@@ -124,8 +129,8 @@ fn a_graph_launched_again_and_again_without_waiting_loses_nothing() {
         let dev = open(model);
         let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
-        let a = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
-        let b = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
+        let a = zeros(&dev);
+        let b = zeros(&dev);
         dev.synchronize().unwrap();
         let nodes = (0..5).map(|_| add1_node(&dev, &add1, &a)).collect();
         let g = dev.create_graph(nodes).unwrap();
@@ -175,8 +180,8 @@ fn a_large_graph_goes_as_one_submission_behind_running_work_too() {
         let dev = open(model);
         let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
-        let a = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
-        let b = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
+        let a = zeros(&dev);
+        let b = zeros(&dev);
         dev.synchronize().unwrap();
         let large = dev
             .create_graph(
@@ -232,9 +237,7 @@ fn a_changed_node_is_used_from_the_next_launch_on_and_queued_launches_keep_their
         let dev = open(model);
         let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
-        let bufs: Vec<_> = (0..3)
-            .map(|_| dev.htod_copy(&vec![0u32; N as usize]).unwrap())
-            .collect();
+        let bufs: Vec<_> = (0..3).map(|_| zeros(&dev)).collect();
         dev.synchronize().unwrap();
         let g = dev
             .create_graph(vec![
@@ -277,7 +280,7 @@ fn graphs_follow_the_stream_they_are_launched_on() {
     let dev = open(GH100);
     let m = dev.load_cubin(&kernels(90, 13)).unwrap();
     let add1 = m.function("add1").unwrap();
-    let a = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
+    let a = zeros(&dev);
     dev.synchronize().unwrap();
     let g = dev
         .create_graph((0..3).map(|_| add1_node(&dev, &add1, &a)).collect())
@@ -299,8 +302,8 @@ fn a_graph_whose_commands_are_in_use_on_other_streams_waits_for_them() {
     let dev = open(GH100);
     let m = dev.load_cubin(&kernels(90, 13)).unwrap();
     let add1 = m.function("add1").unwrap();
-    let a = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
-    let b = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
+    let a = zeros(&dev);
+    let b = zeros(&dev);
     dev.synchronize().unwrap();
     let g = dev
         .create_graph(vec![add1_node(&dev, &add1, &a), add1_node(&dev, &add1, &b)])
@@ -335,7 +338,7 @@ fn a_fault_in_a_graph_is_reported_and_the_graph_runs_again_after_recovery() {
         let m = dev.load_cubin(&kernels(sm, 13)).unwrap();
         let add1 = m.function("add1").unwrap();
         let oob = m.function("oob_write").unwrap();
-        let a = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
+        let a = zeros(&dev);
         dev.synchronize().unwrap();
         let bad = dev
             .create_graph(vec![
@@ -345,7 +348,7 @@ fn a_fault_in_a_graph_is_reported_and_the_graph_runs_again_after_recovery() {
                 add1_node(&dev, &add1, &a),
             ])
             .unwrap();
-        let a2 = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
+        let a2 = zeros(&dev);
         let good = dev
             .create_graph(vec![
                 add1_node(&dev, &add1, &a2),
@@ -376,7 +379,7 @@ fn bad_graphs_are_refused_with_what_to_do() {
     let other = open(AD102);
     let m = dev.load_cubin(&kernels(90, 13)).unwrap();
     let add1 = m.function("add1").unwrap();
-    let a = dev.htod_copy(&vec![0u32; N as usize]).unwrap();
+    let a = zeros(&dev);
     let e = dev.create_graph(Vec::new()).unwrap_err();
     assert!(
         matches!(&e, DeviceError::BadRange(m) if m.contains("give 1 to")),
@@ -396,7 +399,7 @@ fn bad_graphs_are_refused_with_what_to_do() {
     );
     // Another device's node.
     let om = other.load_cubin(&kernels(89, 13)).unwrap();
-    let oa = other.htod_copy(&vec![0u32; N as usize]).unwrap();
+    let oa = zeros(&other);
     let foreign = add1_node(&other, &om.function("add1").unwrap(), &oa);
     let e = dev.create_graph(vec![foreign.clone()]).unwrap_err();
     assert!(matches!(e, DeviceError::ForeignObject(_)), "{e}");
